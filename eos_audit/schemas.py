@@ -1,0 +1,273 @@
+"""Schemas of the canonical input and of every output table: the published contracts.
+
+The JSON files in `schemas/` are generated from these definitions (`python -m eos_audit.schemas
+schemas/`) and a test checks that they are equal, so the contract people read is the one the code
+enforces. Column descriptions live here, next to the types, and travel into the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import types as T
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a published table: name, Spark type, nullability and meaning."""
+
+    name: str
+    data_type: T.DataType
+    nullable: bool
+    description: str
+
+    def field(self) -> T.StructField:
+        """The Spark field, with the description kept as column metadata (`comment`)."""
+        return T.StructField(
+            self.name, self.data_type, self.nullable, {"comment": self.description}
+        )
+
+
+def _struct(columns: list[Column]) -> T.StructType:
+    return T.StructType([c.field() for c in columns])
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical input: one row per Kafka record batch (kafka_rules.md §2.1 for the header fields).
+# --------------------------------------------------------------------------------------------
+RECORD_BATCH_COLUMNS: list[Column] = [
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("base_offset", T.LongType(), False, "first offset of the batch"),
+    Column("last_offset", T.LongType(), False, "base_offset + lastOffsetDelta"),
+    Column("producer_id", T.LongType(), False, "-1 when the batch has no producer id"),
+    Column("producer_epoch", T.IntegerType(), False, "-1 when none (int16 in Kafka)"),
+    Column("base_sequence", T.IntegerType(), False, "-1 when none"),
+    Column(
+        "last_sequence",
+        T.IntegerType(),
+        True,
+        "derived from base_sequence and the offset delta with Kafka's wraparound rule when absent",
+    ),
+    Column(
+        "record_count",
+        T.IntegerType(),
+        True,
+        "records in the batch (may be below the offset span after compaction)",
+    ),
+    Column("is_transactional", T.BooleanType(), False, "attributes bit 4"),
+    Column("is_control", T.BooleanType(), False, "attributes bit 5"),
+    Column("control_type", T.StringType(), True, "COMMIT or ABORT for transaction markers"),
+    Column("coordinator_epoch", T.IntegerType(), True, "from the marker's value"),
+    Column("partition_leader_epoch", T.IntegerType(), True, "leader epoch stamped by the leader"),
+    Column("magic", T.IntegerType(), True, "record format version; defaults to 2"),
+    Column("max_timestamp", T.LongType(), True, "batch max timestamp, ms since the epoch"),
+    Column(
+        "crc_valid",
+        T.BooleanType(),
+        True,
+        "result of CRC-32C verification when the source could check it",
+    ),
+    Column(
+        "source",
+        T.StringType(),
+        True,
+        "where the row came from (file and byte position, or table and row)",
+    ),
+]
+RECORD_BATCH = _struct(RECORD_BATCH_COLUMNS)
+REQUIRED_INPUT_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if not c.nullable]
+
+# --------------------------------------------------------------------------------------------
+# Optional seeded producer state (engine issue; `.snapshot` files and previous runs arrive here).
+# --------------------------------------------------------------------------------------------
+SEED_BATCH = T.StructType(
+    [
+        T.StructField("base_sequence", T.IntegerType(), False),
+        T.StructField("last_sequence", T.IntegerType(), False),
+        T.StructField("base_offset", T.LongType(), False),
+        T.StructField("last_offset", T.LongType(), False),
+    ]
+)
+PRODUCER_STATE_COLUMNS: list[Column] = [
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("producer_id", T.LongType(), False, "producer id"),
+    Column("producer_epoch", T.IntegerType(), False, "the producer's current epoch"),
+    Column(
+        "coordinator_epoch", T.IntegerType(), True, "coordinator epoch of the last marker, if any"
+    ),
+    Column(
+        "txn_first_offset",
+        T.LongType(),
+        True,
+        "first offset of the producer's open transaction, null when none is open",
+    ),
+    Column(
+        "last_timestamp", T.LongType(), True, "timestamp of the producer's last write, ms"
+    ),
+    Column(
+        "batches",
+        T.ArrayType(SEED_BATCH, False),
+        True,
+        "the last (at most 5) data batches of the current epoch, oldest first",
+    ),
+    Column(
+        "source", T.StringType(), True, "where the state came from (snapshot file, previous run)"
+    ),
+]
+PRODUCER_STATE = _struct(PRODUCER_STATE_COLUMNS)
+
+# --------------------------------------------------------------------------------------------
+# Output tables.
+# --------------------------------------------------------------------------------------------
+FINDINGS_COLUMNS: list[Column] = [
+    Column(
+        "finding_id",
+        T.StringType(),
+        False,
+        "deterministic id: the same input batch and finding type give the same id",
+    ),
+    Column("run_id", T.StringType(), False, "the audit run that produced the finding"),
+    Column("finding_type", T.StringType(), False, "what was violated (see README)"),
+    Column("severity", T.StringType(), False, "CRITICAL, ERROR, WARNING or INFO"),
+    Column(
+        "cause",
+        T.StringType(),
+        True,
+        "why it happened when evidence explains it: LOG_START, PRODUCER_EXPIRY, COMPACTION, "
+        "UNEXPLAINED",
+    ),
+    Column(
+        "kafka_error",
+        T.StringType(),
+        True,
+        "the error a partition leader would have returned for this batch, if any",
+    ),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("producer_id", T.LongType(), True, "producer id of the batch (-1: none)"),
+    Column("producer_epoch", T.IntegerType(), True, "producer epoch of the batch"),
+    Column("base_offset", T.LongType(), False, "first offset of the batch"),
+    Column("last_offset", T.LongType(), False, "last offset of the batch"),
+    Column("base_sequence", T.IntegerType(), True, "first sequence of the batch"),
+    Column("last_sequence", T.IntegerType(), True, "last sequence of the batch"),
+    Column(
+        "expected_sequence",
+        T.IntegerType(),
+        True,
+        "the sequence the leader expected (sequence findings)",
+    ),
+    Column(
+        "previous_offset",
+        T.LongType(),
+        True,
+        "evidence: offset of the earlier batch the finding relates to",
+    ),
+    Column("detail", T.StringType(), False, "one readable sentence"),
+    Column("spec_ref", T.StringType(), False, "the Kafka rule, as a section of kafka_rules.md"),
+    Column(
+        "evidence",
+        T.MapType(T.StringType(), T.StringType(), True),
+        True,
+        "further evidence by name (for example max_leader_epoch)",
+    ),
+    Column("batch_timestamp", T.LongType(), True, "max timestamp of the batch, ms"),
+    Column("source", T.StringType(), True, "where the batch came from"),
+]
+FINDINGS = _struct(FINDINGS_COLUMNS)
+
+QUARANTINE_COLUMNS: list[Column] = [
+    Column("quarantine_id", T.StringType(), False, "deterministic id of the rejected row"),
+    Column("run_id", T.StringType(), False, "the audit run that rejected the row"),
+    Column("reason", T.StringType(), False, "why the row was rejected (all reasons, ';'-joined)"),
+    Column("source", T.StringType(), True, "where the row came from"),
+    Column("topic", T.StringType(), True, "topic, when readable"),
+    Column("partition", T.LongType(), True, "partition, when readable"),
+    Column("base_offset", T.LongType(), True, "base offset, when readable"),
+    Column("raw", T.StringType(), True, "the row as read, as JSON"),
+]
+QUARANTINE = _struct(QUARANTINE_COLUMNS)
+
+AUDIT_RUNS_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "run id (given, or derived from the inputs)"),
+    Column("started_at", T.TimestampType(), False, "when the run started (UTC)"),
+    Column("finished_at", T.TimestampType(), False, "when the run finished (UTC)"),
+    Column("status", T.StringType(), False, "SUCCEEDED or FAILED"),
+    Column("package_version", T.StringType(), False, "eos-audit version"),
+    Column("spark_version", T.StringType(), False, "Spark version of the session"),
+    Column("writer", T.StringType(), False, "spark-delta or delta-rs"),
+    Column("inputs", T.StringType(), False, "the inputs, as JSON"),
+    Column("configuration", T.StringType(), False, "the effective configuration, as JSON"),
+    Column("batches_read", T.LongType(), False, "input rows read"),
+    Column("batches_audited", T.LongType(), False, "rows that passed validation and were audited"),
+    Column("batches_quarantined", T.LongType(), False, "rows written to the quarantine table"),
+    Column("findings_critical", T.LongType(), False, "findings with severity CRITICAL"),
+    Column("findings_error", T.LongType(), False, "findings with severity ERROR"),
+    Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
+    Column("findings_info", T.LongType(), False, "findings with severity INFO"),
+    Column("error", T.StringType(), True, "what went wrong when status is FAILED"),
+]
+AUDIT_RUNS = _struct(AUDIT_RUNS_COLUMNS)
+
+PARTITION_STATS = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("first_offset", T.LongType(), True),
+        T.StructField("last_offset", T.LongType(), True),
+        T.StructField("batches", T.LongType(), False),
+        T.StructField("batches_with_producer_id", T.LongType(), False),
+        T.StructField("records", T.LongType(), True),
+        T.StructField("max_timestamp", T.LongType(), True),
+    ]
+)
+
+# Every published table: name -> columns. Order is the order of the JSON contracts.
+PUBLISHED: dict[str, list[Column]] = {
+    "record_batch": RECORD_BATCH_COLUMNS,
+    "producer_state": PRODUCER_STATE_COLUMNS,
+    "findings": FINDINGS_COLUMNS,
+    "quarantine": QUARANTINE_COLUMNS,
+    "audit_runs": AUDIT_RUNS_COLUMNS,
+}
+
+OUTPUT_TABLES: dict[str, T.StructType] = {
+    "findings": FINDINGS,
+    "quarantine": QUARANTINE,
+    "audit_runs": AUDIT_RUNS,
+}
+
+
+def contract_json(columns: list[Column]) -> dict:
+    """The JSON contract of one table: its columns with type, nullability and description."""
+    return {
+        "columns": [
+            {
+                "name": c.name,
+                "type": c.data_type.simpleString(),
+                "nullable": c.nullable,
+                "description": c.description,
+            }
+            for c in columns
+        ]
+    }
+
+
+def write_contracts(directory: Path) -> list[Path]:
+    """Write `<table>.json` for every published table into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, columns in PUBLISHED.items():
+        path = directory / f"{name}.json"
+        path.write_text(json.dumps(contract_json(columns), indent=2) + "\n")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # python -m eos_audit.schemas schemas/
+    for p in write_contracts(Path(sys.argv[1] if len(sys.argv) > 1 else "schemas")):
+        print(p)

@@ -1,0 +1,64 @@
+"""Getting a SparkSession without creating one at import time, and finding out what it can do."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# Local sessions only: on Databricks and under spark-submit the runtime owns these settings.
+_LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "4g",
+    "spark.sql.adaptive.enabled": "true",
+    # Quiet the "Spark UI" and native-hadoop warnings at start; stage logs stay at WARN.
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSession:
+    """Return the active SparkSession (Databricks, notebook, spark-submit, tests) or a local one.
+
+    Args:
+        app_name: application name for a new local session.
+        master: Spark master for a new session; defaults to `local[*]`.
+
+    Returns:
+        The session. A new local session has its UI off, UTC time and Spark's own logs at WARN.
+    """
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # Spark's Python workers must run this interpreter, or they import another environment.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    for key, value in _LOCAL_DEFAULTS.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    log.info("started local Spark %s (%s)", spark.version, spark.sparkContext.master)
+    return spark
+
+
+def session_has_delta(spark: SparkSession) -> bool:
+    """Whether Spark itself can write Delta tables (Databricks, or delta-spark jars on the path).
+
+    On Databricks the runtime always has Delta. Elsewhere we ask the JVM for Delta's data source
+    class: the Python `delta-spark` package alone is not enough, its jars must be on the classpath
+    (spark-submit --packages io.delta:delta-spark_2.13:<version>).
+    """
+    if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
+        return True
+    try:
+        jvm = spark.sparkContext._jvm  # noqa: SLF001 - the only way to probe the classpath
+        jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource")
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "not available"
+        return False

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One entry point for people and CI: sets up .venv when needed, then runs what was asked.
+#   ./run.sh demo [--warehouse DIR]   sample export with injected faults, audited into ./warehouse
+#   ./run.sh test [pytest args]       the test suite
+#   ./run.sh audit ARGS...            the eos-audit CLI (same as .venv/bin/eos-audit)
+#   ./run.sh bench [ARGS...]          the benchmarks in bench/ (see bench/README.md)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
+
+check_java() {
+    local java_bin="java"
+    [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ] && java_bin="$JAVA_HOME/bin/java"
+    command -v "$java_bin" >/dev/null 2>&1 || die "Java 17 or newer is required by Spark and was not found.
+Install it (Debian/Ubuntu: 'sudo apt-get install openjdk-17-jre-headless'; macOS: 'brew install openjdk@17'),
+or set JAVA_HOME to a JDK 17+ installation, then run this command again."
+    local version major
+    version=$("$java_bin" -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n 1)
+    major=${version%%.*}
+    [ "$major" = "1" ] && major=$(echo "$version" | cut -d. -f2)
+    [[ "$major" =~ ^[0-9]+$ ]] && [ "$major" -ge 17 ] || die "Java 17 or newer is required by Spark; found '${version:-unknown}'.
+Install a JDK 17+ (Debian/Ubuntu: 'sudo apt-get install openjdk-17-jre-headless') or point JAVA_HOME at one."
+}
+
+pick_python() {
+    local candidate
+    for candidate in python3.11 python3.12 python3.10 python3 python; do
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
+            echo "$candidate"; return
+        fi
+    done
+    die "Python 3.10 or newer is required (3.11 recommended) and was not found; install it and retry."
+}
+
+ensure_env() {
+    local stamp=.venv/.eos-audit-installed
+    local want
+    want=$(cat pyproject.toml constraints.txt | cksum)
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+    if [ ! -x .venv/bin/python ]; then
+        echo "run.sh: creating .venv with $(pick_python)" >&2
+        "$(pick_python)" -m venv .venv || die "could not create .venv (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    echo "run.sh: installing eos-audit and its pinned dependencies into .venv (first run takes a few minutes)" >&2
+    .venv/bin/python -m pip install --quiet --upgrade pip >&2
+    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[local,dev]" >&2
+    echo "$want" > "$stamp"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    demo)  check_java; ensure_env; exec .venv/bin/eos-audit demo "$@" ;;
+    test)  check_java; ensure_env; exec .venv/bin/python -m pytest "$@" ;;
+    audit) check_java; ensure_env; exec .venv/bin/eos-audit audit "$@" ;;
+    bench) check_java; ensure_env; exec .venv/bin/python -m bench.run "$@" ;;
+    *) die "usage: ./run.sh demo|test|audit|bench [args...]  (see README.md)" ;;
+esac
