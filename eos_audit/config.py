@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from eos_audit.errors import ConfigError
 
@@ -44,12 +45,12 @@ def parse_kafka_version(text: str) -> tuple[int, int]:
 
     Raises:
         ConfigError: when the text is not a Kafka version.
+
     """
     match = _VERSION_RE.match(str(text).strip())
     if not match:
         raise ConfigError(
-            f"cluster.kafka_version {text!r} is not a Kafka version; write it like \"3.7\" or "
-            "\"2.8.1\""
+            f'cluster.kafka_version {text!r} is not a Kafka version; write it like "3.7" or "2.8.1"'
         )
     return int(match.group(1)), int(match.group(2))
 
@@ -69,8 +70,10 @@ class ClusterConfig:
 
     @property
     def effective_expiration_ms(self) -> int:
-        """Producer-state expiry the broker applied: producer.id.expiration.ms since 3.4 (KIP-854),
-        transactional.id.expiration.ms (7 days) before (kafka_rules.md §1.10)."""
+        """Producer-state expiry the broker applied (kafka_rules.md §1.10).
+
+        producer.id.expiration.ms since 3.4 (KIP-854), transactional.id.expiration.ms (7 days) before.
+        """
         if self.producer_id_expiration_ms is not None:
             return self.producer_id_expiration_ms
         return 86_400_000 if self.version >= (3, 4) else 604_800_000
@@ -210,8 +213,7 @@ def _validate(config: AuditConfig, origin: str) -> None:
         )
     if config.output.writer not in WRITERS:
         raise ConfigError(
-            f"{origin}: output.writer must be one of {list(WRITERS)}, got "
-            f"{config.output.writer!r}"
+            f"{origin}: output.writer must be one of {list(WRITERS)}, got {config.output.writer!r}"
         )
 
 
@@ -226,6 +228,7 @@ def load_config(path: str | Path | None = None) -> AuditConfig:
 
     Raises:
         ConfigError: the file is missing, is not TOML, or has an unknown key or a bad value.
+
     """
     if path is None:
         return AuditConfig()

@@ -106,14 +106,19 @@ PRODUCER_STATE_COLUMNS: list[Column] = [
         True,
         "first offset of the producer's open transaction, null when none is open",
     ),
-    Column(
-        "last_timestamp", T.LongType(), True, "timestamp of the producer's last write, ms"
-    ),
+    Column("last_timestamp", T.LongType(), True, "timestamp of the producer's last write, ms"),
     Column(
         "batches",
         T.ArrayType(SEED_BATCH, False),
         True,
         "the last (at most 5) data batches of the current epoch, oldest first",
+    ),
+    Column(
+        "state_offset",
+        T.LongType(),
+        True,
+        "exclusive end offset the state covers (a snapshot's file offset); null: the state stands "
+        "immediately before the audited log",
     ),
     Column(
         "source", T.StringType(), True, "where the state came from (snapshot file, previous run)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -31,6 +32,7 @@ def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSe
 
     Returns:
         The session. A new local session has its UI off, UTC time and Spark's own logs at WARN.
+
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -41,6 +43,10 @@ def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSe
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     for key, value in _LOCAL_DEFAULTS.items():
         builder = builder.config(key, value)
+    log4j = Path(__file__).with_name("log4j2.properties")
+    builder = builder.config(
+        "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
+    )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     log.info("started local Spark %s (%s)", spark.version, spark.sparkContext.master)

@@ -1,0 +1,212 @@
+"""Command line: `eos-audit audit ...` for the nightly job, `eos-audit demo` for a first look.
+
+Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 bad usage, configuration
+or input, 3 internal error. This is the only module that configures logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from eos_audit import __version__
+from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
+from eos_audit.errors import EosAuditError
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+BATCH_FORMATS = ("auto", "parquet", "json", "csv", "delta", "segments", "dump-log")
+log = logging.getLogger("eos_audit")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits with 2 on bad usage, which is our code for it too; keep its message."""
+
+    def error(self, message: str) -> None:  # noqa: D102
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"eos-audit: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (public so the docs and tests can read it)."""
+    parser = _Parser(prog="eos-audit", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"eos-audit {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
+    audit.add_argument(
+        "--batches",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="record batches: Parquet/JSON/CSV files, a Delta table, partition "
+        "directories (segments) or kafka-dump-log.sh output",
+    )
+    audit.add_argument(
+        "--batches-format",
+        choices=BATCH_FORMATS,
+        default="auto",
+        help="input format (default: detected from the path)",
+    )
+    audit.add_argument(
+        "--warehouse",
+        required=True,
+        metavar="DIR",
+        help="where the Delta tables are written (DIR/<table>)",
+    )
+    audit.add_argument(
+        "--run-id",
+        help="run id (default: derived from inputs, config and date; "
+        "re-running a run replaces its rows)",
+    )
+    audit.add_argument(
+        "--fail-on",
+        choices=FAIL_ON_CHOICES,
+        help="exit 1 when a finding at or above this severity exists "
+        "(default: run.fail_on of the configuration, critical)",
+    )
+    audit.add_argument("--conf", metavar="FILE", help="TOML configuration (see conf/defaults.toml)")
+    audit.add_argument(
+        "--producer-state",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="seeded producer state (Parquet/JSON in schemas/producer_state.json)",
+    )
+    audit.add_argument(
+        "--no-verify-crc", action="store_true", help="segments: skip CRC-32C verification"
+    )
+    audit.add_argument(
+        "--topic", help="dump-log: topic of the dumped segment when the text does not name it"
+    )
+    audit.add_argument("--partition", type=int, help="dump-log: partition of the dumped segment")
+
+    demo = commands.add_parser(
+        "demo", help="write a sample export with injected faults and audit it"
+    )
+    demo.add_argument(
+        "--warehouse",
+        default="warehouse",
+        metavar="DIR",
+        help="where the Delta tables are written (default: ./warehouse)",
+    )
+    demo.add_argument(
+        "--export",
+        metavar="DIR",
+        help="where the sample export is written (default: a temporary folder)",
+    )
+    return parser
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _fails(by_severity: dict[str, int], fail_on: str) -> bool:
+    if fail_on == "never":
+        return False
+    levels = ["CRITICAL", "ERROR", "WARNING"]
+    threshold = levels[: levels.index(fail_on.upper()) + 1]
+    return any(by_severity.get(level, 0) for level in threshold)
+
+
+def _print_summary(result, out=sys.stdout) -> None:
+    print(f"\neos-audit run {result.run_id}: {result.status} (writer: {result.writer})", file=out)
+    print(
+        f"batches read {result.batches_read} = audited {result.batches_audited} + quarantined "
+        f"{result.batches_quarantined}",
+        file=out,
+    )
+    if result.findings_by_type:
+        width = max(len(t) for t, _, _ in result.findings_by_type)
+        print(f"\n{'finding_type'.ljust(width)}  severity  count", file=out)
+        for finding_type, severity, count in result.findings_by_type:
+            print(f"{finding_type.ljust(width)}  {severity.ljust(8)}  {count:5d}", file=out)
+    else:
+        print("\nno findings", file=out)
+    print("\nDelta tables:", file=out)
+    for table, location in result.tables.items():
+        print(f"  {table:<11} {location}", file=out)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from eos_audit.pipeline import AuditInputs, run_audit
+    from eos_audit.session import get_spark
+
+    if args.command == "demo":
+        from eos_audit.demo import write_demo_export
+
+        export_dir = (
+            Path(args.export) if args.export else Path(tempfile.mkdtemp(prefix="eos-demo-"))
+        )
+        path, faults = write_demo_export(export_dir)
+        print(f"sample export with {len(faults)} injected faults and 1 malformed row: {path}")
+        for fault in faults:
+            print(
+                f"  {fault.finding_type:<22} {fault.topic}-{fault.partition} @ "
+                f"{fault.base_offset}: {fault.story}"
+            )
+        config: AuditConfig = load_config(None)
+        inputs = AuditInputs(batches=(str(path),))
+        result = run_audit(
+            get_spark(), inputs, config, str(Path(args.warehouse).resolve()), run_id="demo"
+        )
+        _print_summary(result)
+        return EXIT_OK  # the findings are the point of the demo
+
+    config = load_config(args.conf)
+    if args.fail_on:
+        config = config.with_overrides(run={"fail_on": args.fail_on})
+    inputs = AuditInputs(
+        batches=tuple(args.batches),
+        batches_format=args.batches_format,
+        producer_state=tuple(args.producer_state),
+        verify_crc=not args.no_verify_crc,
+        dump_topic=args.topic,
+        dump_partition=args.partition,
+    )
+    result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
+    _print_summary(result)
+    return EXIT_FINDINGS if _fails(result.findings_by_severity, config.run.fail_on) else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `eos-audit` command.
+
+    Args:
+        argv: the arguments (default: sys.argv[1:]).
+
+    Returns:
+        The exit code (see the module docstring).
+
+    """
+    args = build_parser().parse_args(argv)
+    _configure_logging(args.verbose)
+    try:
+        return _run(args)
+    except EosAuditError as exc:
+        print(f"eos-audit: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception:  # noqa: BLE001 - anything else is our bug: say so, keep the trace in debug
+        log.debug("internal error", exc_info=True)
+        print(
+            "eos-audit: internal error: "
+            f"{sys.exc_info()[0].__name__}: {sys.exc_info()[1]}\n"
+            "This is a bug in eos-audit; rerun with -v for the trace and report it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

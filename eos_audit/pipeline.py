@@ -1,0 +1,255 @@
+"""One audit run: read, audit in one pass, write every table, record the run.
+
+The audit's output records (findings, quarantine rows, partition statistics) are computed by one
+Spark job and staged as Parquet, partitioned by kind; each table is then written from its slice of
+the stage, so the expensive shuffle and sorts run exactly once per run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eos_audit import __version__, engine
+from eos_audit.config import AuditConfig
+from eos_audit.errors import EosAuditError, InputSchemaError
+from eos_audit.schemas import AUDIT_RUNS, FINDINGS, PRODUCER_STATE, QUARANTINE
+from eos_audit.session import session_has_delta
+from eos_audit.sinks.delta import TableWriter, choose_writer
+from eos_audit.sources.files import TABULAR_FORMATS, detect_format, read_tabular
+
+log = logging.getLogger(__name__)
+
+BATCH_FORMATS = ("auto", *TABULAR_FORMATS, "segments", "dump-log")
+SEVERITY_ORDER = ("CRITICAL", "ERROR", "WARNING", "INFO")
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """What to audit."""
+
+    batches: tuple[str, ...]
+    batches_format: str = "auto"
+    producer_state: tuple[str, ...] = ()
+    verify_crc: bool = True
+    dump_topic: str | None = None
+    dump_partition: int | None = None
+
+
+@dataclass
+class RunResult:
+    """What a run did, for the CLI's summary and exit code."""
+
+    run_id: str
+    status: str
+    writer: str
+    batches_read: int = 0
+    batches_audited: int = 0
+    batches_quarantined: int = 0
+    findings_by_severity: dict[str, int] = field(default_factory=dict)
+    findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
+    tables: dict[str, str] = field(default_factory=dict)
+
+
+def default_run_id(inputs: AuditInputs, config: AuditConfig, today: dt.date | None = None) -> str:
+    """A run id that is the same for the same inputs, configuration and audit date.
+
+    Re-running a night's audit therefore replaces that night's rows instead of adding a copy.
+    """
+    digest = hashlib.sha256(
+        json.dumps([asdict(inputs), config.to_json()], sort_keys=True, default=str).encode()
+    ).hexdigest()[:10]
+    return f"{(today or dt.datetime.now(dt.UTC).date()).isoformat()}-{digest}"
+
+
+def read_batches(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
+    """Read the batch inputs into the canonical schema (with quarantine reasons)."""
+    fmt = inputs.batches_format
+    if fmt == "auto":
+        formats = {detect_format(p) for p in inputs.batches}
+        if len(formats) != 1:
+            raise InputSchemaError(
+                f"the --batches inputs have different formats {sorted(formats)}; audit them "
+                "separately or pass --batches-format"
+            )
+        fmt = formats.pop()
+    paths = list(inputs.batches)
+    if fmt in TABULAR_FORMATS:
+        return read_tabular(spark, paths, fmt)
+    if fmt == "segments":
+        from eos_audit.sources.canonical import to_canonical
+        from eos_audit.sources.segments import read_segments
+
+        return to_canonical(read_segments(spark, paths, verify_crc=inputs.verify_crc))
+    if fmt == "dump-log":
+        from eos_audit.sources.canonical import to_canonical
+        from eos_audit.sources.dump_log import read_dump_log
+
+        return to_canonical(
+            read_dump_log(spark, paths, topic=inputs.dump_topic, partition=inputs.dump_partition),
+            text_input=False,
+        )
+    raise InputSchemaError(f"unknown --batches-format {fmt!r}; expected one of {BATCH_FORMATS}")
+
+
+def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame | None:
+    """Seeded producer state from Parquet or JSON files in the `producer_state` contract."""
+    if not paths:
+        return None
+    frames = []
+    for path in paths:
+        fmt = detect_format(path)
+        if fmt not in ("parquet", "json"):
+            raise InputSchemaError(
+                f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
+                "contract (schemas/producer_state.json)"
+            )
+        reader = spark.read.schema(PRODUCER_STATE)
+        frames.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.unionByName(other)
+    return df
+
+
+def _summary(staged: DataFrame) -> dict:
+    """The run's counts, from the stage, in one small Spark job (the run's one summary step)."""
+    findings = F.col("kind") == "findings"
+    key = F.concat_ws("|", F.col("finding.finding_type"), F.col("finding.severity"))
+    by_type = (
+        staged.where(findings)
+        .groupBy(key.alias("k"))
+        .count()
+        .agg(F.map_from_entries(F.collect_list(F.struct("k", "count"))).alias("by_type"))
+    )
+    totals = staged.agg(
+        F.count(F.when(F.col("kind") == "quarantine", 1)).alias("quarantined"),
+        F.coalesce(F.sum("partition_stats.batches"), F.lit(0)).alias("audited"),
+        *[
+            F.count(F.when(findings & (F.col("finding.severity") == s), 1)).alias(s)
+            for s in SEVERITY_ORDER
+        ],
+    )
+    row = totals.crossJoin(by_type).head()
+    return row.asDict(recursive=True)
+
+
+def _run_row(
+    spark: SparkSession,
+    result: RunResult,
+    started: dt.datetime,
+    inputs: AuditInputs,
+    config: AuditConfig,
+    error: str | None,
+) -> DataFrame:
+    values = {
+        "run_id": result.run_id,
+        "started_at": started,
+        "finished_at": dt.datetime.now(dt.UTC),
+        "status": result.status,
+        "package_version": __version__,
+        "spark_version": spark.version,
+        "writer": result.writer,
+        "inputs": json.dumps(asdict(inputs), sort_keys=True),
+        "configuration": config.to_json(),
+        "batches_read": result.batches_read,
+        "batches_audited": result.batches_audited,
+        "batches_quarantined": result.batches_quarantined,
+        "findings_critical": result.findings_by_severity.get("CRITICAL", 0),
+        "findings_error": result.findings_by_severity.get("ERROR", 0),
+        "findings_warning": result.findings_by_severity.get("WARNING", 0),
+        "findings_info": result.findings_by_severity.get("INFO", 0),
+        "error": error,
+    }
+    return spark.createDataFrame([tuple(values[f.name] for f in AUDIT_RUNS.fields)], AUDIT_RUNS)
+
+
+def run_audit(
+    spark: SparkSession,
+    inputs: AuditInputs,
+    config: AuditConfig,
+    warehouse: str,
+    run_id: str | None = None,
+) -> RunResult:
+    """Audit the inputs and write findings, quarantine and the run record as Delta tables.
+
+    Args:
+        spark: the session.
+        inputs: what to audit.
+        config: the run configuration.
+        warehouse: directory of the Delta tables (or staging area in catalog mode).
+        run_id: the run id; default: derived from the inputs, configuration and date.
+
+    Returns:
+        What the run did. A failed run is recorded in `audit_runs` with status FAILED and the
+        exception is raised again.
+
+    """
+    started = dt.datetime.now(dt.UTC)
+    run_id = run_id or default_run_id(inputs, config)
+    writer: TableWriter = choose_writer(
+        spark,
+        warehouse,
+        config.output.writer,
+        config.output.catalog_schema,
+        has_delta=session_has_delta(spark),
+    )
+    result = RunResult(run_id=run_id, status="FAILED", writer=writer.name)
+    stage = Path(warehouse) / "_staging" / f"run-{uuid.uuid4().hex}"
+    log.info("run %s: reading %s (%s)", run_id, ", ".join(inputs.batches), inputs.batches_format)
+    error: str | None = "interrupted"
+    try:
+        batches = read_batches(spark, inputs)
+        seeds = read_producer_state(spark, inputs.producer_state)
+        records = engine.audit(batches, config, run_id, seeds_df=seeds)
+        log.info("run %s: auditing (one shuffle) and staging the results", run_id)
+        records.write.mode("overwrite").partitionBy("kind").parquet(str(stage))
+        staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
+        for table, df, schema in (
+            ("findings", engine.findings_of(staged), FINDINGS),
+            ("quarantine", engine.quarantine_of(staged), QUARANTINE),
+        ):
+            result.tables[table] = writer.replace_run(table, df, schema, run_id)
+            log.info("run %s: wrote %s", run_id, result.tables[table])
+        summary = _summary(staged)
+        result.batches_audited = int(summary["audited"])
+        result.batches_quarantined = int(summary["quarantined"])
+        result.batches_read = result.batches_audited + result.batches_quarantined
+        result.findings_by_severity = {s: int(summary[s]) for s in SEVERITY_ORDER}
+        result.findings_by_type = sorted(
+            (
+                (k.split("|")[0], k.split("|")[1], int(v))
+                for k, v in (summary["by_type"] or {}).items()
+            ),
+            key=lambda t: (SEVERITY_ORDER.index(t[1]), t[0]),
+        )
+        result.status = "SUCCEEDED"
+        error = None
+    except EosAuditError as exc:
+        error = str(exc)
+        raise
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        try:
+            run_df = _run_row(spark, result, started, inputs, config, error)
+            result.tables["audit_runs"] = writer.replace_run(
+                "audit_runs", run_df, AUDIT_RUNS, run_id
+            )
+            log.info(
+                "run %s: %s, recorded in %s", run_id, result.status, result.tables["audit_runs"]
+            )
+        except Exception:  # the original error matters more than a failed run record
+            log.exception("run %s: could not record the run in audit_runs", run_id)
+        shutil.rmtree(stage, ignore_errors=True)
+    return result

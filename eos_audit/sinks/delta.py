@@ -1,0 +1,160 @@
+"""The only code that writes: Delta tables through Spark, or through delta-rs without Spark Delta.
+
+Both writers replace the rows of one run (`run_id = X`) and leave every other run's rows alone, so
+re-running the same run never appends twice. Both pin the table's contract schema (names, types,
+nullability) before writing.
+
+delta-rs path: the executors write the rows as Parquet into a staging folder, then the driver
+streams those files through Arrow into `write_deltalake` batch by batch, so driver memory stays
+flat however many rows a table gets (no collect, no toPandas).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from eos_audit.errors import SinkError
+
+log = logging.getLogger(__name__)
+
+
+class TableWriter(Protocol):
+    """Writes one run's rows of a table."""
+
+    name: str
+
+    def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
+        """Replace the rows of `run_id` in `table` by `df`; return where the table is."""
+        ...
+
+
+def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
+    """Select the contract's columns in order, cast to the contract's types."""
+    return df.select(*[df[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def _quote(run_id: str) -> str:
+    return "'" + run_id.replace("'", "''") + "'"
+
+
+@dataclass
+class SparkDeltaWriter:
+    """Spark's own Delta data source (Databricks, or spark-submit with delta-spark)."""
+
+    warehouse: str
+    catalog_schema: str = ""
+    name: str = "spark-delta"
+
+    def location(self, table: str) -> str:
+        """A catalog table name (catalog_schema.table) or a path under the warehouse."""
+        if self.catalog_schema:
+            return f"{self.catalog_schema}.{table}"
+        return str(Path(self.warehouse) / table)
+
+    def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
+        """Overwrite only this run's rows (replaceWhere), creating the table on first use."""
+        writer = (
+            _conform(df, schema)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("replaceWhere", f"run_id = {_quote(run_id)}")
+        )
+        target = self.location(table)
+        if self.catalog_schema:
+            writer.saveAsTable(target)
+        else:
+            writer.save(target)
+        return target
+
+
+@dataclass
+class DeltaRsWriter:
+    """delta-rs (`deltalake`): standard Delta tables without Delta jars in the JVM."""
+
+    warehouse: str
+    name: str = "delta-rs"
+
+    def location(self, table: str) -> str:
+        """The table's directory under the warehouse."""
+        return str(Path(self.warehouse) / table)
+
+    def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
+        """Stage on the executors as Parquet, then stream into the Delta table."""
+        from deltalake import write_deltalake
+
+        target = self.location(table)
+        staging = Path(self.warehouse) / "_staging" / f"{table}-{uuid.uuid4().hex}"
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        try:
+            _conform(df, schema).write.mode("overwrite").parquet(str(staging))
+            files = sorted(str(p) for p in staging.glob("*.parquet"))
+            dataset = pads.dataset(files, format="parquet") if files else None
+
+            def batches():
+                if dataset is None:
+                    return
+                for batch in dataset.to_batches(batch_size=65_536):
+                    # Spark writes timestamps as INT96 and marks every column nullable; the cast
+                    # pins the contract's Arrow types and nullability.
+                    yield pa.RecordBatch.from_arrays(
+                        [
+                            batch.column(i).cast(arrow_schema.field(i).type)
+                            for i in range(len(arrow_schema))
+                        ],
+                        schema=arrow_schema,
+                    )
+
+            reader = pa.RecordBatchReader.from_batches(arrow_schema, batches())
+            write_deltalake(
+                target,
+                reader,
+                mode="overwrite",
+                predicate=f"run_id = {_quote(run_id)}",
+                schema_mode=None,
+            )
+        except Exception as exc:
+            if "schema" in str(exc).lower() and Path(target, "_delta_log").exists():
+                raise SinkError(
+                    f"cannot write {target}: the existing Delta table has another schema ({exc}); "
+                    "write to a new --warehouse or migrate the table"
+                ) from exc
+            raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+
+def choose_writer(
+    spark: SparkSession, warehouse: str, writer: str, catalog_schema: str, has_delta: bool
+) -> TableWriter:
+    """Pick the writer: Spark's Delta when the session has it (or when asked), else delta-rs.
+
+    Raises:
+        SinkError: `spark` was asked for but the session has no Delta Lake, or a catalog schema
+            was given without Spark Delta.
+
+    """
+    if writer == "spark" or (writer == "auto" and has_delta):
+        if not has_delta:
+            raise SinkError(
+                "output.writer = 'spark' but this Spark session has no Delta Lake; run through "
+                "spark-submit.sh (delta-spark package) or on Databricks, or use writer 'auto'"
+            )
+        return SparkDeltaWriter(warehouse=warehouse, catalog_schema=catalog_schema)
+    if catalog_schema:
+        raise SinkError(
+            "output.catalog_schema needs Spark's Delta writer (Databricks or delta-spark); "
+            "without it, write paths under --warehouse"
+        )
+    return DeltaRsWriter(warehouse=warehouse)

@@ -1,0 +1,240 @@
+"""Validation into the canonical record-batch schema.
+
+Every source hands over a DataFrame whose canonical columns may have any integer width (or be
+strings, for text formats) plus an optional `_source_error`. This module range-checks every value,
+derives `last_sequence` with Kafka's wraparound rule, casts to the contract types and marks each row
+either valid or quarantined with all its reasons. Nothing is dropped: the caller splits on
+`quarantine_reason`.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from eos_audit.errors import InputSchemaError
+from eos_audit.schemas import RECORD_BATCH, RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
+
+INT32_MAX = 2_147_483_647
+INT32_MIN = -2_147_483_648
+INT16_MAX = 32_767
+INT16_MIN = -32_768
+SOURCE_ERROR = "_source_error"
+QUARANTINE_REASON = "quarantine_reason"
+RAW = "raw"
+
+_INTEGER_TYPES = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_INT_COLUMNS = [
+    c.name for c in RECORD_BATCH_COLUMNS if isinstance(c.data_type, T.IntegerType | T.LongType)
+]
+_BOOL_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if isinstance(c.data_type, T.BooleanType)]
+_STRING_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if isinstance(c.data_type, T.StringType)]
+
+
+def increment_sequence(base: Column, delta: Column) -> Column:
+    """Kafka's `incrementSequence` (DefaultRecordBatch, kafka_rules.md §1.5) on long columns.
+
+    `s > MAX - k ? k - (MAX - s) - 1 : s + k`, i.e. the sequence wraps from 2147483647 to 0.
+    """
+    return F.when(base > F.lit(INT32_MAX) - delta, delta - (F.lit(INT32_MAX) - base) - 1).otherwise(
+        base + delta
+    )
+
+
+def _is_integer_type(data_type: T.DataType) -> bool:
+    if isinstance(data_type, _INTEGER_TYPES):
+        return True
+    return isinstance(data_type, T.DecimalType) and data_type.scale == 0
+
+
+def check_columns(df: DataFrame, *, text_input: bool) -> None:
+    """Fail fast, naming the column, when a required column is missing or has an unusable type.
+
+    Args:
+        df: the DataFrame as read.
+        text_input: True for JSON/CSV read as strings (types are then checked per row).
+
+    Raises:
+        InputSchemaError: a required column is missing, or a column has a type that cannot hold
+            its values (for example a string producer_id in a Parquet file).
+
+    """
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    missing = [name for name in REQUIRED_INPUT_COLUMNS if name not in fields]
+    if missing:
+        raise InputSchemaError(
+            f"input is missing required column(s) {missing}; the record-batch contract "
+            f"(schemas/record_batch.json) requires {REQUIRED_INPUT_COLUMNS}"
+        )
+    if text_input:
+        return
+    for name, data_type in fields.items():
+        if name in _INT_COLUMNS and not _is_integer_type(data_type):
+            raise InputSchemaError(
+                f"column {name!r} has type {data_type.simpleString()}, expected an integer type "
+                "(any width); fix the export or cast the column"
+            )
+        if name in _BOOL_COLUMNS and not isinstance(data_type, T.BooleanType):
+            raise InputSchemaError(
+                f"column {name!r} has type {data_type.simpleString()}, expected boolean"
+            )
+        if name in _STRING_COLUMNS and not isinstance(data_type, T.StringType):
+            raise InputSchemaError(
+                f"column {name!r} has type {data_type.simpleString()}, expected string"
+            )
+
+
+def _problem(condition: Column, message: Column | str) -> Column:
+    """A reason string when `condition` holds, else null (null conditions count as false)."""
+    text = F.lit(message) if isinstance(message, str) else message
+    return F.when(F.coalesce(condition, F.lit(False)), text)
+
+
+def _fmt(template: str, *cols: Column) -> Column:
+    return F.format_string(template, *[c.cast("string") for c in cols])
+
+
+def to_canonical(df: DataFrame, *, text_input: bool = False) -> DataFrame:
+    """Range-check, derive and cast a source DataFrame into the canonical schema.
+
+    Args:
+        df: a source DataFrame with at least the required canonical columns; integer columns of any
+            width (or strings when `text_input`), optional `_source_error`.
+        text_input: whether values arrive as strings (JSON lines, CSV).
+
+    Returns:
+        The canonical columns with contract types, plus `quarantine_reason` (null for valid rows)
+        and `raw` (the row as read, as JSON, only on quarantined rows).
+
+    """
+    check_columns(df, text_input=text_input)
+    present = set(df.columns)
+    raw_json = F.to_json(F.struct(*[F.col(c) for c in df.columns if c != SOURCE_ERROR]))
+    source_error = F.col(SOURCE_ERROR) if SOURCE_ERROR in present else F.lit(None).cast("string")
+
+    problems: list[Column] = [source_error]
+    wide: dict[str, Column] = {}
+    for name in _INT_COLUMNS:
+        raw = F.col(name) if name in present else F.lit(None)
+        if text_input and name in present:
+            parsed = F.trim(raw.cast("string")).try_cast("long")
+            problems.append(
+                _problem(
+                    raw.isNotNull() & parsed.isNull(), _fmt(f"{name} %s is not an integer", raw)
+                )
+            )
+            wide[name] = parsed
+        else:
+            wide[name] = raw.try_cast("long") if name in present else raw
+            if name in present:
+                problems.append(
+                    _problem(
+                        raw.isNotNull() & wide[name].isNull(), f"{name} exceeds the long range"
+                    )
+                )
+    for name in _BOOL_COLUMNS:
+        raw = F.col(name) if name in present else F.lit(None)
+        if text_input and name in present:
+            text = F.lower(F.trim(raw.cast("string")))
+            parsed = F.when(text.isin("true", "1"), True).when(text.isin("false", "0"), False)
+            problems.append(
+                _problem(
+                    raw.isNotNull() & parsed.isNull(), _fmt(f"{name} %s is not a boolean", raw)
+                )
+            )
+            wide[name] = parsed
+        else:
+            wide[name] = raw.cast("boolean")
+    strings = {
+        n: (F.col(n).cast("string") if n in present else F.lit(None).cast("string"))
+        for n in _STRING_COLUMNS
+    }
+
+    topic, partition = strings["topic"], wide["partition"]
+    base, last = wide["base_offset"], wide["last_offset"]
+    pid, epoch = wide["producer_id"], wide["producer_epoch"]
+    bseq, lseq = wide["base_sequence"], wide["last_sequence"]
+    count, magic = wide["record_count"], F.coalesce(wide["magic"], F.lit(2))
+    span = last - base
+
+    for name in REQUIRED_INPUT_COLUMNS:
+        problems.append(_problem(F.col(name).isNull(), f"null {name}"))
+    problems += [
+        _problem(F.trim(topic) == "", "empty topic"),
+        _problem(
+            (partition < 0) | (partition > INT32_MAX), _fmt("partition %s out of range", partition)
+        ),
+        _problem(base < 0, _fmt("negative base_offset %s", base)),
+        _problem(last < base, _fmt("last_offset %s below base_offset %s", last, base)),
+        _problem(span > INT32_MAX, _fmt("offset span %s exceeds the int32 lastOffsetDelta", span)),
+        _problem(pid < -1, _fmt("producer_id %s below -1", pid)),
+        _problem(
+            (epoch < INT16_MIN) | (epoch > INT16_MAX),
+            _fmt("producer_epoch %s outside int16", epoch),
+        ),
+        _problem((epoch >= INT16_MIN) & (epoch < -1), _fmt("producer_epoch %s below -1", epoch)),
+        # An idempotent batch always carries an epoch (InitProducerId assigns both together).
+        _problem((pid >= 0) & (epoch == -1), _fmt("producer_id %s without a producer_epoch", pid)),
+        _problem((bseq < -1) | (bseq > INT32_MAX), _fmt("base_sequence %s out of range", bseq)),
+        _problem((lseq < -1) | (lseq > INT32_MAX), _fmt("last_sequence %s out of range", lseq)),
+        _problem(
+            (count < 0) | (count > span + 1),
+            _fmt("record_count %s impossible for offsets %s-%s", count, base, last),
+        ),
+        _problem(~magic.isin(0, 1, 2), _fmt("unknown magic %s", magic)),
+    ]
+    for name in ("coordinator_epoch", "partition_leader_epoch"):
+        value = wide[name]
+        problems.append(
+            _problem((value < -1) | (value > INT32_MAX), _fmt(f"{name} %s out of range", value))
+        )
+
+    derived_last_seq = F.when(bseq < 0, F.lit(-1)).otherwise(increment_sequence(bseq, span))
+    problems.append(
+        _problem(
+            lseq.isNotNull()
+            & (bseq >= -1)
+            & (bseq <= INT32_MAX)
+            & (span <= INT32_MAX)
+            & (lseq != derived_last_seq),
+            _fmt(
+                "last_sequence %s does not match base_sequence %s plus the offset delta (%s)",
+                lseq,
+                bseq,
+                derived_last_seq,
+            ),
+        )
+    )
+    reason = F.concat_ws("; ", *problems)
+    reason = F.when(reason != "", reason)
+
+    out: dict[str, Column] = {}
+    for column in RECORD_BATCH_COLUMNS:
+        name = column.name
+        if name == "last_sequence":
+            value = F.coalesce(lseq, derived_last_seq)
+        elif name == "magic":
+            value = magic
+        elif name in wide:
+            value = wide[name]
+        else:
+            value = strings[name]
+        # try_cast: out-of-range values are already reasons; the row is quarantined either way.
+        out[name] = value.try_cast(column.data_type)
+    return df.select(
+        *[out[c.name].alias(c.name) for c in RECORD_BATCH_COLUMNS],
+        reason.alias(QUARANTINE_REASON),
+        F.when(reason.isNotNull(), raw_json).alias(RAW),
+    )
+
+
+def canonical_schema_with_reason() -> T.StructType:
+    """The schema `to_canonical` returns."""
+    return T.StructType(
+        [
+            *RECORD_BATCH.fields,
+            T.StructField(QUARANTINE_REASON, T.StringType(), True),
+            T.StructField(RAW, T.StringType(), True),
+        ]
+    )
