@@ -72,7 +72,8 @@ class ClusterConfig:
     def effective_expiration_ms(self) -> int:
         """Producer-state expiry the broker applied (kafka_rules.md §1.10).
 
-        producer.id.expiration.ms since 3.4 (KIP-854), transactional.id.expiration.ms (7 days) before.
+        producer.id.expiration.ms since 3.4 (KIP-854), before it
+        transactional.id.expiration.ms (7 days).
         """
         if self.producer_id_expiration_ms is not None:
             return self.producer_id_expiration_ms

@@ -62,8 +62,9 @@ def _audited_rows(batches_df: DataFrame) -> DataFrame:
         F.col(QUARANTINE_REASON).isNull().alias("_is_valid"),
         F.lit(KIND_AUDITED).alias("_kind"),
         F.lit(None).cast("long").alias("_seed_txn_first_offset"),
-        # The offset that decides the LOG_START cause when this batch precedes missing ones.
-        F.col("base_offset").alias("_cause_offset"),
+        # Coverage end: where the log known to the state ends after this batch; missing batches
+        # after it may have been deleted only if it is below the log start (LOG_START cause).
+        (F.col("last_offset") + 1).alias("_cause_offset"),
     )
 
 
@@ -117,9 +118,9 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
             last_sequence=F.col("_b.last_sequence"),
         ),
         F.lit(None).cast("long").alias("_seed_txn_first_offset"),
-        # A seed covers the log up to state_offset: a batch missing after it is below the log
-        # start only if the state ends there (null: the state stands right before the log).
-        (F.col("state_offset") - 1).alias("_cause_offset"),
+        # A seed's coverage ends at state_offset (null: right before the log, so never below
+        # the log start).
+        F.col("state_offset").alias("_cause_offset"),
     )
     state_rows = seeds_df.select(
         *common(KIND_SEED_STATE, coordinator_epoch=F.col("coordinator_epoch")),

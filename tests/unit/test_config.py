@@ -1,0 +1,84 @@
+import re
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from eos_audit.config import AuditConfig, glob_to_java_regex, load_config
+from eos_audit.errors import ConfigError
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def test_defaults_file_states_the_code_defaults():
+    assert load_config(CONF / "defaults.toml") == AuditConfig()
+
+
+def test_example_nightly_config_loads():
+    config = load_config(CONF / "nightly.example.toml")
+    assert config.cluster.kafka_version == "3.6"
+    assert config.topics.compacted == ("*-changelog", "ledger-state")
+    assert config.run.fail_on == "error"
+
+
+def test_defaults_file_documents_every_severity():
+    raw = tomllib.loads((CONF / "defaults.toml").read_text())
+    assert raw["severity"] == AuditConfig().severity
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[cluster]\nkafka_verison = '3.7'\n", "unknown key(s) ['kafka_verison'] in [cluster]"),
+        ("[clusterr]\n", "unknown section(s) ['clusterr']"),
+        ("[run]\nfail_on = 'sometimes'\n", "run.fail_on must be one of"),
+        ("[cluster]\nkafka_version = 'three'\n", "is not a Kafka version"),
+        ("[cluster]\nproducer_id_expiration_ms = -5\n", "must be a non-negative integer"),
+        ("[topics]\ncompacted = 'ledger'\n", "must be a list of strings"),
+        ("[severity]\nSEQUENCE_GAP = 'LOUD'\n", "severity.SEQUENCE_GAP must be one of"),
+        ("[severity]\nNOT_A_TYPE = 'INFO'\n", "unknown finding type 'NOT_A_TYPE'"),
+        ("[output]\nwriter = 'csv'\n", "output.writer must be one of"),
+        ("not toml at all = = =", "is not valid TOML"),
+    ],
+)
+def test_invalid_configuration_is_rejected_with_the_key(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("/nonexistent/eos.toml")
+
+
+@pytest.mark.parametrize(
+    ("version", "expected_ms"),
+    [("3.3", 604_800_000), ("2.8.1", 604_800_000), ("3.4", 86_400_000), ("4.1", 86_400_000)],
+)
+def test_expiration_default_follows_kip_854(tmp_path, version, expected_ms):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[cluster]\nkafka_version = '{version}'\n")
+    assert load_config(path).cluster.effective_expiration_ms == expected_ms
+
+
+def test_explicit_expiration_wins(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[cluster]\nkafka_version = '2.0'\nproducer_id_expiration_ms = 1000\n")
+    assert load_config(path).cluster.effective_expiration_ms == 1000
+
+
+def test_overrides_are_validated():
+    assert AuditConfig().with_overrides(run={"fail_on": "never"}).run.fail_on == "never"
+    with pytest.raises(ConfigError, match="run.fail_on"):
+        AuditConfig().with_overrides(run={"fail_on": "loud"})
+
+
+def test_glob_translation_is_anchored_java_regex():
+    regex = glob_to_java_regex("*-changelog")
+    assert regex == "^.*\\-changelog$"
+    assert re.match(regex, "orders-changelog")
+    assert not re.match(regex, "orders-changelog-old")
+    assert re.match(glob_to_java_regex("a.b?"), "a.bc")
+    assert not re.match(glob_to_java_regex("a.b?"), "axbc")
