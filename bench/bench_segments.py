@@ -1,0 +1,215 @@
+"""Benchmark: segment reading speed against raw read speed.
+
+Run from the repository root:
+
+    .venv/bin/python bench/bench_segments.py --batches 1000000
+
+Options: --batches N (total over all replicas, default 1000000), --cores N (Spark local[N], default
+2), --dir PATH (keep the generated tree there; default a temporary directory, removed at the end),
+--segment-mb N (segment roll size, default 16), --repeat N (timed runs per mode, best kept;
+default 2).
+
+It generates a multi-broker export tree (3 brokers, 2 topics x 4 partitions, replication 2) of real
+v2 batches (idempotent, transactional and plain producers with COMMIT/ABORT markers; templates
+built by kafka-python, then offsets, sequences and timestamps patched and the CRC-32C recomputed),
+then times:
+
+1. `cat` of every .log file to /dev/null (raw read speed from the page cache, one core);
+2. `read_segments(...).write.format("noop")` with CRC verification;
+3. the same with `verify_crc=False`;
+
+and prints batches/second/core for each, and the ratio of each Spark read to `cat`. An untimed
+warm-up read first starts Spark's Python workers, so the timings measure steady-state reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import crc32c  # noqa: E402
+
+from tests.fixtures.segment_builder import (  # noqa: E402
+    BASE_TS,
+    checkpoint_text,
+    control_batch,
+    data_batch,
+    segment_name,
+)
+
+MAX_INT = 2147483647
+
+
+def _templates() -> dict[tuple[int, int], bytearray]:
+    """(kind, records) -> a kafka-python built batch to patch; kind 0 txn, 1 idempotent, 2 plain."""
+    out = {}
+    for kind in (0, 1, 2):
+        for n in (1, 2, 3, 4):
+            if kind == 2:
+                b = data_batch(0, n)
+            else:
+                b = data_batch(0, n, producer_id=1, producer_epoch=0, base_sequence=0,
+                               is_transactional=kind == 0)
+            out[(kind, n)] = bytearray(b)
+    return out
+
+
+def _patch(t: bytearray, base: int, epoch: int, pid: int, seq: int, ts: int) -> bytes:
+    b = bytearray(t)
+    struct.pack_into(">q", b, 0, base)
+    struct.pack_into(">i", b, 12, epoch)
+    delta = struct.unpack_from(">i", b, 23)[0]
+    struct.pack_into(">qq", b, 27, ts - delta, ts)
+    if struct.unpack_from(">q", b, 43)[0] != -1:
+        struct.pack_into(">qhi", b, 43, pid, 0, seq)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(memoryview(b)[21:]))
+    return bytes(b)
+
+
+def partition_log(n: int, seed: int) -> tuple[list[bytes], int]:
+    """n batches of one partition; returns them and the next offset."""
+    rng = random.Random(seed)
+    tpl = _templates()
+    seqs = {pid: 0 for pid in range(5000 + seed * 10, 5000 + seed * 10 + 6)}
+    pids = list(seqs)
+    open_txn: dict[int, bool] = {}
+    out: list[bytes] = []
+    off, ts = 0, BASE_TS
+    while len(out) < n:
+        pid = rng.choice(pids)
+        kind = pid % 3
+        ts += 3
+        if kind == 0 and open_txn.get(pid) and rng.random() < 0.4:
+            out.append(control_batch(off, producer_id=pid, producer_epoch=0,
+                                     commit=rng.random() < 0.8, coordinator_epoch=1,
+                                     timestamp=ts))
+            open_txn[pid] = False
+            off += 1
+            continue
+        k = rng.randint(1, 4)
+        out.append(_patch(tpl[(kind, k)], off, 1, pid, seqs[pid], ts))
+        if kind != 2:
+            seqs[pid] = (seqs[pid] + k) % (MAX_INT + 1)
+        if kind == 0:
+            open_txn[pid] = True
+        off += k
+    return out, off
+
+
+def generate(root: Path, total: int, segment_bytes: int) -> int:
+    brokers, topics, partitions, replication = 3, ("orders", "pay.ments"), 4, 2
+    per = max(1, total // (len(topics) * partitions * replication))
+    written = 0
+    hw: dict[str, list] = {}
+    for t_i, topic in enumerate(topics):
+        for p in range(partitions):
+            batches, end = partition_log(per, t_i * 100 + p)
+            segments: list[tuple[int, bytes]] = []
+            cur: list[bytes] = []
+            size = 0
+            for b in batches:
+                if size >= segment_bytes and cur:
+                    segments.append((struct.unpack_from(">q", cur[0])[0], b"".join(cur)))
+                    cur, size = [], 0
+                cur.append(b)
+                size += len(b)
+            segments.append((struct.unpack_from(">q", cur[0])[0], b"".join(cur)))
+            for r in range(replication):
+                broker = f"broker-{(t_i + p + r) % brokers}"
+                pdir = root / broker / f"{topic}-{p}"
+                pdir.mkdir(parents=True, exist_ok=True)
+                for base, data in segments:
+                    (pdir / segment_name(base)).write_bytes(data)
+                hw.setdefault(broker, []).append((topic, p, end))
+                written += len(batches)
+    for broker, entries in hw.items():
+        (root / broker / "replication-offset-checkpoint").write_text(checkpoint_text(entries))
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", type=int, default=1_000_000)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--segment-mb", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per mode; best is kept")
+    args = ap.parse_args(argv)
+
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="eos-bench-"))
+    try:
+        t0 = time.perf_counter()
+        total = generate(root, args.batches, args.segment_mb << 20)
+        logs = sorted(str(p) for p in root.rglob("*.log"))
+        size = sum(os.path.getsize(p) for p in logs)
+        print(f"generated {total:,} batches in {len(logs)} files, {size / 1e6:.1f} MB, "
+              f"in {time.perf_counter() - t0:.1f}s under {root}")
+
+        t0 = time.perf_counter()
+        with open(os.devnull, "wb") as null:
+            subprocess.run(["cat", *logs], stdout=null, check=True)
+        cat_s = time.perf_counter() - t0
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        from eos_audit.sources.segments import read_segments
+
+        spark = (
+            SparkSession.builder.master(f"local[{args.cores}]")
+            .appName("eos-audit-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "2g")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        def run(verify: bool) -> float:
+            t = time.perf_counter()
+            read_segments(spark, [str(root)], verify_crc=verify).write.format("noop").mode(
+                "overwrite"
+            ).save()
+            return time.perf_counter() - t
+
+        # Warm-up, untimed: starts a Python worker per core (imports of pyarrow, numpy,
+        # eos_audit) and lets the JVM compile the Arrow-to-row path; the first read of a session
+        # is several times slower than the next ones.
+        warm = run(False)
+        print(f"warm-up read (untimed in the table): {warm:.2f}s")
+
+        def timed(verify: bool) -> float:
+            return min(run(verify) for _ in range(args.repeat))
+
+        crc_s = timed(True)
+        nocrc_s = timed(False)
+        spark.stop()
+
+        cat_rate = total / cat_s
+        rows = [
+            ("cat (raw read, 1 core)", cat_s, cat_rate),
+            (f"read_segments verify_crc ({args.cores} cores)", crc_s, total / crc_s / args.cores),
+            (f"read_segments no crc ({args.cores} cores)", nocrc_s,
+             total / nocrc_s / args.cores),
+        ]
+        print(f"{'':44s} {'seconds':>9s} {'batches/s/core':>16s} {'vs cat':>8s}")
+        for name, secs, rate in rows:
+            print(f"{name:44s} {secs:9.2f} {rate:16,.0f} {rate / cat_rate:8.3f}")
+    finally:
+        if not args.dir:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

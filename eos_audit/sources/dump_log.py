@@ -1,0 +1,695 @@
+"""`kafka-dump-log.sh` text output → the canonical one-row-per-record-batch DataFrame.
+
+Every version's format of kafka_rules.md §4.1/§4.2 is accepted: batch lines of 0.11 to 4.x (with or
+without `count:`, `isControl:`, `deleteHorizonMs:`, `isvalid:` in the middle or at the end,
+upper- or lower-case codec), magic 0/1 `offset:` lines, record lines (`| ` prefix, `keysize` or
+`keySize`, the 2.8 superset line, `--skip-record-metadata`), and the 0.11–2.1 deep-iteration format
+that prints only per-record lines (records are grouped into batches by their shared `position:`).
+A control record's `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N` sets the control fields of the
+batch it belongs to (§1.7: the first record of a control batch is the marker).
+
+Parsing runs on the executors in the `kafka_dump_log` Python data source, one input partition per
+file. Each file is split into lines once; every line is classified and its fields extracted with
+pyarrow.compute regular expressions over the whole array of lines, and the relations between lines
+(section of a `Dumping` line, batch of a record line, records of one position) are computed with
+numpy running maxima and cumulative sums. No loop runs over lines in Python.
+
+Lines that match no known format (an excerpt's `...`, a pasted shell prompt, a continuation line of
+a payload that contained a newline) become `_source_error` rows with "<file>:line <n>"; the line's
+text is never copied (it may be record data). Payloads (`key:`, `payload:` tails of
+`--print-data-log`) are matched and discarded: no output column and no log line ever holds them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from eos_audit.errors import InputNotFoundError
+from eos_audit.sources.segments import (
+    ARROW_SCHEMA,
+    SOURCE_ERROR_COL,
+    error_batch,
+    source_schema,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+DATA_SOURCE_NAME = "kafka_dump_log"
+
+_TS = r"(?P<ts_type>CreateTime|LogAppendTime|NoTimestampType): (?P<ts>-?\d+)"
+_TS_ANON = r"(?:CreateTime|LogAppendTime|NoTimestampType): -?\d+"
+_BOOL = r"(?:true|false)"
+_HEADERS = r"headerKeys: \[[^\]]*\]"
+# What the tool prints after the metadata of a control record (DLS: endTxnMarker for COMMIT/ABORT,
+# JSON for the KRaft types, `controlType: NAME(id)` otherwise).
+_CONTROL = (
+    r"(?P<ctl> endTxnMarker: (?:COMMIT|ABORT) coordinatorEpoch: -?\d+"
+    r"| controlType: \w+\(-?\d+\)"
+    r"| (?:LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters):? .*)?"
+)
+# `--print-data-log` tails; matched so the line is recognised, never extracted.
+_DATA_TAIL = r"(?: key: .*| payload: .*)?"
+
+# Batch line, magic 2, every version (§4.1, §4.2).
+BATCH_V2 = (
+    r"^baseOffset: (?P<base>-?\d+) lastOffset: (?P<last>-?\d+)(?: count: (?P<count>\d+|null))?"
+    r" baseSequence: (?P<bseq>-?\d+) lastSequence: (?P<lseq>-?\d+)"
+    r" producerId: (?P<pid>-?\d+) producerEpoch: (?P<pepoch>-?\d+)"
+    r" partitionLeaderEpoch: (?P<ple>-?\d+) isTransactional: (?P<txn>" + _BOOL + r")"
+    r"(?: isControl: (?P<ctl>" + _BOOL + r"))?"
+    r"(?: deleteHorizonMs: OptionalLong(?:\.empty|\[-?\d+\]))?"
+    r" position: (?P<pos>\d+) " + _TS + r"(?: isvalid: (?P<valid1>" + _BOOL + r"))?"
+    r" size: (?P<size>\d+) magic: (?P<magic>\d+) compresscodec: (?P<codec>\w+)"
+    r" crc: (?P<crc>-?\d+)(?: isvalid: (?P<valid2>" + _BOOL + r"))?\s*$"
+)
+# Batch line, magic 0/1 (the last offset only).
+BATCH_LEGACY = (
+    r"^offset: (?P<off>-?\d+) position: (?P<pos>\d+) "
+    + _TS
+    + r"(?: isvalid: (?P<valid1>"
+    + _BOOL
+    + r"))?"
+    r" size: (?P<size>\d+) magic: (?P<magic>[01]) compresscodec: (?P<codec>\w+)"
+    r" crc: (?P<crc>-?\d+)(?: isvalid: (?P<valid2>" + _BOOL + r"))?\s*$"
+)
+# 0.11–2.1 with --deep-iteration: one line per record, no batch line.
+OLD_RECORD = (
+    r"^offset: (?P<off>-?\d+) position: (?P<pos>\d+) "
+    + _TS
+    + r" isvalid: (?P<valid>"
+    + _BOOL
+    + r") keysize: -?\d+ valuesize: -?\d+"
+    r" magic: (?P<magic>\d+) compresscodec: \w+"
+    r"(?: producerId: (?P<pid>-?\d+) producerEpoch: (?P<pepoch>-?\d+)"
+    r" sequence: (?P<seq>-?\d+) isTransactional: (?P<txn>" + _BOOL + r") " + _HEADERS + r")?"
+    r"(?: crc: (?:\d+|null))?" + _CONTROL + _DATA_TAIL + r"\s*$"
+)
+# Record lines (`| ` prefix): 2.2–4.x, with an optional legacy `isValid … crc: N}` tail.
+RECORD = (
+    r"^\| offset: (?P<off>-?\d+) " + _TS_ANON + r" key[sS]ize: -?\d+ value[sS]ize: -?\d+"
+    r"(?: sequence: -?\d+ "
+    + _HEADERS
+    + r")?(?: isValid: "
+    + _BOOL
+    + r" crc: (?:\d+|null)\}?)?"
+    + _CONTROL
+    + _DATA_TAIL
+    + r"\s*$"
+)
+# The 2.8 superset record line (KAFKA-6181, reverted in 3.0).
+RECORD_28 = (
+    r"^\| offset: (?P<off>-?\d+) isValid: " + _BOOL + r" crc: (?:\d+|null)"
+    r" key[sS]ize: -?\d+ value[sS]ize: -?\d+ "
+    + _TS_ANON
+    + r" baseOffset: -?\d+ lastOffset: -?\d+ baseSequence: -?\d+ lastSequence: -?\d+"
+    r" producerEpoch: -?\d+ partitionLeaderEpoch: -?\d+ batchSize: \d+ magic: \d+"
+    r" compressType: \w+ position: \d+ sequence: -?\d+ "
+    + _HEADERS
+    + _CONTROL
+    + _DATA_TAIL
+    + r"\s*$"
+)
+# --skip-record-metadata: only the data.
+RECORD_DATA_ONLY = r"^\| (?:key|payload): "
+CONTROL_DETAIL = (
+    r"^ (?:endTxnMarker: (?P<marker>COMMIT|ABORT) coordinatorEpoch: (?P<cepoch>-?\d+)"
+    r"|controlType: \w+\((?P<cid>-?\d+)\)"
+    r"|(?P<kraft>LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters).*)$"
+)
+_KRAFT_TYPE_IDS = {
+    "LeaderChange": 2,
+    "SnapshotHeader": 3,
+    "SnapshotFooter": 4,
+    "KRaftVersion": 5,
+    "KRaftVoters": 6,
+}
+DUMPING = r"^Dumping (?P<path>.+?)\s*$"
+START = r"^(?:Log starting|Starting) offset: -?\d+\s*$"
+INVALID_BYTES = r"^Found (?P<n>\d+) invalid bytes at the end of (?P<file>.+?)\s*$"
+# The tool's "Non-consecutive offsets in <file>" block (stderr, often pasted with 2>&1). Offsets
+# of a healthy log are not consecutive across batches of compacted topics and around transaction
+# markers, and the audit checks continuity itself from the batches; so the block is ignored.
+NON_CONSECUTIVE = r"^(?:Non-consecutive offsets in .*|\s+-?\d+ is followed by -?\d+)\s*$"
+BLANK = r"^\s*$"
+_PARTITION_FROM_PATH = r"(?:^|[/\\])(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)[/\\][^/\\]+$"
+
+
+# ------------------------------------------------------------------------------------------------
+# Vectorised helpers
+# ------------------------------------------------------------------------------------------------
+def _take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
+    return arr.take(pa.array(idx, pa.int64()))
+
+
+def _int(strings: pa.Array, typ: pa.DataType | None = None) -> pa.Array:
+    """Strings of digits to integers; empty (optional group absent) and 'null' become null."""
+    ok = pc.match_substring_regex(strings, r"^-?\d+$")
+    return pc.cast(pc.if_else(ok, strings, pa.scalar(None, pa.string())), typ or pa.int64())
+
+
+def _bool(strings: pa.Array) -> pa.Array:
+    present = pc.match_substring_regex(strings, r"^(true|false)$")
+    return pc.if_else(present, pc.equal(strings, "true"), pa.scalar(None, pa.bool_()))
+
+
+def _np(arr: pa.Array, fill: int = 0) -> np.ndarray:
+    return pc.fill_null(arr, fill).to_numpy(zero_copy_only=False)
+
+
+def _line_sources(path: str, line_idx: np.ndarray) -> pa.Array:
+    nums = pc.cast(pa.array(np.asarray(line_idx, dtype=np.int64) + 1), pa.string())
+    prefix = pa.array([path + ":line "], pa.string()).take(
+        pa.array(np.zeros(len(nums), dtype=np.int32))
+    )
+    return pc.binary_join_element_wise(prefix, nums, "")
+
+
+def _matches(lines: pa.Array, pattern: str) -> np.ndarray:
+    return _np(pc.match_substring_regex(lines, pattern), False).astype(bool)
+
+
+def _split_lines(data: bytes) -> pa.Array:
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":  # the newline after the last line does not open a line
+        lines.pop()
+    arr = pa.array(lines, pa.string())
+    return pc.utf8_rtrim(arr, characters="\r")
+
+
+def _control_fields(ctl: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """(control_type, coordinator_epoch) from the control part of record lines."""
+    d = pc.extract_regex(ctl, CONTROL_DETAIL)
+    marker = pc.struct_field(d, "marker")
+    cid = pc.struct_field(d, "cid")
+    kraft = pc.struct_field(d, "kraft")
+    kraft_id = pc.cast(pc.index_in(kraft, value_set=pa.array(list(_KRAFT_TYPE_IDS))), pa.int64())
+    kraft_id = pc.add(kraft_id, 2)  # ids 2..6 in _KRAFT_TYPE_IDS order
+    other_id = pc.coalesce(_int(cid), kraft_id)
+    unknown = pc.binary_join_element_wise(
+        pa.array(["UNKNOWN("] * len(ctl), pa.string()),
+        pc.cast(other_id, pa.string()),
+        pa.array([")"] * len(ctl), pa.string()),
+        "",
+    )
+    has_marker = pc.fill_null(pc.match_substring_regex(marker, r"^(COMMIT|ABORT)$"), False)
+    ctype = pc.if_else(has_marker, marker, unknown)
+    cepoch = pc.if_else(has_marker, _int(pc.struct_field(d, "cepoch"), pa.int32()), None)
+    return ctype, pc.cast(cepoch, pa.int32())
+
+
+# ------------------------------------------------------------------------------------------------
+# The parser
+# ------------------------------------------------------------------------------------------------
+def parse_dump_log(
+    data: bytes,
+    *,
+    path: str,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> pa.Table:
+    """Parse one `kafka-dump-log.sh` output file into the reader output schema.
+
+    Pure function (no Spark); the data source calls it on executors.
+
+    Args:
+        data: the file content.
+        path: the file path, used in `source` ("<path>:line <n>").
+        topic: topic of every batch; default: from the `Dumping <dir>/<topic>-<p>/<file>` line.
+        partition: partition of every batch; default: from the `Dumping` line.
+
+    Returns:
+        One row per batch (in line order), and one `_source_error` row per line that is not a
+        known format, per `Found N invalid bytes` line, per record line without a batch line, and
+        per batch whose topic/partition is unknown.
+
+    """
+    lines = _split_lines(data)
+    n = len(lines)
+    if n == 0:
+        return ARROW_SCHEMA.empty_table()
+    idx = np.arange(n, dtype=np.int64)
+
+    is_blank = _matches(lines, BLANK)
+    is_dump = _matches(lines, DUMPING)
+    is_start = _matches(lines, START)
+    is_v2 = _matches(lines, BATCH_V2)
+    is_legacy = _matches(lines, BATCH_LEGACY) & ~is_v2
+    is_old = _matches(lines, OLD_RECORD) & ~is_legacy
+    is_rec = _matches(lines, RECORD) | _matches(lines, RECORD_28)
+    is_rec_data = _matches(lines, RECORD_DATA_ONLY) & ~is_rec
+    is_invalid = _matches(lines, INVALID_BYTES)
+    is_noise = _matches(lines, NON_CONSECUTIVE)
+    known = (
+        is_blank
+        | is_dump
+        | is_start
+        | is_v2
+        | is_legacy
+        | is_old
+        | is_rec
+        | is_rec_data
+        | is_invalid
+        | is_noise
+    )
+
+    # Section of each line: the latest `Dumping` line before it (-1: none).
+    section = np.maximum.accumulate(np.where(is_dump, idx, -1))
+    sec_topic, sec_partition = _section_partitions(lines, is_dump, section, topic, partition)
+
+    parts: list[tuple[np.ndarray, pa.RecordBatch]] = []
+
+    # --- batch lines (magic 2 and legacy) -----------------------------------------------------
+    is_batch_line = is_v2 | is_legacy
+    governing = np.maximum.accumulate(np.where(is_batch_line, idx, -1))
+    rec_idx = np.flatnonzero(is_rec | is_rec_data)
+    rec_batch = governing[rec_idx]
+    orphan = rec_batch <= section[rec_idx]  # no batch line in this section before the record
+    ctl_batch_lines = np.array([], dtype=np.int64)
+    ctl_rec_lines = np.array([], dtype=np.int64)
+    if len(rec_idx):
+        good = ~orphan
+        # §1.7: the marker is the first record of a control batch.
+        batch_of, first = np.unique(rec_batch[good], return_index=True)
+        ctl_batch_lines = batch_of
+        ctl_rec_lines = rec_idx[good][first]
+
+    v2_idx = np.flatnonzero(is_v2)
+    if len(v2_idx):
+        parts.append((v2_idx, _v2_rows(lines, v2_idx, ctl_batch_lines, ctl_rec_lines, path)))
+    lg_idx = np.flatnonzero(is_legacy)
+    if len(lg_idx):
+        parts.append((lg_idx, _legacy_rows(lines, lg_idx, path)))
+    old_idx = np.flatnonzero(is_old)
+    if len(old_idx):
+        first_lines, batch = _old_rows(lines, old_idx, is_old, path)
+        parts.append((first_lines, batch))
+
+    # Topic and partition of every batch row (from its section, or the options).
+    rows: list[tuple[np.ndarray, pa.RecordBatch]] = []
+    for line_idx, b in parts:
+        rows.append(
+            (
+                line_idx,
+                _with_partition(b, line_idx, section, sec_topic, sec_partition, topic, partition),
+            )
+        )
+
+    # --- error rows --------------------------------------------------------------------------
+    def errors(where: np.ndarray, messages: pa.Array | list[str]) -> None:
+        if not len(where):
+            return
+        t = _take(sec_topic, np.maximum(section[where], 0)) if len(sec_topic) else None
+        p = _take(sec_partition, np.maximum(section[where], 0)) if len(sec_partition) else None
+        b = error_batch(
+            topic=None,
+            partition=None,
+            sources=_line_sources(path, where).to_pylist(),
+            errors=messages if isinstance(messages, list) else messages.to_pylist(),
+        )
+        if t is not None:
+            has = section[where] >= 0
+            b = b.set_column(0, "topic", pc.if_else(pa.array(has), t, _opt(topic, len(where))))
+            b = b.set_column(
+                1,
+                "partition",
+                pc.if_else(pa.array(has), p, _opt_int(partition, len(where))),
+            )
+        else:
+            b = b.set_column(0, "topic", _opt(topic, len(where)))
+            b = b.set_column(1, "partition", _opt_int(partition, len(where)))
+        rows.append((where, b))
+
+    unknown = np.flatnonzero(~known)
+    errors(
+        unknown,
+        ["line matches no known kafka-dump-log.sh format (content not copied)"] * len(unknown),
+    )
+    orphans = rec_idx[orphan]
+    errors(orphans, ["record line with no batch line before it (excerpt cut?)"] * len(orphans))
+    inv = np.flatnonzero(is_invalid)
+    if len(inv):
+        m = pc.extract_regex(_take(lines, inv), INVALID_BYTES)
+        msg = pc.binary_join_element_wise(
+            pa.array(["kafka-dump-log.sh found "] * len(inv)),
+            pc.struct_field(m, "n"),
+            pa.array(
+                [" invalid bytes at the end of the segment (truncated or corrupt tail)"] * len(inv)
+            ),
+            "",
+        )
+        errors(inv, msg)
+
+    if not rows:
+        return ARROW_SCHEMA.empty_table()
+    order_keys = np.concatenate([r[0] for r in rows])
+    table = pa.Table.from_batches([r[1] for r in rows], schema=ARROW_SCHEMA)
+    return table.take(pa.array(np.argsort(order_keys, kind="stable")))
+
+
+def _opt(value: str | None, n: int) -> pa.Array:
+    return pa.array([value] * n, pa.string())
+
+
+def _opt_int(value: int | None, n: int) -> pa.Array:
+    return pa.array([value] * n, pa.int32())
+
+
+def _section_partitions(
+    lines: pa.Array,
+    is_dump: np.ndarray,
+    section: np.ndarray,
+    topic: str | None,
+    partition: int | None,
+) -> tuple[pa.Array, pa.Array]:
+    """Topic and partition per line index of a `Dumping` line (arrays indexed by line)."""
+    n = len(lines)
+    if not is_dump.any():
+        return pa.array([], pa.string()), pa.array([], pa.int32())
+    paths = pc.struct_field(pc.extract_regex(lines, DUMPING), "path")
+    tp = pc.extract_regex(paths, _PARTITION_FROM_PATH)
+    t = pc.struct_field(tp, "topic") if topic is None else _opt(topic, n)
+    p = (
+        _int(pc.struct_field(tp, "partition"), pa.int32())
+        if partition is None
+        else _opt_int(partition, n)
+    )
+    return t, p
+
+
+def _with_partition(
+    b: pa.RecordBatch,
+    line_idx: np.ndarray,
+    section: np.ndarray,
+    sec_topic: pa.Array,
+    sec_partition: pa.Array,
+    topic: str | None,
+    partition: int | None,
+) -> pa.RecordBatch:
+    sec = section[line_idx]
+    m = len(line_idx)
+    t, p = _opt(topic, m), _opt_int(partition, m)
+    if len(sec_topic):
+        has = pa.array(sec >= 0)
+        safe = np.maximum(sec, 0)
+        t = pc.if_else(has, _take(sec_topic, safe), t)
+        p = pc.if_else(has, _take(sec_partition, safe), p)
+    missing = pc.or_(pc.is_null(t), pc.is_null(p))
+    err = pc.if_else(
+        missing,
+        pa.scalar(
+            "topic and partition unknown: no 'Dumping <dir>/<topic>-<partition>/<file>' line; "
+            "pass topic= and partition=",
+            pa.string(),
+        ),
+        pa.nulls(m, pa.string()),
+    )
+    b = b.set_column(0, "topic", t)
+    b = b.set_column(1, "partition", pc.cast(p, pa.int32()))
+    return b.set_column(len(ARROW_SCHEMA) - 1, SOURCE_ERROR_COL, err)
+
+
+def _base_columns(n: int, topic: str | None = None, partition: int | None = None) -> dict:
+    return {"topic": _opt(topic, n), "partition": _opt_int(partition, n)}
+
+
+def _assemble(cols: dict, n: int) -> pa.RecordBatch:
+    arrays = []
+    for f in ARROW_SCHEMA:
+        v = cols.get(f.name)
+        if v is None:
+            arrays.append(pa.nulls(n, f.type))
+        elif isinstance(v, np.ndarray):
+            arrays.append(pa.array(v, f.type))
+        else:
+            arrays.append(v if v.type == f.type else pc.cast(v, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _v2_rows(
+    lines: pa.Array,
+    v2_idx: np.ndarray,
+    ctl_batch_lines: np.ndarray,
+    ctl_rec_lines: np.ndarray,
+    path: str,
+) -> pa.RecordBatch:
+    m = pc.extract_regex(_take(lines, v2_idx), BATCH_V2)
+    n = len(v2_idx)
+    pid = _int(pc.struct_field(m, "pid"))
+    bseq = _int(pc.struct_field(m, "bseq"), pa.int32())
+    txn = _bool(pc.struct_field(m, "txn"))
+    ctl = _bool(pc.struct_field(m, "ctl"))
+    # 0.11–2.1 batch lines have no isControl. A transactional batch with a producer id and no
+    # sequence can only be a marker: the leader rejects such data batches (§1.1, LogValidator).
+    inferred = pc.and_(pc.and_(txn, pc.equal(bseq, -1)), pc.greater_equal(pid, 0))
+    is_control = pc.coalesce(ctl, inferred)
+    valid = pc.coalesce(_bool(pc.struct_field(m, "valid2")), _bool(pc.struct_field(m, "valid1")))
+
+    control_type = pa.nulls(n, pa.string())
+    coord = pa.nulls(n, pa.int32())
+    if len(ctl_batch_lines):
+        # Position of each batch line among v2_idx, and its first record line (if any).
+        pos_in = np.searchsorted(v2_idx, ctl_batch_lines)
+        pos_in = np.minimum(pos_in, n - 1)
+        hit = v2_idx[pos_in] == ctl_batch_lines
+        rec_for = np.full(n, -1, dtype=np.int64)
+        rec_for[pos_in[hit]] = ctl_rec_lines[hit]
+        has_rec = rec_for >= 0
+        rec_lines = _take(lines, np.maximum(rec_for, 0))
+        ctl_part = pc.coalesce(
+            pc.struct_field(pc.extract_regex(rec_lines, RECORD), "ctl"),
+            pc.struct_field(pc.extract_regex(rec_lines, RECORD_28), "ctl"),
+            pa.scalar("", pa.string()),
+        )
+        # Only a record that belongs to a control batch carries a marker.
+        use = pc.and_(pa.array(has_rec), pc.fill_null(is_control, False))
+        use = pc.and_(use, pc.not_equal(ctl_part, ""))
+        ctype, cepoch = _control_fields(ctl_part)
+        control_type = pc.if_else(use, ctype, control_type)
+        coord = pc.if_else(use, cepoch, coord)
+
+    cols = {
+        **_base_columns(n),
+        "base_offset": _int(pc.struct_field(m, "base")),
+        "last_offset": _int(pc.struct_field(m, "last")),
+        "producer_id": pid,
+        "producer_epoch": _int(pc.struct_field(m, "pepoch"), pa.int32()),
+        "base_sequence": bseq,
+        "last_sequence": _int(pc.struct_field(m, "lseq"), pa.int32()),
+        "record_count": _int(pc.struct_field(m, "count"), pa.int32()),
+        "is_transactional": txn,
+        "is_control": is_control,
+        "control_type": control_type,
+        "coordinator_epoch": coord,
+        "partition_leader_epoch": _int(pc.struct_field(m, "ple"), pa.int32()),
+        "magic": _int(pc.struct_field(m, "magic"), pa.int32()),
+        "max_timestamp": _int(pc.struct_field(m, "ts")),
+        "crc_valid": valid,
+        "source": _line_sources(path, v2_idx),
+    }
+    return _assemble(cols, n)
+
+
+def _legacy_rows(lines: pa.Array, lg_idx: np.ndarray, path: str) -> pa.RecordBatch:
+    """Magic 0/1 entries: same canonical values as the segment reader gives them."""
+    m = pc.extract_regex(_take(lines, lg_idx), BATCH_LEGACY)
+    n = len(lg_idx)
+    off = _int(pc.struct_field(m, "off"))
+    minus1 = np.full(n, -1, dtype=np.int64)
+    cols = {
+        **_base_columns(n),
+        "base_offset": off,
+        "last_offset": off,
+        "producer_id": minus1,
+        "producer_epoch": minus1,
+        "base_sequence": minus1,
+        "last_sequence": minus1,
+        "is_transactional": np.zeros(n, dtype=bool),
+        "is_control": np.zeros(n, dtype=bool),
+        "partition_leader_epoch": minus1,
+        "magic": _int(pc.struct_field(m, "magic"), pa.int32()),
+        "max_timestamp": _int(pc.struct_field(m, "ts")),
+        "crc_valid": pc.coalesce(
+            _bool(pc.struct_field(m, "valid2")), _bool(pc.struct_field(m, "valid1"))
+        ),
+        "source": _line_sources(path, lg_idx),
+    }
+    return _assemble(cols, n)
+
+
+def _old_rows(
+    lines: pa.Array, old_idx: np.ndarray, is_old: np.ndarray, path: str
+) -> tuple[np.ndarray, pa.RecordBatch]:
+    """0.11–2.1 deep iteration: consecutive record lines with one `position:` are one batch."""
+    m = pc.extract_regex(_take(lines, old_idx), OLD_RECORD)
+    pos = _np(_int(pc.struct_field(m, "pos")), -1)
+    prev_is_old = np.concatenate([[False], is_old[:-1]])[old_idx]
+    prev_pos = np.concatenate([[-1], pos[:-1]])
+    prev_line = np.concatenate([[-2], old_idx[:-1]])
+    starts_group = ~prev_is_old | (prev_pos != pos) | (prev_line != old_idx - 1)
+    starts = np.flatnonzero(starts_group)
+    ends = np.concatenate([starts[1:], [len(old_idx)]]) - 1
+    g = len(starts)
+
+    off = _np(_int(pc.struct_field(m, "off")))
+    ts = _np(_int(pc.struct_field(m, "ts")))
+    valid = _np(_bool(pc.struct_field(m, "valid")), False).astype(bool)
+    magic = _np(_int(pc.struct_field(m, "magic"), pa.int32()))
+    pid = _np(_int(pc.struct_field(m, "pid")), -1)
+    pepoch = _np(_int(pc.struct_field(m, "pepoch")), -1)
+    seq = _np(_int(pc.struct_field(m, "seq")), -1)
+    txn = _np(_bool(pc.struct_field(m, "txn")), False).astype(bool)
+    ctl_part = pc.struct_field(m, "ctl")
+    has_ctl = _np(pc.not_equal(ctl_part, ""), False).astype(bool)
+    ctype, cepoch = _control_fields(_take(ctl_part, starts))
+
+    legacy = magic[starts] < 2
+    count = (ends - starts + 1).astype(np.int64)
+    base = np.where(legacy, off[ends], off[starts])
+    cols = {
+        **_base_columns(g),
+        # A legacy compressed wrapper's offset is its last inner offset (§2.2).
+        "base_offset": base,
+        "last_offset": off[ends],
+        "producer_id": pid[starts],
+        "producer_epoch": pepoch[starts],
+        "base_sequence": seq[starts],
+        "last_sequence": seq[ends],
+        "record_count": pa.array(count, pa.int32(), mask=legacy),
+        "is_transactional": txn[starts],
+        "is_control": has_ctl[starts],
+        "control_type": pc.if_else(pa.array(has_ctl[starts]), ctype, None),
+        "coordinator_epoch": pc.if_else(pa.array(has_ctl[starts]), cepoch, None),
+        # Not printed by these versions; legacy entries have none (-1 in Kafka).
+        "partition_leader_epoch": pa.array(
+            np.full(g, -1, dtype=np.int32), pa.int32(), mask=~legacy
+        ),
+        "magic": magic[starts],
+        "max_timestamp": np.maximum.reduceat(ts, starts) if g else ts[:0],
+        "crc_valid": np.logical_and.reduceat(valid, starts) if g else valid[:0],
+        "source": _line_sources(path, old_idx[starts]),
+    }
+    return old_idx[starts], _assemble(cols, g)
+
+
+# ------------------------------------------------------------------------------------------------
+# Spark data source
+# ------------------------------------------------------------------------------------------------
+class _DumpFile(InputPartition):
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+class _DumpLogReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.paths = sorted(json.loads(options.get("paths", "[]")))
+        self.topic = options.get("topic") or None
+        part = options.get("partition")
+        self.partition = int(part) if part not in (None, "") else None
+
+    def partitions(self) -> list[InputPartition]:
+        return [_DumpFile(p) for p in self.paths]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        path = partition.path  # type: ignore[attr-defined]
+        try:
+            with open(path, "rb") as fh:  # read-only
+                data = fh.read()
+        except OSError as exc:
+            yield error_batch(
+                topic=self.topic,
+                partition=self.partition,
+                sources=[f"{path}:line 0"],
+                errors=[f"cannot read file: {exc.strerror or exc}"],
+            )
+            return
+        table = parse_dump_log(data, path=path, topic=self.topic, partition=self.partition)
+        yield from table.to_batches(max_chunksize=65536)
+
+
+class KafkaDumpLogDataSource(DataSource):
+    """Spark data source `kafka_dump_log`: one input partition per text file.
+
+    Options:
+        paths: JSON list of file paths.
+        topic: topic for every batch (overrides the `Dumping` line).
+        partition: partition for every batch (overrides the `Dumping` line).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name used with `spark.read.format(...)`."""
+        return DATA_SOURCE_NAME
+
+    def schema(self) -> T.StructType:
+        """The reader output schema (`RECORD_BATCH` + `_source_error`)."""
+        return source_schema()
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        """A reader over the files given in the options."""
+        return _DumpLogReader(self.options)
+
+
+def _expand(paths: list[str]) -> list[str]:
+    files: list[str] = []
+    for p in paths:
+        full = os.path.abspath(p)
+        if os.path.isdir(full):
+            for dirpath, _, names in os.walk(full):
+                files.extend(os.path.join(dirpath, f) for f in names if not f.startswith("."))
+        elif os.path.isfile(full):
+            files.append(full)
+        else:
+            raise InputNotFoundError(f"kafka-dump-log output not found: {p}")
+    if not files:
+        raise InputNotFoundError("no kafka-dump-log output file under " + ", ".join(paths))
+    return sorted(set(files))
+
+
+def read_dump_log(
+    spark: SparkSession,
+    paths: list[str],
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> DataFrame:
+    """Read `kafka-dump-log.sh` output files (any Kafka version from 0.11).
+
+    Args:
+        spark: the session.
+        paths: text files, or directories whose files are all dump-log output.
+        topic: topic of every batch, when the text has no usable `Dumping` line.
+        partition: partition of every batch, likewise.
+
+    Returns:
+        `RECORD_BATCH` columns plus `_source_error`; `source` is "<file>:line <n>".
+
+    Raises:
+        InputNotFoundError: a path does not exist or holds no file.
+
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    files = _expand(paths)
+    spark.dataSource.register(KafkaDumpLogDataSource)
+    reader = spark.read.format(DATA_SOURCE_NAME).option("paths", json.dumps(files))
+    if topic is not None:
+        reader = reader.option("topic", topic)
+    if partition is not None:
+        reader = reader.option("partition", str(int(partition)))
+    log.info("reading %d kafka-dump-log files", len(files))
+    return reader.load()

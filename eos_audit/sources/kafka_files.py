@@ -1,0 +1,732 @@
+"""Partition directories of exported Kafka logs: discovery, producer snapshots and checkpoints.
+
+Layout (kafka_rules.md §3.1): `<log.dir>/<topic>-<partition>/` holds the segments
+(`<20-digit base offset>.log`), producer snapshots (`.snapshot`, §3.2) and the
+`leader-epoch-checkpoint` (§3.3); the log dir itself holds the text checkpoints
+`log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks) and
+`recovery-point-offset-checkpoint`. An export is usually `<export>/<broker-id>/<topic>-<p>/`, so the
+folder above a partition dir names the replica.
+
+Discovery runs on the driver (it lists directories, it reads no data). Every file is read on the
+executors by the `kafka_partition_files` Python data source: snapshots are decoded with one numpy
+structured view per file, checkpoint lines with pyarrow.compute regular expressions.
+
+Readers of these files return a `FileRead(data, problems)` pair: `data` the parsed rows, `problems`
+one `(source, reason)` row per file or line that could not be used (corrupt snapshot, malformed
+checkpoint line). Nothing raises on bad content.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from eos_audit.errors import InputNotFoundError
+from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
+from eos_audit.sources.segments import decrement_sequence
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+DATA_SOURCE_NAME = "kafka_partition_files"
+PROBLEM_COL = "_problem"
+
+# Topic names are [a-zA-Z0-9._-]+ (Topic.java); the partition is the trailing integer.
+_PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-(\d+)$")
+# LocalLog.scala: `<topic>-<partition>.<uuid>-delete|-future|-stray` while deleted/moved/stray.
+_IGNORED_DIR = re.compile(r"-(delete|future|stray)$")
+_SEGMENT = re.compile(r"^\d{20}\.log$")
+_SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
+_KAFKA_FILE = re.compile(
+    r"^(\d{20}\.(log|index|timeindex|txnindex|snapshot)|leader-epoch-checkpoint|partition\.metadata)$"
+)
+# LogFileUtils: transient files of the cleaner / deletion; not part of the log.
+_TRANSIENT = re.compile(r"\.(deleted|cleaned|swap)$")
+
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+OFFSET_CHECKPOINTS = {
+    "log-start-offset-checkpoint": "log_start",
+    "replication-offset-checkpoint": "high_watermark",
+    "recovery-point-offset-checkpoint": "recovery_point",
+}
+FILES_PER_PARTITION = 64
+
+SNAPSHOT_VERSION = 1
+SNAPSHOT_HEADER = 10
+SNAPSHOT_ENTRY = 46
+_SNAPSHOT_DTYPE = np.dtype(
+    [
+        ("producer_id", ">i8"),
+        ("epoch", ">i2"),
+        ("last_sequence", ">i4"),
+        ("last_offset", ">i8"),
+        ("offset_delta", ">i4"),
+        ("timestamp", ">i8"),
+        ("coordinator_epoch", ">i4"),
+        ("txn_first_offset", ">i8"),
+    ]
+)
+assert _SNAPSHOT_DTYPE.itemsize == SNAPSHOT_ENTRY
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    """One `<topic>-<partition>` directory of one replica.
+
+    Attributes:
+        topic: topic name.
+        partition: partition number.
+        path: absolute path of the directory.
+        replica: name of the parent folder (the broker id dir of an export, or the log dir name);
+            identifies the copy when several replicas of a partition are exported.
+        log_dir: absolute path of the parent folder, where log-dir level checkpoints live.
+
+    """
+
+    topic: str
+    partition: int
+    path: str
+    replica: str
+    log_dir: str
+
+
+class FileRead(NamedTuple):
+    """A parsed file family: usable rows and the problems met (`source`, `reason`)."""
+
+    data: DataFrame
+    problems: DataFrame
+
+
+# ------------------------------------------------------------------------------------------------
+# Discovery (driver: directory listings only)
+# ------------------------------------------------------------------------------------------------
+def _as_partition_dir(path: str) -> PartitionDir | None:
+    name = os.path.basename(path)
+    m = _PARTITION_DIR.match(name)
+    if not m or _IGNORED_DIR.search(name):
+        return None
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return None
+    # A folder named like `kafka-0` may be a broker folder: a partition dir holds Kafka files.
+    if not any(_KAFKA_FILE.match(e) for e in entries):
+        return None
+    parent = os.path.dirname(path)
+    return PartitionDir(
+        topic=m.group(1),
+        partition=int(m.group(2)),
+        path=path,
+        replica=os.path.basename(parent),
+        log_dir=parent,
+    )
+
+
+def _walk(root: str) -> Iterator[PartitionDir]:
+    own = _as_partition_dir(root)
+    if own is not None:
+        yield own
+        return
+    for dirpath, dirnames, _ in os.walk(root):
+        keep = []
+        for d in sorted(dirnames):
+            full = os.path.join(dirpath, d)
+            if _IGNORED_DIR.search(d):
+                log.warning("ignoring %s: a deleted, moving or stray log (not the live log)", full)
+                continue
+            found = _as_partition_dir(full)
+            if found is not None:
+                yield found
+            else:
+                keep.append(d)
+        dirnames[:] = keep
+
+
+def discover_partition_dirs(root_paths: list[str]) -> list[PartitionDir]:
+    """Find the `<topic>-<partition>` directories under one or more roots.
+
+    A root may be a log dir, a single partition dir, a `.log` file inside one, or a tree such as
+    `<export>/<broker-id>/<topic>-<partition>/`. `-delete`, `-future` and `-stray` directories are
+    skipped with a warning.
+
+    Args:
+        root_paths: the roots.
+
+    Returns:
+        Partition dirs sorted by topic, partition, replica and path (deduplicated).
+
+    Raises:
+        InputNotFoundError: a root does not exist, or no partition directory was found.
+
+    """
+    if isinstance(root_paths, str):
+        root_paths = [root_paths]
+    found: dict[str, PartitionDir] = {}
+    for root in root_paths:
+        path = os.path.abspath(root)
+        if not os.path.exists(path):
+            raise InputNotFoundError(f"input path does not exist: {root}")
+        if os.path.isfile(path):
+            pd = _as_partition_dir(os.path.dirname(path))
+            if pd is None:
+                raise InputNotFoundError(
+                    f"{root} is a file outside a <topic>-<partition> directory: pass the "
+                    "partition directory or a folder above it"
+                )
+            found[pd.path] = pd
+            continue
+        for pd in _walk(path):
+            found[pd.path] = pd
+    if not found:
+        raise InputNotFoundError(
+            "no Kafka partition directory (<topic>-<partition>/ holding .log files) found under "
+            + ", ".join(root_paths)
+        )
+    return sorted(found.values(), key=lambda d: (d.topic, d.partition, d.replica, d.path))
+
+
+def discover_segment_files(paths: list[str]) -> list[dict]:
+    """The `.log` segment files under `paths`, with their topic and partition.
+
+    A path naming a `.log` file selects that file only.
+
+    Args:
+        paths: as for `discover_partition_dirs`.
+
+    Returns:
+        Dicts `{"path", "topic", "partition", "replica"}` sorted by path.
+
+    Raises:
+        InputNotFoundError: as for `discover_partition_dirs`.
+
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    explicit = {os.path.abspath(p) for p in paths if os.path.isfile(p)}
+    files: dict[str, dict] = {}
+    for pd in discover_partition_dirs(paths):
+        for name in sorted(os.listdir(pd.path)):
+            full = os.path.join(pd.path, name)
+            if _TRANSIENT.search(name) and ".log" in name:
+                log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
+                continue
+            if not _SEGMENT.match(name):
+                continue
+            if explicit and full not in explicit and not _under_any(full, paths, explicit):
+                continue
+            files[full] = {
+                "path": full,
+                "topic": pd.topic,
+                "partition": pd.partition,
+                "replica": pd.replica,
+            }
+    return [files[k] for k in sorted(files)]
+
+
+def _under_any(full: str, paths: Iterable[str], explicit: set[str]) -> bool:
+    dirs = [os.path.abspath(p) for p in paths if os.path.abspath(p) not in explicit]
+    return any(full.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
+
+
+# ------------------------------------------------------------------------------------------------
+# Output schemas
+# ------------------------------------------------------------------------------------------------
+def _nullable(schema: T.StructType) -> list[T.StructField]:
+    return [T.StructField(f.name, f.dataType, True, f.metadata) for f in schema.fields]
+
+
+SNAPSHOT_SCHEMA = T.StructType(
+    [
+        *_nullable(PRODUCER_STATE),
+        T.StructField("snapshot_offset", T.LongType(), True),
+        T.StructField("replica", T.StringType(), True),
+    ]
+)
+LEADER_EPOCH_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("replica", T.StringType(), True),
+        T.StructField("leader_epoch", T.IntegerType(), True),
+        T.StructField("start_offset", T.LongType(), True),
+        T.StructField("source", T.StringType(), True),
+    ]
+)
+OFFSET_CHECKPOINT_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("replica", T.StringType(), True),
+        T.StructField("kind", T.StringType(), True),
+        T.StructField("offset", T.LongType(), True),
+        T.StructField("source", T.StringType(), True),
+    ]
+)
+_SCHEMAS = {
+    "snapshot": SNAPSHOT_SCHEMA,
+    "leader_epoch": LEADER_EPOCH_SCHEMA,
+    "offset_checkpoint": OFFSET_CHECKPOINT_SCHEMA,
+}
+
+_ARROW_SEED_BATCH = pa.struct(
+    [
+        pa.field("base_sequence", pa.int32(), nullable=False),
+        pa.field("last_sequence", pa.int32(), nullable=False),
+        pa.field("base_offset", pa.int64(), nullable=False),
+        pa.field("last_offset", pa.int64(), nullable=False),
+    ]
+)
+assert [f.name for f in _ARROW_SEED_BATCH] == [f.name for f in SEED_BATCH.fields]
+
+
+def _arrow_type(dt: T.DataType) -> pa.DataType:
+    if isinstance(dt, T.StringType):
+        return pa.string()
+    if isinstance(dt, T.IntegerType):
+        return pa.int32()
+    if isinstance(dt, T.LongType):
+        return pa.int64()
+    if isinstance(dt, T.ArrayType):
+        return pa.list_(pa.field("element", _ARROW_SEED_BATCH, nullable=False))
+    raise TypeError(dt)
+
+
+def _arrow_schema(kind: str) -> pa.Schema:
+    fields = [pa.field(f.name, _arrow_type(f.dataType)) for f in _SCHEMAS[kind].fields]
+    return pa.schema([*fields, pa.field(PROBLEM_COL, pa.string())])
+
+
+def _rows(kind: str, n: int, cols: dict) -> pa.RecordBatch:
+    schema = _arrow_schema(kind)
+    arrays = []
+    for field in schema:
+        v = cols.get(field.name)
+        if v is None:
+            arrays.append(pa.nulls(n, field.type))
+        elif isinstance(v, pa.Array):
+            arrays.append(v if v.type == field.type else v.cast(field.type))
+        elif isinstance(v, np.ndarray):
+            arrays.append(pa.array(v, field.type))
+        else:  # a scalar repeated
+            arrays.append(pa.array([v] * n, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _problem(schema_kind: str, source: str, reason: str, **known) -> pa.RecordBatch:
+    return _rows(schema_kind, 1, {**known, "source": source, PROBLEM_COL: reason})
+
+
+# ------------------------------------------------------------------------------------------------
+# Parsers (pure; executors)
+# ------------------------------------------------------------------------------------------------
+def parse_snapshot(
+    data: bytes, *, path: str, topic: str, partition: int, replica: str
+) -> pa.RecordBatch:
+    """Decode one `.snapshot` file (§3.2) into producer-state rows.
+
+    A corrupt file (unknown version, CRC mismatch, size not 10 + 46·N, bad name) gives a single
+    row with `_problem` set and no entries, as Kafka drops such a snapshot entirely (§1.11).
+
+    Args:
+        data: file content.
+        path: file path (`source` is "<path>:<byte position of the entry>").
+        topic: topic of the partition dir.
+        partition: partition of the partition dir.
+        replica: replica name of the partition dir.
+
+    Returns:
+        Rows in the snapshot schema plus `_problem`.
+
+    """
+    known = {"topic": topic, "partition": partition, "replica": replica}
+    m = _SNAPSHOT.match(os.path.basename(path))
+    if not m:
+        return _problem("snapshot", path, "file name is not <20-digit offset>.snapshot", **known)
+    snap_offset = int(m.group(1))
+    # The file name is the exclusive end offset the state covers (§3.2).
+    known["snapshot_offset"] = snap_offset
+    known["state_offset"] = snap_offset
+    size = len(data)
+    if size < SNAPSHOT_HEADER:
+        return _problem(
+            "snapshot", path, f"corrupt snapshot: {size} bytes, shorter than the header", **known
+        )
+    version = int.from_bytes(data[0:2], "big", signed=True)
+    if version != SNAPSHOT_VERSION:
+        return _problem(
+            "snapshot", path, f"corrupt snapshot: unknown file version {version}", **known
+        )
+    stored = int.from_bytes(data[2:6], "big")
+    computed = crc32c.crc32c(data[6:])
+    if stored != computed:
+        return _problem(
+            "snapshot",
+            path,
+            f"corrupt snapshot: CRC is not valid (stored {stored}, computed {computed})",
+            **known,
+        )
+    count = int.from_bytes(data[6:10], "big", signed=True)
+    if count < 0 or size != SNAPSHOT_HEADER + SNAPSHOT_ENTRY * count:
+        return _problem(
+            "snapshot",
+            path,
+            f"corrupt snapshot: {size} bytes for {count} entries "
+            f"(expected {SNAPSHOT_HEADER} + {SNAPSHOT_ENTRY} x {count})",
+            **known,
+        )
+    e = np.frombuffer(data, dtype=_SNAPSHOT_DTYPE, offset=SNAPSHOT_HEADER, count=count)
+    last_offset = e["last_offset"].astype(np.int64)
+    delta = e["offset_delta"].astype(np.int64)
+    last_seq = e["last_sequence"].astype(np.int64)
+    has_batch = last_offset >= 0
+    idx = np.flatnonzero(has_batch)
+    batch_struct = pa.StructArray.from_arrays(
+        [
+            pa.array(decrement_sequence(last_seq[idx], delta[idx]).astype(np.int32)),
+            pa.array(last_seq[idx].astype(np.int32)),
+            pa.array(last_offset[idx] - delta[idx]),
+            pa.array(last_offset[idx]),
+        ],
+        fields=list(_ARROW_SEED_BATCH),
+    )
+    offsets = np.concatenate([[0], np.cumsum(has_batch)]).astype(np.int32)
+    batches = pa.ListArray.from_arrays(
+        pa.array(offsets), batch_struct, type=_arrow_type(T.ArrayType(SEED_BATCH))
+    )
+    coord = e["coordinator_epoch"].astype(np.int32)
+    txn = e["txn_first_offset"].astype(np.int64)
+    positions = SNAPSHOT_HEADER + SNAPSHOT_ENTRY * np.arange(count, dtype=np.int64)
+    sources = pc.binary_join_element_wise(
+        pa.array([path + ":"] * count, pa.string()), pc.cast(pa.array(positions), pa.string()), ""
+    )
+    return _rows(
+        "snapshot",
+        count,
+        {
+            **known,
+            "producer_id": e["producer_id"].astype(np.int64),
+            "producer_epoch": e["epoch"].astype(np.int32),
+            "coordinator_epoch": pa.array(coord, mask=coord == -1),
+            "txn_first_offset": pa.array(txn, mask=txn < 0),
+            "last_timestamp": e["timestamp"].astype(np.int64),
+            "batches": batches,
+            "source": sources,
+        },
+    )
+
+
+def _lines(data: bytes) -> list[str]:
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    # Kafka writes a newline after the last entry: the empty string after it is not a line.
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def _parse_checkpoint(
+    data: bytes, *, path: str, entry_regex: str, kind: str, known: dict
+) -> list[pa.RecordBatch]:
+    """Common part of Kafka's text checkpoints: version `0`, entry count, then entry lines."""
+    lines = _lines(data)
+    out: list[pa.RecordBatch] = []
+    if len(lines) < 2:
+        return [_problem(kind, path, "checkpoint file has no version and count lines", **known)]
+    if lines[0].strip() != "0":
+        return [_problem(kind, f"{path}:line 1", "unsupported checkpoint version", **known)]
+    if not re.fullmatch(r"\d+", lines[1].strip()):
+        return [_problem(kind, f"{path}:line 2", "entry count is not a number", **known)]
+    declared = int(lines[1].strip())
+    body = pa.array(lines[2:], pa.string())
+    n = len(body)
+    line_no = pa.array(np.arange(3, 3 + n, dtype=np.int64))
+    sources = pc.binary_join_element_wise(
+        pa.array([path + ":line "] * n, pa.string()), pc.cast(line_no, pa.string()), ""
+    )
+    parsed = pc.extract_regex(body, entry_regex)
+    ok = pc.is_valid(parsed)
+    good = pc.filter(parsed, ok)
+    bad_sources = pc.filter(sources, pc.invert(ok))
+    if len(bad_sources):
+        out.append(
+            _rows(
+                kind,
+                len(bad_sources),
+                {
+                    **known,
+                    "source": bad_sources,
+                    PROBLEM_COL: pa.array(
+                        ["malformed checkpoint line"] * len(bad_sources), pa.string()
+                    ),
+                },
+            )
+        )
+    if declared != n:
+        out.append(
+            _problem(
+                kind,
+                f"{path}:line 2",
+                f"checkpoint declares {declared} entries but holds {n} lines",
+                **known,
+            )
+        )
+    out.insert(0, _entry_rows(kind, good, pc.filter(sources, ok), known))
+    return out
+
+
+def _entry_rows(kind: str, good: pa.StructArray, sources: pa.Array, known: dict) -> pa.RecordBatch:
+    n = len(good)
+    if kind == "leader_epoch":
+        return _rows(
+            kind,
+            n,
+            {
+                **known,
+                "leader_epoch": pc.cast(good.field("epoch"), pa.int32()),
+                "start_offset": pc.cast(good.field("offset"), pa.int64()),
+                "source": sources,
+            },
+        )
+    return _rows(
+        kind,
+        n,
+        {
+            **known,
+            "topic": good.field("topic"),
+            "partition": pc.cast(good.field("partition"), pa.int32()),
+            "offset": pc.cast(good.field("offset"), pa.int64()),
+            "source": sources,
+        },
+    )
+
+
+def parse_leader_epoch_checkpoint(
+    data: bytes, *, path: str, topic: str, partition: int, replica: str
+) -> list[pa.RecordBatch]:
+    """Decode a `leader-epoch-checkpoint` (§3.3): `0`, count, `<epoch> <startOffset>` lines.
+
+    Args:
+        data: file content.
+        path: file path.
+        topic: topic of the partition dir.
+        partition: partition of the partition dir.
+        replica: replica name of the partition dir.
+
+    Returns:
+        Arrow batches in the leader-epoch schema plus `_problem`.
+
+    """
+    known = {"topic": topic, "partition": partition, "replica": replica}
+    return _parse_checkpoint(
+        data,
+        path=path,
+        entry_regex=r"^(?P<epoch>\d{1,10}) (?P<offset>\d{1,19})$",
+        kind="leader_epoch",
+        known=known,
+    )
+
+
+def parse_offset_checkpoint(
+    data: bytes, *, path: str, replica: str, checkpoint_kind: str
+) -> list[pa.RecordBatch]:
+    """Decode a log-dir level offset checkpoint: `0`, count, `<topic> <partition> <offset>` lines.
+
+    Args:
+        data: file content.
+        path: file path.
+        replica: name of the log dir (the replica).
+        checkpoint_kind: 'log_start', 'high_watermark' or 'recovery_point'.
+
+    Returns:
+        Arrow batches in the offset-checkpoint schema plus `_problem`.
+
+    """
+    return _parse_checkpoint(
+        data,
+        path=path,
+        entry_regex=r"^(?P<topic>[A-Za-z0-9._-]+) (?P<partition>\d{1,10}) (?P<offset>-?\d{1,19})$",
+        kind="offset_checkpoint",
+        known={"replica": replica, "kind": checkpoint_kind},
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Spark data source
+# ------------------------------------------------------------------------------------------------
+class _Files(InputPartition):
+    def __init__(self, files: list[dict]):
+        super().__init__(len(files))
+        self.files = files
+
+
+def _read_one(kind: str, f: dict) -> list[pa.RecordBatch]:
+    path = f["path"]
+    try:
+        with open(path, "rb") as fh:  # read-only; inputs are never modified
+            data = fh.read()
+    except OSError as exc:
+        known = {k: f[k] for k in ("topic", "partition", "replica") if k in f}
+        return [_problem(kind, path, f"cannot read file: {exc.strerror or exc}", **known)]
+    if kind == "snapshot":
+        return [
+            parse_snapshot(
+                data, path=path, topic=f["topic"], partition=f["partition"], replica=f["replica"]
+            )
+        ]
+    if kind == "leader_epoch":
+        return parse_leader_epoch_checkpoint(
+            data, path=path, topic=f["topic"], partition=f["partition"], replica=f["replica"]
+        )
+    return parse_offset_checkpoint(
+        data, path=path, replica=f["replica"], checkpoint_kind=f["checkpoint_kind"]
+    )
+
+
+class _FilesReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.kind = options["kind"]
+        self.files = sorted(json.loads(options.get("files", "[]")), key=lambda f: f["path"])
+
+    def partitions(self) -> list[InputPartition]:
+        chunks = [
+            self.files[i : i + FILES_PER_PARTITION]
+            for i in range(0, len(self.files), FILES_PER_PARTITION)
+        ]
+        return [_Files(c) for c in chunks] or [_Files([])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        for f in partition.files:  # type: ignore[attr-defined]
+            yield from _read_one(self.kind, f)
+
+
+class KafkaPartitionFilesDataSource(DataSource):
+    """Spark data source `kafka_partition_files` for snapshots and checkpoints.
+
+    Options:
+        kind: 'snapshot', 'leader_epoch' or 'offset_checkpoint'.
+        files: JSON list of dicts with `path` and the known `topic`, `partition`, `replica`
+            (and `checkpoint_kind` for offset checkpoints).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name used with `spark.read.format(...)`."""
+        return DATA_SOURCE_NAME
+
+    def schema(self) -> T.StructType:
+        """The schema of the requested kind plus `_problem`."""
+        base = _SCHEMAS[self.options["kind"]]
+        return T.StructType([*base.fields, T.StructField(PROBLEM_COL, T.StringType(), True)])
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        """A reader over the files given in the options."""
+        return _FilesReader(self.options)
+
+
+def _load(spark: SparkSession, kind: str, files: list[dict]) -> FileRead:
+    spark.dataSource.register(KafkaPartitionFilesDataSource)
+    df = (
+        spark.read.format(DATA_SOURCE_NAME)
+        .option("kind", kind)
+        .option("files", json.dumps(files))
+        .load()
+    )
+    data = df.filter(F.col(PROBLEM_COL).isNull()).select(*_SCHEMAS[kind].fieldNames())
+    problems = df.filter(F.col(PROBLEM_COL).isNotNull()).select(
+        "source", F.col(PROBLEM_COL).alias("reason")
+    )
+    return FileRead(data, problems)
+
+
+def read_snapshots(spark: SparkSession, partition_dirs: list[PartitionDir]) -> FileRead:
+    """Read every producer `.snapshot` of the given partition dirs.
+
+    Args:
+        spark: the session.
+        partition_dirs: from `discover_partition_dirs`.
+
+    Returns:
+        `FileRead(data, problems)`: `data` has the `PRODUCER_STATE` columns (all nullable) plus
+        `snapshot_offset` (exclusive end offset from the file name) and `replica`, one row per
+        producer entry; `problems` has `(source, reason)` per corrupt snapshot.
+
+    """
+    files = []
+    for pd in partition_dirs:
+        for name in sorted(os.listdir(pd.path)):
+            if name.endswith(".snapshot"):
+                files.append(
+                    {
+                        "path": os.path.join(pd.path, name),
+                        "topic": pd.topic,
+                        "partition": pd.partition,
+                        "replica": pd.replica,
+                    }
+                )
+    return _load(spark, "snapshot", files)
+
+
+def read_leader_epoch_checkpoints(
+    spark: SparkSession, partition_dirs: list[PartitionDir]
+) -> FileRead:
+    """Read the `leader-epoch-checkpoint` of each partition dir that has one.
+
+    Args:
+        spark: the session.
+        partition_dirs: from `discover_partition_dirs`.
+
+    Returns:
+        `FileRead(data, problems)`: `data` has (topic, partition, replica, leader_epoch int,
+        start_offset long, source "<path>:line <n>"); `problems` has `(source, reason)`.
+
+    """
+    files = [
+        {
+            "path": os.path.join(pd.path, LEADER_EPOCH_FILE),
+            "topic": pd.topic,
+            "partition": pd.partition,
+            "replica": pd.replica,
+        }
+        for pd in partition_dirs
+        if os.path.isfile(os.path.join(pd.path, LEADER_EPOCH_FILE))
+    ]
+    return _load(spark, "leader_epoch", files)
+
+
+def read_offset_checkpoints(spark: SparkSession, partition_dirs: list[PartitionDir]) -> FileRead:
+    """Read the log-dir level offset checkpoints of the log dirs holding `partition_dirs`.
+
+    Every entry of each file is returned (also partitions that were not exported), so callers
+    join on (topic, partition, replica).
+
+    Args:
+        spark: the session.
+        partition_dirs: from `discover_partition_dirs`.
+
+    Returns:
+        `FileRead(data, problems)`: `data` has (topic, partition, replica, kind in
+        {'log_start', 'high_watermark', 'recovery_point'}, offset long, source); `problems`
+        has `(source, reason)`.
+
+    """
+    files = []
+    for log_dir, replica in sorted({(pd.log_dir, pd.replica) for pd in partition_dirs}):
+        for name, kind in OFFSET_CHECKPOINTS.items():
+            path = os.path.join(log_dir, name)
+            if os.path.isfile(path):
+                files.append({"path": path, "replica": replica, "checkpoint_kind": kind})
+    return _load(spark, "offset_checkpoint", files)

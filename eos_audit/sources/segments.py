@@ -1,0 +1,705 @@
+"""Kafka `.log` segment files → the canonical one-row-per-record-batch DataFrame.
+
+The parser walks a segment batch by batch (one `struct.unpack_from` per batch, §2.2 framing: size
+at byte 8, magic at byte 16), then decodes every v2 header field of all batches at once with numpy
+(kafka_rules.md §2.1), verifies CRC-32C with the compiled `crc32c` library and decodes the first
+record of control batches (EndTransactionMarker, §1.7) with a vectorised varint reader. Record
+payloads are never decoded and never logged.
+
+Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) has one input
+partition per `.log` file and yields Arrow record batches.
+
+Bad bytes never crash a read and are never dropped silently: the first position a file cannot be
+framed at becomes one row whose `_source_error` is set (there is no safe way to resync a Kafka log,
+so the rest of that file is reported as skipped). A tail of zero bytes (a preallocated segment
+copied while active) is the only thing ignored, and only when every remaining byte is zero.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from eos_audit.schemas import RECORD_BATCH
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+SOURCE_ERROR_COL = "_source_error"
+DATA_SOURCE_NAME = "kafka_segments"
+
+# §2.1: header layout of a magic v2 batch.
+RECORD_BATCH_OVERHEAD = 61
+LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
+MIN_V2_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
+# §2.2: smallest legacy message after the log overhead (crc, magic, attributes, [ts], key, value).
+MIN_LEGACY_LENGTH = {0: 14, 1: 22}
+# A declared length above this is treated as garbage rather than a batch cut by a copy: Kafka's
+# segments default to 1 GiB and a batch never exceeds a segment.
+MAX_PLAUSIBLE_BATCH = 1 << 30
+MAX_INT = 2147483647
+# Rows per Arrow batch handed to Spark; bounds the per-file header matrix too (61 bytes a row).
+CHUNK_ROWS = 65536
+
+_FRAME = struct.Struct(">qi")
+
+
+def source_schema() -> T.StructType:
+    """The schema every reader returns: `RECORD_BATCH` columns plus `_source_error`.
+
+    Names, types and order are those of `eos_audit.schemas.RECORD_BATCH`; every field is nullable
+    here because a `_source_error` row carries only what could be read (the validation step that
+    turns those rows into quarantine rows restores the non-null contract for the others).
+
+    Returns:
+        The Spark schema of a reader's output.
+
+    """
+    fields = [T.StructField(f.name, f.dataType, True, f.metadata) for f in RECORD_BATCH.fields]
+    fields.append(T.StructField(SOURCE_ERROR_COL, T.StringType(), True))
+    return T.StructType(fields)
+
+
+ARROW_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int32()),
+        ("base_sequence", pa.int32()),
+        ("last_sequence", pa.int32()),
+        ("record_count", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("control_type", pa.string()),
+        ("coordinator_epoch", pa.int32()),
+        ("partition_leader_epoch", pa.int32()),
+        ("magic", pa.int32()),
+        ("max_timestamp", pa.int64()),
+        ("crc_valid", pa.bool_()),
+        ("source", pa.string()),
+        (SOURCE_ERROR_COL, pa.string()),
+    ]
+)
+assert ARROW_SCHEMA.names == [f.name for f in RECORD_BATCH.fields] + [SOURCE_ERROR_COL]
+
+
+# ------------------------------------------------------------------------------------------------
+# Sequence arithmetic (§1.5, DRB / BM)
+# ------------------------------------------------------------------------------------------------
+def increment_sequence(seq: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Kafka's `incrementSequence`, vectorised: `s > MAX-k ? k - (MAX - s) - 1 : s + k`.
+
+    Args:
+        seq: base sequences.
+        delta: increments (the last offset delta).
+
+    Returns:
+        int64 array of the wrapped sums.
+
+    """
+    s = np.asarray(seq, dtype=np.int64)
+    k = np.asarray(delta, dtype=np.int64)
+    return np.where(s > MAX_INT - k, k - (MAX_INT - s) - 1, s + k)
+
+
+def decrement_sequence(seq: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Kafka's `decrementSequence`, vectorised: `s < k ? MAX - (k - s) + 1 : s - k`.
+
+    Args:
+        seq: last sequences.
+        delta: decrements (the offset delta of the batch).
+
+    Returns:
+        int64 array of the wrapped differences.
+
+    """
+    s = np.asarray(seq, dtype=np.int64)
+    k = np.asarray(delta, dtype=np.int64)
+    return np.where(s < k, MAX_INT - (k - s) + 1, s - k)
+
+
+# ------------------------------------------------------------------------------------------------
+# Arrow helpers
+# ------------------------------------------------------------------------------------------------
+def _const_str(value: str | None, n: int) -> pa.Array:
+    if value is None or n == 0:
+        return pa.nulls(n, pa.string())
+    return pa.array([value], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
+
+
+def _sources(path: str, positions: np.ndarray) -> pa.Array:
+    pos = pc.cast(pa.array(np.asarray(positions, dtype=np.int64)), pa.string())
+    return pc.binary_join_element_wise(_const_str(path + ":", len(pos)), pos, "")
+
+
+def _batch(columns: dict[str, pa.Array | np.ndarray | None], n: int) -> pa.RecordBatch:
+    arrays = []
+    for field in ARROW_SCHEMA:
+        value = columns.get(field.name)
+        if value is None:
+            arrays.append(pa.nulls(n, field.type))
+        elif isinstance(value, np.ndarray):
+            arrays.append(pa.array(value.astype(field.type.to_pandas_dtype()), field.type))
+        else:
+            arrays.append(value if value.type == field.type else value.cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def error_batch(
+    *,
+    topic: str | None,
+    partition: int | None,
+    sources: list[str],
+    errors: list[str],
+    base_offsets: list[int | None] | None = None,
+) -> pa.RecordBatch:
+    """Rows that carry a `_source_error` (and whatever is known), in the reader output schema.
+
+    Args:
+        topic: topic, when known.
+        partition: partition, when known.
+        sources: one `source` per row.
+        errors: one message per row.
+        base_offsets: base offset per row when readable.
+
+    Returns:
+        An Arrow batch in `ARROW_SCHEMA`.
+
+    """
+    n = len(sources)
+    cols: dict = {
+        "topic": _const_str(topic, n),
+        "partition": pa.array([partition] * n, pa.int32()),
+        "source": pa.array(sources, pa.string()),
+        SOURCE_ERROR_COL: pa.array(errors, pa.string()),
+    }
+    if base_offsets is not None:
+        cols["base_offset"] = pa.array(base_offsets, pa.int64())
+    return _batch(cols, n)
+
+
+def empty_batch() -> pa.RecordBatch:
+    """An empty batch in the reader output schema.
+
+    Returns:
+        A zero-row Arrow batch.
+
+    """
+    return _batch({}, 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# Framing walk
+# ------------------------------------------------------------------------------------------------
+def _frame(mv: memoryview, buf: np.ndarray) -> tuple[list[int], list[int], list[int], tuple | None]:
+    """Walk the batches of a segment; returns v2 positions, their ends, legacy positions, error.
+
+    The error is `(position, message, base_offset_or_None)`; the walk stops there.
+    """
+    n = len(mv)
+    v2_pos: list[int] = []
+    v2_end: list[int] = []
+    legacy_pos: list[int] = []
+    unpack = _FRAME.unpack_from
+    pos = 0
+    while pos < n:
+        rem = n - pos
+        if rem >= 17:
+            base, length = unpack(mv, pos)
+            magic = mv[pos + 16]
+            end = pos + LOG_OVERHEAD + length
+            if magic == 2 and length >= MIN_V2_BATCH_LENGTH and end <= n:
+                v2_pos.append(pos)
+                v2_end.append(end)
+                pos = end
+                continue
+            if magic in (0, 1) and length >= MIN_LEGACY_LENGTH[magic] and end <= n:
+                legacy_pos.append(pos)
+                pos = end
+                continue
+        # Something that is not a whole batch. A preallocated (zero-filled) tail is normal for a
+        # copy of an active segment; anything else is reported and the rest of the file skipped
+        # (Kafka has no sync marker, so nothing after a framing error can be trusted).
+        if not buf[pos:].any():
+            break
+        return v2_pos, v2_end, legacy_pos, _framing_error(mv, pos)
+    return v2_pos, v2_end, legacy_pos, None
+
+
+def _framing_error(mv: memoryview, pos: int) -> tuple[int, str, int | None]:
+    n = len(mv)
+    rem = n - pos
+    if rem < LOG_OVERHEAD:
+        return pos, (
+            f"truncated batch header at byte {pos}: only {rem} bytes remain "
+            f"(a batch header needs at least {LOG_OVERHEAD}); {rem} bytes skipped"
+        ), (struct.unpack_from(">q", mv, pos)[0] if rem >= 8 else None)
+    base, length = _FRAME.unpack_from(mv, pos)
+    size = LOG_OVERHEAD + length
+    if rem < 17:
+        return pos, (
+            f"truncated batch at byte {pos}: header declares {size} bytes, only {rem} remain"
+        ), base
+    magic = struct.unpack_from(">b", mv, pos + 16)[0]
+    if magic not in (0, 1, 2):
+        return pos, (
+            f"unknown magic {magic} at byte {pos}: cannot frame the rest of the file; "
+            f"{rem} bytes skipped"
+        ), None
+    minimum = MIN_V2_BATCH_LENGTH if magic == 2 else MIN_LEGACY_LENGTH[magic]
+    if length < minimum:
+        return pos, (
+            f"invalid batch length {length} at byte {pos} (magic {magic} needs at least "
+            f"{minimum}): cannot frame the rest of the file; {rem} bytes skipped"
+        ), None
+    if length > MAX_PLAUSIBLE_BATCH:
+        return pos, (
+            f"invalid batch length {length} at byte {pos}: beyond the end of the file "
+            f"({rem} bytes remain); {rem} bytes skipped"
+        ), None
+    return pos, (
+        f"truncated batch at byte {pos}: header declares {size} bytes, only {rem} remain"
+    ), base
+
+
+# ------------------------------------------------------------------------------------------------
+# Vectorised decoding
+# ------------------------------------------------------------------------------------------------
+def _be(hdr: np.ndarray, off: int, dtype: str) -> np.ndarray:
+    width = np.dtype(dtype).itemsize
+    return np.ascontiguousarray(hdr[:, off : off + width]).view(dtype).ravel()
+
+
+def _varint(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Decode one zig-zag varint (up to 10 bytes) at every cursor; returns (value, next, ok)."""
+    k = len(cur)
+    raw = np.zeros(k, dtype=np.uint64)
+    done = np.zeros(k, dtype=bool)
+    ok = np.ones(k, dtype=bool)
+    nxt = cur.copy()
+    last = len(buf) - 1
+    for i in range(10):
+        idx = cur + i
+        active = ~done & ok
+        inside = idx < end
+        ok &= ~(active & ~inside)
+        active &= inside
+        b = buf[np.minimum(idx, last)].astype(np.uint64)
+        raw = np.where(active, raw | ((b & np.uint64(0x7F)) << np.uint64(7 * i)), raw)
+        finished = active & ((b & np.uint64(0x80)) == 0)
+        nxt = np.where(finished, idx + 1, nxt)
+        done |= finished
+    ok &= done
+    value = (raw >> np.uint64(1)).astype(np.int64) ^ -((raw & np.uint64(1)).astype(np.int64))
+    return value, nxt, ok
+
+
+def _control_markers(
+    buf: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[list[str | None], np.ndarray, np.ndarray]:
+    """Parse the first record of uncompressed control batches (§2.1 record layout, §1.7).
+
+    Returns (control_type per batch, coordinator_epoch values, coordinator_epoch valid mask).
+    """
+    k = len(start)
+    cur = start.astype(np.int64)
+    end = end.astype(np.int64)
+    _, cur, ok = _varint(buf, cur, end)  # record length
+    cur = cur + 1  # attributes int8
+    _, cur, ok2 = _varint(buf, cur, end)  # timestampDelta varlong
+    _, cur, ok3 = _varint(buf, cur, end)  # offsetDelta varint
+    key_len, cur, ok4 = _varint(buf, cur, end)
+    ok &= ok2 & ok3 & ok4
+    key_ok = ok & (key_len >= 4) & (cur + np.maximum(key_len, 0) <= end)
+    last = len(buf) - 1
+
+    def i16(at: np.ndarray) -> np.ndarray:
+        a = buf[np.minimum(at, last)].astype(np.int32)
+        b = buf[np.minimum(at + 1, last)].astype(np.int32)
+        v = (a << 8) | b
+        return np.where(v >= 0x8000, v - 0x10000, v)
+
+    ctype = i16(cur + 2)
+    val_cur = cur + np.maximum(key_len, 0)
+    val_len, val_cur, ok5 = _varint(buf, val_cur, end)
+    is_marker = key_ok & ((ctype == 0) | (ctype == 1))
+    val_ok = is_marker & ok5 & (val_len >= 6) & (val_cur + np.maximum(val_len, 0) <= end)
+    e = np.zeros(k, dtype=np.int64)
+    for j in range(4):
+        e = (e << 8) | buf[np.minimum(val_cur + 2 + j, last)].astype(np.int64)
+    coord = np.where(e >= 1 << 31, e - (1 << 32), e)
+    types: list[str | None] = []
+    for good, t in zip(key_ok.tolist(), ctype.tolist(), strict=True):
+        if not good:
+            types.append(None)
+        elif t == 1:
+            types.append("COMMIT")
+        elif t == 0:
+            types.append("ABORT")
+        else:
+            types.append(f"UNKNOWN({t})")
+    return types, coord, val_ok
+
+
+def _decode_v2(
+    mv: memoryview,
+    buf: np.ndarray,
+    pos: np.ndarray,
+    ends: np.ndarray,
+    *,
+    topic: str,
+    partition: int,
+    path: str,
+    verify_crc: bool,
+) -> pa.RecordBatch:
+    n = len(pos)
+    hdr = buf[pos[:, None] + np.arange(RECORD_BATCH_OVERHEAD)]
+    base = _be(hdr, 0, ">i8")
+    leader_epoch = _be(hdr, 12, ">i4")
+    magic = hdr[:, 16].astype(np.int32)
+    stored_crc = _be(hdr, 17, ">u4")
+    attributes = _be(hdr, 21, ">i2").astype(np.int32)
+    delta = _be(hdr, 23, ">i4").astype(np.int64)
+    max_ts = _be(hdr, 35, ">i8")
+    producer_id = _be(hdr, 43, ">i8")
+    producer_epoch = _be(hdr, 51, ">i2").astype(np.int32)
+    base_seq = _be(hdr, 53, ">i4").astype(np.int64)
+    count = _be(hdr, 57, ">i4")
+    is_txn = (attributes & 0x10) != 0
+    is_control = (attributes & 0x20) != 0
+    last_seq = np.where(base_seq == -1, -1, increment_sequence(base_seq, delta))
+
+    crc_valid = None
+    if verify_crc:
+        c = crc32c.crc32c
+        computed = np.fromiter(
+            (c(mv[p + 21 : e]) for p, e in zip(pos.tolist(), ends.tolist(), strict=True)),
+            dtype=np.uint64,
+            count=n,
+        )
+        crc_valid = pa.array(computed == stored_crc.astype(np.uint64))
+
+    control_type = pa.nulls(n, pa.string())
+    coord_epoch = pa.nulls(n, pa.int32())
+    # Compressed control batches (never written by Kafka) and emptied ones (compaction, §1.7)
+    # have no readable marker: their control fields stay null.
+    ctl = np.flatnonzero(is_control & ((attributes & 0x07) == 0) & (count > 0))
+    if len(ctl):
+        types, coord, coord_ok = _control_markers(
+            buf, pos[ctl] + RECORD_BATCH_OVERHEAD, ends[ctl]
+        )
+        type_full: list[str | None] = [None] * n
+        for i, t in zip(ctl.tolist(), types, strict=True):
+            type_full[i] = t
+        control_type = pa.array(type_full, pa.string())
+        coord_full = np.zeros(n, dtype=np.int32)
+        mask = np.zeros(n, dtype=bool)
+        coord_full[ctl] = coord.astype(np.int32)
+        mask[ctl] = coord_ok
+        coord_epoch = pa.array(coord_full, pa.int32(), mask=~mask)
+
+    cols = {
+        "topic": _const_str(topic, n),
+        "partition": pa.array(np.full(n, partition, dtype=np.int32)),
+        "base_offset": base,
+        "last_offset": base + delta,
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "base_sequence": base_seq,
+        "last_sequence": last_seq,
+        "record_count": count,
+        "is_transactional": is_txn,
+        "is_control": is_control,
+        "control_type": control_type,
+        "coordinator_epoch": coord_epoch,
+        "partition_leader_epoch": leader_epoch,
+        "magic": magic,
+        "max_timestamp": max_ts,
+        "crc_valid": crc_valid,
+        "source": _sources(path, pos),
+    }
+    return _batch(cols, n)
+
+
+def _decode_legacy(
+    mv: memoryview,
+    buf: np.ndarray,
+    pos: np.ndarray,
+    *,
+    topic: str,
+    partition: int,
+    path: str,
+    verify_crc: bool,
+) -> pa.RecordBatch:
+    """Legacy magic 0/1 entries (§2.2): counted and reconciled, no producer fields."""
+    n = len(pos)
+    hdr = buf[pos[:, None] + np.arange(26)]  # offset, size, crc, magic, attributes, timestamp
+    offset = _be(hdr, 0, ">i8")
+    size = _be(hdr, 8, ">i4").astype(np.int64)
+    magic = hdr[:, 16].astype(np.int32)
+    # v1 carries a timestamp after the attributes; v0 has none (Kafka reports NO_TIMESTAMP, -1).
+    timestamp = np.where(magic >= 1, _be(hdr, 18, ">i8"), -1)
+    minus1 = np.full(n, -1, dtype=np.int64)
+    crc_valid = None
+    if verify_crc:
+        stored = _be(hdr, 12, ">u4").astype(np.uint64)
+        computed = np.fromiter(
+            (
+                zlib.crc32(mv[p + 16 : p + 12 + s])
+                for p, s in zip(pos.tolist(), size.tolist(), strict=True)
+            ),
+            dtype=np.uint64,
+            count=n,
+        )
+        crc_valid = pa.array(computed == stored)
+    false = np.zeros(n, dtype=bool)
+    cols = {
+        "topic": _const_str(topic, n),
+        "partition": pa.array(np.full(n, partition, dtype=np.int32)),
+        # A (compressed) wrapper's offset is its last inner offset; no base offset exists.
+        "base_offset": offset,
+        "last_offset": offset,
+        "producer_id": minus1,
+        "producer_epoch": minus1,
+        "base_sequence": minus1,
+        "last_sequence": minus1,
+        # Kafka's countOrNull() is null for legacy entries.
+        "record_count": None,
+        "is_transactional": false,
+        "is_control": false,
+        "partition_leader_epoch": minus1,
+        "magic": magic,
+        "max_timestamp": timestamp,
+        "crc_valid": crc_valid,
+        "source": _sources(path, pos),
+    }
+    return _batch(cols, n)
+
+
+def iter_segment(
+    data: bytes | memoryview,
+    *,
+    topic: str,
+    partition: int,
+    path: str,
+    verify_crc: bool = True,
+    chunk_rows: int = CHUNK_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """Parse a segment's bytes into Arrow batches of at most `chunk_rows` rows, in file order.
+
+    Args:
+        data: the whole content of a `.log` file.
+        topic: topic of the partition the segment belongs to.
+        partition: partition number.
+        path: file path, used in `source` ("<path>:<byte position>").
+        verify_crc: verify CRC-32C (v2) / CRC-32 (legacy); `crc_valid` is null when False.
+        chunk_rows: maximum rows per yielded batch.
+
+    Yields:
+        Arrow batches in `ARROW_SCHEMA`; the last row is the framing error, if any.
+
+    """
+    mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    v2_pos, v2_end, legacy_pos, error = _frame(mv, buf)
+    kw = {"topic": topic, "partition": partition, "path": path, "verify_crc": verify_crc}
+    pos = np.asarray(v2_pos, dtype=np.int64)
+    ends = np.asarray(v2_end, dtype=np.int64)
+    if not legacy_pos:
+        for i in range(0, len(pos), chunk_rows):
+            yield _decode_v2(mv, buf, pos[i : i + chunk_rows], ends[i : i + chunk_rows], **kw)
+    else:
+        # Mixed formats (a topic upgraded from an old message format): keep file order.
+        parts = []
+        if len(pos):
+            parts.append(_decode_v2(mv, buf, pos, ends, **kw))
+        parts.append(_decode_legacy(mv, buf, np.asarray(legacy_pos, dtype=np.int64), **kw))
+        order = np.argsort(np.concatenate([pos, np.asarray(legacy_pos, dtype=np.int64)]))
+        table = pa.Table.from_batches(parts).take(pa.array(order))
+        yield from table.to_batches(max_chunksize=chunk_rows)
+    if error is not None:
+        err_pos, message, base = error
+        yield error_batch(
+            topic=topic,
+            partition=partition,
+            sources=[f"{path}:{err_pos}"],
+            errors=[message],
+            base_offsets=[base],
+        )
+
+
+def parse_segment(
+    data: bytes | memoryview,
+    *,
+    topic: str,
+    partition: int,
+    path: str,
+    verify_crc: bool = True,
+) -> pa.Table:
+    """Parse the bytes of one `.log` segment into a table in the reader output schema.
+
+    Pure function (no Spark): the data source calls `iter_segment` on executors, tests call this.
+
+    Args:
+        data: the whole content of a `.log` file.
+        topic: topic of the partition the segment belongs to.
+        partition: partition number.
+        path: file path, used in `source` ("<path>:<byte position>").
+        verify_crc: verify checksums; `crc_valid` is null when False.
+
+    Returns:
+        One row per batch/legacy entry in file order, plus a final `_source_error` row when the
+        file could not be framed to its end (truncated batch, garbage length, unknown magic).
+
+    """
+    batches = list(
+        iter_segment(data, topic=topic, partition=partition, path=path, verify_crc=verify_crc)
+    )
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------------
+# Spark data source
+# ------------------------------------------------------------------------------------------------
+class _FilePartition(InputPartition):
+    def __init__(self, path: str, topic: str, partition: int):
+        super().__init__(path)
+        self.path = path
+        self.topic = topic
+        self.partition = partition
+
+
+class _SegmentReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]):
+        self.files = json.loads(options.get("files", "[]"))
+        self.verify_crc = options.get("verify_crc", "true").lower() == "true"
+
+    def partitions(self) -> list[InputPartition]:
+        files = sorted(self.files, key=lambda f: f["path"])
+        return [_FilePartition(f["path"], f["topic"], int(f["partition"])) for f in files]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        import mmap
+
+        p: _FilePartition = partition  # type: ignore[assignment]
+        try:
+            # Read-only: the input is evidence, never modified or written next to.
+            with open(p.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size == 0:
+                    return
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    mv = memoryview(mm)
+                    try:
+                        yield from iter_segment(
+                            mv,
+                            topic=p.topic,
+                            partition=p.partition,
+                            path=p.path,
+                            verify_crc=self.verify_crc,
+                        )
+                    finally:
+                        mv.release()
+        except OSError as exc:
+            yield error_batch(
+                topic=p.topic,
+                partition=p.partition,
+                sources=[f"{p.path}:0"],
+                errors=[f"cannot read segment file: {exc.strerror or exc}"],
+            )
+
+
+class KafkaSegmentsDataSource(DataSource):
+    """Spark data source `kafka_segments`: one input partition per `.log` file.
+
+    Options:
+        files: JSON list of `{"path": ..., "topic": ..., "partition": ...}`.
+        verify_crc: "true" (default) or "false".
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name used with `spark.read.format(...)`."""
+        return DATA_SOURCE_NAME
+
+    def schema(self) -> T.StructType:
+        """The reader output schema (`source_schema()`)."""
+        return source_schema()
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        """A reader over the files given in the options."""
+        return _SegmentReader(self.options)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the `kafka_segments` data source with the session (idempotent).
+
+    Args:
+        spark: the session.
+
+    """
+    spark.dataSource.register(KafkaSegmentsDataSource)
+
+
+def read_segment_files(
+    spark: SparkSession, files: list[dict], *, verify_crc: bool = True
+) -> DataFrame:
+    """Read explicit `.log` files with known topic/partition through the data source.
+
+    Args:
+        spark: the session.
+        files: dicts with `path`, `topic`, `partition`.
+        verify_crc: verify checksums.
+
+    Returns:
+        The reader output DataFrame (`source_schema()`).
+
+    """
+    register(spark)
+    return (
+        spark.read.format(DATA_SOURCE_NAME)
+        .option("files", json.dumps(files))
+        .option("verify_crc", str(bool(verify_crc)).lower())
+        .load()
+    )
+
+
+def read_segments(spark: SparkSession, paths: list[str], *, verify_crc: bool = True) -> DataFrame:
+    """Discover partition directories under `paths` and read every `.log` segment in them.
+
+    Args:
+        spark: the session.
+        paths: log dirs, partition dirs, export trees (`<export>/<broker>/<topic>-<p>/`) or
+            individual `.log` files inside a partition dir.
+        verify_crc: verify CRC-32C of every batch (`crc_valid` is null when False).
+
+    Returns:
+        `RECORD_BATCH` columns plus `_source_error`, one row per batch, in file order within a
+        file.
+
+    Raises:
+        InputNotFoundError: a path does not exist or no partition directory was found.
+
+    """
+    from eos_audit.sources.kafka_files import discover_segment_files
+
+    files = discover_segment_files(paths)
+    log.info("reading %d segment files", len(files))
+    return read_segment_files(spark, files, verify_crc=verify_crc)
