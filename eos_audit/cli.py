@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eos_audit import __version__
 from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
-from eos_audit.errors import EosAuditError
+from eos_audit.errors import EosAuditError, InputNotFoundError
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 BATCH_FORMATS = ("auto", "parquet", "json", "csv", "delta", "segments", "dump-log")
@@ -120,7 +120,8 @@ def _fails(by_severity: dict[str, int], fail_on: str) -> bool:
     return any(by_severity.get(level, 0) for level in threshold)
 
 
-def _print_summary(result, out=sys.stdout) -> None:
+def _print_summary(result, out=None) -> None:
+    out = out or sys.stdout
     print(f"\neos-audit run {result.run_id}: {result.status} (writer: {result.writer})", file=out)
     print(
         f"batches read {result.batches_read} = audited {result.batches_audited} + quarantined "
@@ -165,6 +166,11 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK  # the findings are the point of the demo
 
     config = load_config(args.conf)
+    # Fail before starting Spark (seconds) when a local input is plainly missing.
+    for path in [*args.batches, *args.producer_state]:
+        if "://" not in path and not Path(path).exists():
+            raise InputNotFoundError(f"input {path} does not exist; check --batches and "
+                                     "--producer-state")
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})
     inputs = AuditInputs(

@@ -8,9 +8,7 @@ from pyspark.sql import types as T
 from eos_audit.schemas import PRODUCER_STATE, RECORD_BATCH
 
 NULLABLE_BATCH = T.StructType([T.StructField(f.name, f.dataType, True) for f in RECORD_BATCH])
-NULLABLE_STATE = T.StructType(
-    [T.StructField(f.name, f.dataType, True) for f in PRODUCER_STATE]
-)
+NULLABLE_STATE = T.StructType([T.StructField(f.name, f.dataType, True) for f in PRODUCER_STATE])
 
 
 def batch(base_offset: int, last_offset: int | None = None, **fields) -> dict:
@@ -41,19 +39,42 @@ def batch(base_offset: int, last_offset: int | None = None, **fields) -> dict:
     return row
 
 
-def data(base_offset: int, records: int = 1, *, pid: int = 1, epoch: int = 0, seq: int = 0,
-         **fields) -> dict:
+def data(
+    base_offset: int, records: int = 1, *, pid: int = 1, epoch: int = 0, seq: int = 0, **fields
+) -> dict:
     """An idempotent data batch of `records` records starting at sequence `seq`."""
-    return batch(base_offset, base_offset + records - 1, producer_id=pid, producer_epoch=epoch,
-                 base_sequence=seq, **fields)
+    return batch(
+        base_offset,
+        base_offset + records - 1,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        **fields,
+    )
 
 
-def marker(offset: int, control_type: str = "COMMIT", *, pid: int = 1, epoch: int = 0,
-           coordinator_epoch: int = 0, **fields) -> dict:
+def marker(
+    offset: int,
+    control_type: str = "COMMIT",
+    *,
+    pid: int = 1,
+    epoch: int = 0,
+    coordinator_epoch: int = 0,
+    **fields,
+) -> dict:
     """A transaction marker (control batch with one record)."""
-    return batch(offset, offset, producer_id=pid, producer_epoch=epoch, is_transactional=True,
-                 is_control=True, control_type=control_type, coordinator_epoch=coordinator_epoch,
-                 record_count=1, **fields)
+    return batch(
+        offset,
+        offset,
+        producer_id=pid,
+        producer_epoch=epoch,
+        is_transactional=True,
+        is_control=True,
+        control_type=control_type,
+        coordinator_epoch=coordinator_epoch,
+        record_count=1,
+        **fields,
+    )
 
 
 def batches_df(spark: SparkSession, rows: list[dict]) -> DataFrame:
@@ -67,9 +88,16 @@ def seeds_df(spark: SparkSession, seeds: list[dict]) -> DataFrame:
     """Seeded producer state rows (schemas.PRODUCER_STATE)."""
     full = []
     for s in seeds:
-        row = {"coordinator_epoch": None, "txn_first_offset": None, "last_timestamp": None,
-               "batches": [], "state_offset": None, "source": "test-seed", "topic": "t",
-               "partition": 0}
+        row = {
+            "coordinator_epoch": None,
+            "txn_first_offset": None,
+            "last_timestamp": None,
+            "batches": [],
+            "state_offset": None,
+            "source": "test-seed",
+            "topic": "t",
+            "partition": 0,
+        }
         row.update(s)
         full.append(tuple(row[f.name] for f in NULLABLE_STATE))
     return spark.createDataFrame(full, NULLABLE_STATE)

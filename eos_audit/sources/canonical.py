@@ -150,6 +150,8 @@ def to_canonical(df: DataFrame, *, text_input: bool = False) -> DataFrame:
         n: (F.col(n).cast("string") if n in present else F.lit(None).cast("string"))
         for n in _STRING_COLUMNS
     }
+    # Markers are spelled COMMIT / ABORT by Kafka's tools; accept any case from hand-made exports.
+    strings["control_type"] = F.upper(F.trim(strings["control_type"]))
 
     topic, partition = strings["topic"], wide["partition"]
     base, last = wide["base_offset"], wide["last_offset"]

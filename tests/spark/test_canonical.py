@@ -25,30 +25,33 @@ def test_valid_rows_pass_and_keep_contract_types(spark):
     assert out.where(F.col("raw").isNotNull()).count() == 0
 
 
-@pytest.mark.parametrize(
-    ("row", "reason"),
-    [
-        (batch(0, topic=None), "null topic"),
-        (batch(0, topic=" "), "empty topic"),
-        (batch(0, partition=None), "null partition"),
-        (batch(-3, 0), "negative base_offset -3"),
-        (batch(10, 5), "last_offset 5 below base_offset 10"),
-        (batch(0, 3_000_000_000), "offset span 3000000000 exceeds the int32 lastOffsetDelta"),
-        (batch(0, producer_id=-2), "producer_id -2 below -1"),
-        (batch(0, producer_id=None), "null producer_id"),
-        (data(0, epoch=-4), "producer_epoch -4 below -1"),
-        (data(0, epoch=-1), "producer_id 1 without a producer_epoch"),
-        (data(0, seq=-7), "base_sequence -7 out of range"),
-        (data(0, 3, seq=0, last_sequence=5),
-         "last_sequence 5 does not match base_sequence 0 plus the offset delta (2)"),
-        (data(0, 3, record_count=9), "record_count 9 impossible for offsets 0-2"),
-        (batch(0, magic=3), "unknown magic 3"),
-        (batch(0, is_control=None), "null is_control"),
-        (batch(0, partition_leader_epoch=-9), "partition_leader_epoch -9 out of range"),
-    ],
+IMPOSSIBLE = (
+    (batch(0, topic=None), "null topic"),
+    (batch(0, topic=" "), "empty topic"),
+    (batch(0, partition=None), "null partition"),
+    (batch(-3, 0), "negative base_offset -3"),
+    (batch(10, 5), "last_offset 5 below base_offset 10"),
+    (batch(0, 3_000_000_000), "offset span 3000000000 exceeds the int32 lastOffsetDelta"),
+    (batch(0, producer_id=-2), "producer_id -2 below -1"),
+    (batch(0, producer_id=None), "null producer_id"),
+    (data(0, epoch=-4), "producer_epoch -4 below -1"),
+    (data(0, epoch=-1), "producer_id 1 without a producer_epoch"),
+    (data(0, seq=-7), "base_sequence -7 out of range"),
+    (
+        data(0, 3, seq=0, last_sequence=5),
+        "last_sequence 5 does not match base_sequence 0 plus the offset delta (2)",
+    ),
+    (data(0, 3, record_count=9), "record_count 9 impossible for offsets 0-2"),
+    (batch(0, magic=3), "unknown magic 3"),
+    (batch(0, is_control=None), "null is_control"),
+    (batch(0, partition_leader_epoch=-9), "partition_leader_epoch -9 out of range"),
 )
-def test_impossible_values_are_quarantined_with_a_reason(spark, row, reason):
-    assert reasons(spark, [row]) == [reason]
+
+
+def test_impossible_values_are_quarantined_with_a_reason(spark):
+    # One DataFrame, one Spark job: each row carries its case number in `source`.
+    rows = [dict(row, source=f"case{i:02d}") for i, (row, _) in enumerate(IMPOSSIBLE)]
+    assert reasons(spark, rows) == [reason for _, reason in IMPOSSIBLE]
 
 
 def test_several_problems_are_all_reported(spark):
@@ -67,9 +70,12 @@ def test_epoch_outside_int16_from_a_wide_source(spark):
 def test_integer_columns_of_any_width_are_accepted(spark):
     narrow = batches_df(spark, [data(5, 2, seq=1)]).select(
         *[
-            F.col(c).cast("tinyint") if c in ("partition", "producer_epoch")
-            else F.col(c).cast("decimal(20,0)") if c == "base_offset"
-            else F.col(c).cast("smallint") if c == "base_sequence"
+            F.col(c).cast("tinyint")
+            if c in ("partition", "producer_epoch")
+            else F.col(c).cast("decimal(20,0)")
+            if c == "base_offset"
+            else F.col(c).cast("smallint")
+            if c == "base_sequence"
             else F.col(c)
             for c in RECORD_BATCH.fieldNames()
         ]
@@ -80,7 +86,9 @@ def test_integer_columns_of_any_width_are_accepted(spark):
 
 def test_missing_required_column_fails_fast_naming_it(spark):
     df = batches_df(spark, [data(0)]).drop("producer_epoch")
-    with pytest.raises(InputSchemaError, match=re.escape("missing required column(s) ['producer_epoch']")):
+    with pytest.raises(
+        InputSchemaError, match=re.escape("missing required column(s) ['producer_epoch']")
+    ):
         to_canonical(df)
 
 
@@ -92,8 +100,15 @@ def test_mistyped_column_fails_fast_naming_it(spark):
 
 def test_optional_columns_may_be_absent(spark):
     df = batches_df(spark, [data(0, 2, seq=4)]).drop(
-        "last_sequence", "record_count", "magic", "crc_valid", "source", "control_type",
-        "coordinator_epoch", "partition_leader_epoch", "max_timestamp"
+        "last_sequence",
+        "record_count",
+        "magic",
+        "crc_valid",
+        "source",
+        "control_type",
+        "coordinator_epoch",
+        "partition_leader_epoch",
+        "max_timestamp",
     )
     (row,) = to_canonical(df).collect()
     assert row.quarantine_reason is None
@@ -121,9 +136,12 @@ def test_text_values_that_are_not_numbers_are_quarantined(spark):
     ],
 )
 def test_increment_sequence_wraps_like_kafka(spark, base, delta, expected):
-    value = spark.range(1).select(
-        increment_sequence(F.lit(base).cast("long"), F.lit(delta).cast("long")).alias("s")
-    ).head().s
+    value = (
+        spark.range(1)
+        .select(increment_sequence(F.lit(base).cast("long"), F.lit(delta).cast("long")).alias("s"))
+        .head()
+        .s
+    )
     assert value == expected
 
 

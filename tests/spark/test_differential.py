@@ -24,8 +24,19 @@ from tests.builders import batches_df, seeds_df
 from tests.oracle.broker_model import Finding, replay
 from tests.oracle.histories import History, histories
 
-COMPARED = ("topic", "partition", "base_offset", "last_offset", "finding_type", "severity",
-            "cause", "kafka_error", "producer_id", "expected_sequence", "previous_offset")
+COMPARED = (
+    "topic",
+    "partition",
+    "base_offset",
+    "last_offset",
+    "finding_type",
+    "severity",
+    "cause",
+    "kafka_error",
+    "producer_id",
+    "expected_sequence",
+    "previous_offset",
+)
 N = int(os.environ.get("EOS_DIFF_N", "300"))
 RANDOM = os.environ.get("EOS_DIFF_RANDOM") == "1"
 
@@ -34,8 +45,13 @@ def generate(n: int, topic: str | None = None) -> list[History]:
     """`n` generated histories, each moved to its own topic-partition."""
     collected: list[History] = []
 
-    @settings(max_examples=n, deadline=None, database=None, derandomize=not RANDOM,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        derandomize=not RANDOM,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(histories(topic=topic))
     def collect(history):
         collected.append(history)
@@ -44,18 +60,23 @@ def generate(n: int, topic: str | None = None) -> list[History]:
     moved = []
     for i, h in enumerate(collected):
         name, partition = (topic or f"t{i}"), (i if topic else i % 3)
+
         def place(obj, name=name, partition=partition):
             return dataclasses.replace(obj, topic=name, partition=partition)
-        moved.append(History(
-            batches=[place(b) for b in h.batches],
-            seeds=[place(s) for s in h.seeds],
-            log_start_offsets=(
-                {(name, partition): v for v in h.log_start_offsets.values()}
-                if h.log_start_offsets else None
-            ),
-            topic=name,
-            partition=partition,
-        ))
+
+        moved.append(
+            History(
+                batches=[place(b) for b in h.batches],
+                seeds=[place(s) for s in h.seeds],
+                log_start_offsets=(
+                    {(name, partition): next(iter(h.log_start_offsets.values()))}
+                    if h.log_start_offsets
+                    else None
+                ),
+                topic=name,
+                partition=partition,
+            )
+        )
     return moved
 
 
@@ -74,14 +95,16 @@ def _engine_findings(spark, all_histories, config: AuditConfig) -> list[tuple]:
         seeds_df=seeds_df(spark, seeds) if seeds else None,
         log_starts_df=(
             spark.createDataFrame(starts, "topic string, partition int, log_start_offset long")
-            if starts else None
+            if starts
+            else None
         ),
     )
     out = records.collect()  # one Spark job for every history
     rejected = [r.quarantine for r in out if r.kind == "quarantine"]
     assert not rejected, f"generated rows were quarantined: {rejected[:3]}"
-    return sorted((tuple(r.finding[c] for c in COMPARED) for r in out if r.kind == "findings"),
-                  key=_key)
+    return sorted(
+        (tuple(r.finding[c] for c in COMPARED) for r in out if r.kind == "findings"), key=_key
+    )
 
 
 def _model_findings(all_histories, config: AuditConfig) -> list[tuple]:
@@ -122,8 +145,14 @@ def test_engine_agrees_with_model_on_generated_histories(spark):
     seen = assert_agree(spark, generated, AuditConfig())
     # The generator must exercise the rules, or agreement proves little.
     assert sum(len(h.batches) for h in generated) > 20 * len(generated) // 4
-    assert {"DUPLICATE_BATCH", "SEQUENCE_GAP", "FENCED_PRODUCER_EPOCH", "UNKNOWN_PRODUCER",
-            "INVALID_TXN_STATE", "OFFSET_OVERLAP"} <= set(seen), seen
+    assert {
+        "DUPLICATE_BATCH",
+        "SEQUENCE_GAP",
+        "FENCED_PRODUCER_EPOCH",
+        "UNKNOWN_PRODUCER",
+        "INVALID_TXN_STATE",
+        "OFFSET_OVERLAP",
+    } <= set(seen), seen
 
 
 def test_engine_agrees_on_compacted_coordinator_and_old_broker_histories(spark):

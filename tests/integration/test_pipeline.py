@@ -1,0 +1,98 @@
+"""The whole pipeline in-process: demo export -> audit -> Delta tables -> run record."""
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from eos_audit.config import AuditConfig
+from eos_audit.demo import build_demo_export, write_demo_export
+from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
+
+pytestmark = pytest.mark.slow
+
+
+def _sql(path, sql):
+    return pa.table(
+        QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all()
+    ).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def demo_run(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    export, faults = write_demo_export(root / "export")
+    warehouse = root / "warehouse"
+    result = run_audit(
+        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse), run_id="night-1"
+    )
+    return result, faults, warehouse, export
+
+
+def test_every_injected_fault_is_found_once_and_nothing_else(demo_run):
+    result, faults, warehouse, _ = demo_run
+    found = _sql(
+        str(warehouse / "findings"),
+        "SELECT finding_type, severity, topic, partition, base_offset FROM t",
+    )
+    expected = [
+        {
+            "finding_type": f.finding_type,
+            "severity": f.severity,
+            "topic": f.topic,
+            "partition": f.partition,
+            "base_offset": f.base_offset,
+        }
+        for f in faults
+    ]
+    key = lambda r: (r["topic"], r["partition"], r["base_offset"], r["finding_type"])  # noqa: E731
+    assert sorted(found, key=key) == sorted(expected, key=key)
+
+
+def test_counts_reconcile_and_the_run_is_recorded(demo_run):
+    result, _, warehouse, _ = demo_run
+    rows, _, bad_rows = build_demo_export()
+    assert result.batches_read == len(rows) + len(bad_rows)
+    assert result.batches_audited == len(rows)
+    assert result.batches_quarantined == len(bad_rows)
+    (run,) = _sql(str(warehouse / "audit_runs"), "SELECT * FROM t")
+    assert run["status"] == "SUCCEEDED" and run["run_id"] == "night-1"
+    assert run["batches_read"] == run["batches_audited"] + run["batches_quarantined"]
+    assert (run["findings_critical"], run["findings_error"], run["findings_info"]) == (4, 1, 1)
+    (q,) = _sql(str(warehouse / "quarantine"), "SELECT reason, source, raw FROM t")
+    assert "negative base_offset -7" in q["reason"] and q["source"] == "demo:bad-row"
+    assert '"base_offset":-7' in q["raw"]
+
+
+def test_rerunning_the_same_run_replaces_its_rows(spark, demo_run):
+    result, faults, warehouse, export = demo_run
+    again = run_audit(
+        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse), run_id="night-1"
+    )
+    assert again.findings_by_severity == result.findings_by_severity
+    counts = _sql(str(warehouse / "findings"), "SELECT count(*) AS n FROM t")
+    assert counts == [{"n": len(faults)}]
+    assert _sql(str(warehouse / "audit_runs"), "SELECT count(*) AS n FROM t") == [{"n": 1}]
+
+
+def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
+    _, _, warehouse, export = demo_run
+    other = tmp_path / "wh2"
+    run_audit(
+        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(other), run_id="other-run"
+    )
+    ids = lambda w: sorted(
+        r["finding_id"] for r in _sql(str(w / "findings"), "SELECT finding_id FROM t")
+    )  # noqa: E731
+    assert ids(warehouse) == ids(other)
+
+
+def test_default_run_id_is_stable_per_inputs_config_and_day():
+    import datetime as dt
+
+    inputs = AuditInputs(batches=("a",))
+    day = dt.date(2026, 11, 21)
+    assert default_run_id(inputs, AuditConfig(), day) == default_run_id(inputs, AuditConfig(), day)
+    assert default_run_id(inputs, AuditConfig(), day).startswith("2026-11-21-")
+    assert default_run_id(AuditInputs(batches=("b",)), AuditConfig(), day) != default_run_id(
+        inputs, AuditConfig(), day
+    )

@@ -1,0 +1,106 @@
+import json
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import write_deltalake
+
+from eos_audit.errors import InputNotFoundError, InputSchemaError
+from eos_audit.schemas import RECORD_BATCH
+from eos_audit.sources.files import detect_format, read_tabular
+from tests.builders import data, marker
+
+ROWS = [data(0, 3, seq=0), data(3, 2, seq=3), marker(5, "COMMIT", coordinator_epoch=4)]
+
+
+def _valid(df):
+    return sorted(
+        (r.base_offset, r.last_offset, r.last_sequence, r.control_type)
+        for r in df.where("quarantine_reason IS NULL").collect()
+    )
+
+
+EXPECTED = [(0, 2, 2, None), (3, 4, 4, None), (5, 5, -1, "COMMIT")]
+
+
+def test_parquet_with_narrow_integer_types(spark, tmp_path):
+    table = pa.table({c: [r[c] for r in ROWS] for c in RECORD_BATCH.fieldNames()})
+    table = table.set_column(1, "partition", table["partition"].cast(pa.int8()))
+    table = table.set_column(5, "producer_epoch", table["producer_epoch"].cast(pa.int16()))
+    pq.write_table(table, tmp_path / "b.parquet")
+    df = read_tabular(spark, [str(tmp_path / "b.parquet")], "parquet")
+    assert _valid(df) == EXPECTED
+
+
+def test_parquet_source_defaults_to_file_and_row(spark, tmp_path):
+    rows = [dict(r, source=None) for r in ROWS]
+    pq.write_table(
+        pa.table({c: [r[c] for r in rows] for c in RECORD_BATCH.fieldNames()}),
+        tmp_path / "b.parquet",
+    )
+    sources = sorted(r.source for r in read_tabular(spark, [str(tmp_path)], "parquet").collect())
+    assert sources[0].endswith("b.parquet:row 0") and sources[2].endswith(":row 2")
+
+
+def test_json_lines_with_a_bad_value_and_a_malformed_line(spark, tmp_path):
+    path = tmp_path / "b.jsonl"
+    lines = [json.dumps(r) for r in ROWS]
+    lines.append(json.dumps(dict(ROWS[0], base_offset="ten", source="bad")))
+    lines.append("{not json")
+    path.write_text("\n".join(lines) + "\n")
+    df = read_tabular(spark, [str(path)], "json")
+    assert _valid(df) == EXPECTED
+    reasons = sorted(
+        r.quarantine_reason for r in df.where("quarantine_reason IS NOT NULL").collect()
+    )
+    assert any(r.startswith("malformed JSON line") for r in reasons)
+    assert "base_offset ten is not an integer" in reasons
+
+
+def test_json_missing_required_column_fails_fast(spark, tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_text(json.dumps({k: v for k, v in ROWS[0].items() if k != "base_sequence"}) + "\n")
+    with pytest.raises(
+        InputSchemaError, match=re.escape("missing required column(s) ['base_sequence']")
+    ):
+        read_tabular(spark, [str(path)], "json")
+
+
+def test_csv(spark, tmp_path):
+    path = tmp_path / "b.csv"
+    names = RECORD_BATCH.fieldNames()
+    text = ",".join(names) + "\n"
+    for r in ROWS:
+        text += ",".join("" if r[n] is None else str(r[n]).lower() for n in names) + "\n"
+    path.write_text(text)
+    assert _valid(read_tabular(spark, [str(path)], "csv")) == EXPECTED
+
+
+def test_csv_missing_column_fails_fast(spark, tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_text("topic,partition\nt,0\n")
+    with pytest.raises(InputSchemaError, match="missing required column"):
+        read_tabular(spark, [str(path)], "csv")
+
+
+def test_delta_table_written_by_delta_rs(spark, tmp_path):
+    table = pa.table({c: [r[c] for r in ROWS] for c in RECORD_BATCH.fieldNames()})
+    write_deltalake(str(tmp_path / "batches"), table)
+    assert detect_format(str(tmp_path / "batches")) == "delta"
+    assert _valid(read_tabular(spark, [str(tmp_path / "batches")], "delta")) == EXPECTED
+
+
+def test_format_detection(tmp_path):
+    (tmp_path / "x.parquet").write_bytes(b"")
+    (tmp_path / "d.txt").write_text("Dumping x\n")
+    (tmp_path / "seg" / "orders-0").mkdir(parents=True)
+    (tmp_path / "seg" / "orders-0" / "00000000000000000000.log").write_bytes(b"")
+    assert detect_format(str(tmp_path / "x.parquet")) == "parquet"
+    assert detect_format(str(tmp_path / "d.txt")) == "dump-log"
+    assert detect_format(str(tmp_path / "seg")) == "segments"
+    with pytest.raises(InputNotFoundError, match="does not exist"):
+        detect_format(str(tmp_path / "nope"))
+    (tmp_path / "weird.bin").write_bytes(b"")
+    with pytest.raises(InputNotFoundError, match="pass --batches-format"):
+        detect_format(str(tmp_path / "weird.bin"))
