@@ -80,9 +80,12 @@ def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
     run_audit(
         spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(other), run_id="other-run"
     )
-    ids = lambda w: sorted(
-        r["finding_id"] for r in _sql(str(w / "findings"), "SELECT finding_id FROM t")
-    )  # noqa: E731
+
+    def ids(w):
+        return sorted(
+            r["finding_id"] for r in _sql(str(w / "findings"), "SELECT finding_id FROM t")
+        )
+
     assert ids(warehouse) == ids(other)
 
 
