@@ -113,6 +113,21 @@ def _delta_dataframe(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.parquet(*files)
 
 
+def read_delta(spark: SparkSession, location: str) -> DataFrame:
+    """Read an eos-audit output table (or any Delta table) wherever it was written.
+
+    Args:
+        spark: the session.
+        location: a catalog table name (`catalog.schema.table`) or a Delta table path.
+
+    Returns:
+        The table as a DataFrame, read on the executors.
+    """
+    if "/" not in location and "." in location:
+        return spark.read.table(location)
+    return _delta_dataframe(spark, location)
+
+
 def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
     """Read record batches from Parquet, JSON lines, CSV or Delta into the canonical schema.
 

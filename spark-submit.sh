@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The nightly job through spark-submit: the eos-audit package shipped to the executors, Delta Lake
+# from the delta-spark package, every argument passed through to `eos-audit`.
+#
+#   ./spark-submit.sh audit --batches /exports/kafka --warehouse /lake/eos_audit
+#   SPARK_MASTER=yarn ./spark-submit.sh audit ...      # any cluster manager
+#   ./spark-submit.sh --no-delta audit ...              # no Maven access: write with delta-rs
+#   ./spark-submit.sh --print-command audit ...         # show what would run
+#
+# Environment: SPARK_SUBMIT (default: .venv/bin/spark-submit, else spark-submit on PATH),
+# SPARK_MASTER (default local[*]), DELTA_VERSION (default: the pinned delta-spark's version),
+# EXTRA_SUBMIT_ARGS (more spark-submit options, e.g. "--driver-memory 8g").
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+use_delta=1
+print_only=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-delta) use_delta=0; shift ;;
+        --print-command) print_only=1; shift ;;
+        *) break ;;
+    esac
+done
+[ $# -gt 0 ] || { echo "usage: ./spark-submit.sh [--no-delta] [--print-command] audit|demo ARGS..." >&2; exit 2; }
+
+python="$here/.venv/bin/python"
+[ -x "$python" ] || python="$(command -v python3)"
+submit="${SPARK_SUBMIT:-}"
+if [ -z "$submit" ]; then
+    if [ -x "$here/.venv/bin/spark-submit" ]; then submit="$here/.venv/bin/spark-submit"; else submit="spark-submit"; fi
+fi
+
+# The library goes to the executors as a zip: Python data sources (segments, dump-log) run there.
+build_dir="$(mktemp -d)"
+trap 'rm -rf "$build_dir"' EXIT
+(cd "$here" && "$python" -c "import shutil; shutil.make_archive('$build_dir/eos_audit', 'zip', '.', 'eos_audit')")
+
+args=(--master "${SPARK_MASTER:-local[*]}" --name eos-audit
+      --py-files "$build_dir/eos_audit.zip"
+      --conf "spark.pyspark.python=$python"
+      --conf "spark.sql.session.timeZone=UTC"
+      --driver-java-options "-Dlog4j2.configurationFile=file:$here/eos_audit/log4j2.properties")
+if [ "$use_delta" = 1 ]; then
+    version="${DELTA_VERSION:-$("$python" -c 'import importlib.metadata as m; print(m.version("delta-spark"))' 2>/dev/null || echo 4.4.1)}"
+    args+=(--packages "io.delta:delta-spark_2.13:$version"
+           --conf "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension"
+           --conf "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
+fi
+# shellcheck disable=SC2206
+args+=(${EXTRA_SUBMIT_ARGS:-} "$here/jobs/spark_submit_job.py" "$@")
+
+if [ "$print_only" = 1 ]; then
+    printf '%q ' "$submit" "${args[@]}"; echo
+    exit 0
+fi
+export PYSPARK_PYTHON="$python"
+exec "$submit" "${args[@]}"
