@@ -138,8 +138,10 @@ def with_log_start(df: DataFrame, log_starts_df: DataFrame | None) -> DataFrame:
     """
     if log_starts_df is None:
         return df.withColumn("_log_start_checkpoint", F.lit(None).cast("long"))
-    starts = log_starts_df.select(
-        "topic", "partition", F.col("log_start_offset").alias("_log_start_checkpoint")
+    # One row per partition: replicas' checkpoints may each list it; the most advanced log start
+    # is the one the leader enforced last.
+    starts = log_starts_df.groupBy("topic", "partition").agg(
+        F.max("log_start_offset").alias("_log_start_checkpoint")
     )
     return df.join(F.broadcast(starts), ["topic", "partition"], "left")
 

@@ -22,8 +22,13 @@ KIND_SEED_STATE = 1
 KIND_AUDITED = 2
 
 # Log order inside a partition. base_offset alone is not a total order when an export holds two
-# batches at the same offset (OFFSET_OVERLAP), so ties are broken on stable batch fields.
-LOG_ORDER = ["base_offset", "last_offset", "producer_id", "base_sequence", "is_control", "source"]
+# batches at the same offset (OFFSET_OVERLAP), so ties are broken on every other batch field: rows
+# that still tie are identical, and their order cannot change any verdict or finding id.
+LOG_ORDER = [
+    "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence",
+    "is_control", "is_transactional", "control_type", "coordinator_epoch",
+    "partition_leader_epoch", "max_timestamp", "record_count", "magic", "crc_valid", "source",
+]  # fmt: skip
 
 FINDING_STRUCT = T.StructType(
     [

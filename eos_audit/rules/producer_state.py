@@ -26,6 +26,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.rules.common import (
     INT32_MAX,
     KIND_AUDITED,
+    LOG_ORDER,
     KIND_SEED_STATE,
     UNEXPLAINED,
     finding,
@@ -35,7 +36,8 @@ from eos_audit.rules.common import (
 )
 
 PRODUCER_KEYS = ["topic", "partition", "_pkey"]
-REPLAY_ORDER = ["_kind", "base_offset", "last_offset", "base_sequence", "is_control", "source"]
+# Seeded rows first, then the partition's log order (producer_id is constant inside the window).
+REPLAY_ORDER = ["_kind", *[c for c in LOG_ORDER if c != "producer_id"]]
 SEQUENCE_SPACE = 2_147_483_648  # 2^31: sequences are int32 and wrap from MAX to 0 (§1.5)
 CACHE_SIZE = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (§1.2)
 

@@ -735,7 +735,8 @@ def partition_findings(ctx: PartitionContext, ordered: list[Batch]) -> list[Find
             findings.append(
                 _make_finding(ctx, batch, Verdict(OFFSET_OVERLAP, previous_offset=max_last_offset))
             )
-        leader_epoch = batch.partition_leader_epoch
+        # Only v2 batches carry a partition leader epoch (§2.1; a v0/v1 entry has none).
+        leader_epoch = batch.partition_leader_epoch if batch.effective_magic >= 2 else None
         if leader_epoch is not None and leader_epoch >= 0:
             if max_leader_epoch is not None and leader_epoch < max_leader_epoch:
                 findings.append(_make_finding(ctx, batch, Verdict(LEADER_EPOCH_REGRESSION)))
@@ -752,6 +753,24 @@ def partition_findings(ctx: PartitionContext, ordered: list[Batch]) -> list[Find
             else max(max_last_offset, batch.last_offset)
         )
     return findings
+
+
+# Doc "Log order": every field after the offsets breaks ties, nulls first, so only identical rows
+# keep their input order (and identical rows cannot be told apart).
+LOG_ORDER_FIELDS = (
+    "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence", "is_control",
+    "is_transactional", "control_type", "coordinator_epoch", "partition_leader_epoch",
+    "max_timestamp", "record_count", "magic", "crc_valid", "source",
+)  # fmt: skip
+
+
+def log_order_key(batch: Batch) -> tuple:
+    """The sort key of a batch in its partition's log (nulls before values)."""
+    values = [
+        batch.effective_magic if name == "magic" else getattr(batch, name)
+        for name in LOG_ORDER_FIELDS
+    ]
+    return tuple((value is not None, value) for value in values)
 
 
 def replay(
@@ -788,17 +807,7 @@ def replay(
     for (topic, partition), rows in by_partition.items():
         # Log order: (base_offset, last_offset), then input position.
         # Doc "Log order": ties (overlapping exports) are broken on stable batch fields, then input.
-        rows.sort(
-            key=lambda row: (
-                row[1].base_offset,
-                row[1].last_offset,
-                row[1].producer_id,
-                row[1].base_sequence,
-                row[1].is_control,
-                row[1].source or "",
-                row[0],
-            )
-        )
+        rows.sort(key=lambda row: (log_order_key(row[1]), row[0]))
         ordered = [batch for _, batch in rows]
         # Doc "Causes": the exported log starts at its first batch; a checkpoint (DeleteRecords) may
         # put the log start above it, never below what was exported.
