@@ -26,8 +26,8 @@ from eos_audit.config import AuditConfig
 from eos_audit.rules.common import (
     INT32_MAX,
     KIND_AUDITED,
-    LOG_ORDER,
     KIND_SEED_STATE,
+    LOG_ORDER,
     UNEXPLAINED,
     finding,
     sentence,
