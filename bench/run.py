@@ -103,13 +103,13 @@ def main() -> None:
                    "producer_epoch", "base_sequence", "record_count", "is_transactional",
                    "is_control", "partition_leader_epoch", "max_timestamp"]
 
-        def floor():
+        def floor(data=data, columns=columns):
             (spark.read.parquet(str(data)).select(*columns)
              .repartition("topic", "partition")
              .sortWithinPartitions("topic", "partition", "base_offset")
              .write.format("noop").mode("overwrite").save())
 
-        def audit():
+        def audit(data=data):
             batches = read_tabular(spark, [str(data)], "parquet")
             engine.audit(batches, AuditConfig(), "bench").write.format("noop").mode(
                 "overwrite").save()
@@ -123,7 +123,7 @@ def main() -> None:
         if args.pipeline_all or rows == max(args.rows):
             warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-"))
             try:
-                def pipeline():
+                def pipeline(data=data, warehouse=warehouse):
                     run_audit(spark, AuditInputs(batches=(str(data),)), AuditConfig(),
                               str(warehouse), run_id="bench")
                 pipeline_s = timed(pipeline, 1)
