@@ -16,13 +16,17 @@ from eos_audit.config import AuditConfig
 from eos_audit.rules.common import (
     FINDING_STRUCT,
     KIND_AUDITED,
+    KIND_EPOCH_ENTRY,
+    KIND_REPLICA,
     KIND_SEED_BATCH,
     KIND_SEED_STATE,
 )
 from eos_audit.rules.partition import (
     corrupt_batch,
+    leader_epoch_mismatch,
     leader_epoch_regression,
     offset_overlap,
+    replica_divergence,
     with_partition_context,
 )
 from eos_audit.rules.producer_state import producer_state_finding, with_producer_state
@@ -51,16 +55,26 @@ OUTPUT_RECORD = T.StructType(
         T.StructField("partition_stats", PARTITION_STATS_N, True),
     ]
 )
-_SEED_COLUMNS = ["_seed_txn_first_offset", "_cause_offset"]
 
 
 def _audited_rows(batches_df: DataFrame) -> DataFrame:
+    # Several replicas of a partition: rank 0 is audited, the others are compared with it.
+    rank = (
+        F.coalesce(F.col("_replica_rank"), F.lit(0)) if "_replica_rank" in batches_df.columns
+        else F.lit(0)
+    )
+    replica = (
+        F.col("_replica") if "_replica" in batches_df.columns else F.lit(None).cast("string")
+    )
     return batches_df.select(
         *RECORD_BATCH.fieldNames(),
         QUARANTINE_REASON,
         RAW,
         F.col(QUARANTINE_REASON).isNull().alias("_is_valid"),
-        F.lit(KIND_AUDITED).alias("_kind"),
+        F.when(rank > 0, F.lit(KIND_REPLICA)).otherwise(F.lit(KIND_AUDITED)).alias("_kind"),
+        rank.cast("int").alias("_replica_rank"),
+        replica.alias("_replica"),
+        F.lit(None).cast("int").alias("_ckpt_leader_epoch"),
         F.lit(None).cast("long").alias("_seed_txn_first_offset"),
         # Coverage end: where the log known to the state ends after this batch; missing batches
         # after it may have been deleted only if it is below the log start (LOG_START cause).
@@ -104,6 +118,9 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
             F.lit(None).cast("string").alias(RAW),
             F.lit(True).alias("_is_valid"),
             F.lit(kind).alias("_kind"),
+            F.lit(0).alias("_replica_rank"),
+            F.lit(None).cast("string").alias("_replica"),
+            F.lit(None).cast("int").alias("_ckpt_leader_epoch"),
         ]
 
     batches = seeds_df.select("*", F.explode_outer("batches").alias("_b")).where(
@@ -130,6 +147,49 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
     return batch_rows.unionByName(state_rows)
 
 
+def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
+    """Leader-epoch checkpoint entries as rows of the partition window (§3.3).
+
+    An entry stands at its start offset, before the batch there (rank -1), so the partition window
+    reads the epoch in force at every batch with a running "last entry" and no join.
+    """
+    values = {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
+    values.update(
+        topic=F.col("topic").cast("string"),
+        partition=F.col("partition").cast("int"),
+        base_offset=F.col("start_offset").cast("long"),
+        last_offset=F.col("start_offset").cast("long"),
+        producer_id=F.lit(-1).cast("long"),
+        producer_epoch=F.lit(-1),
+        base_sequence=F.lit(-1),
+        is_transactional=F.lit(False),
+        is_control=F.lit(False),
+        source=F.lit("leader-epoch-checkpoint"),
+    )
+    return leader_epochs_df.select(
+        *[values[f.name].alias(f.name) for f in RECORD_BATCH.fields],
+        F.lit(None).cast("string").alias(QUARANTINE_REASON),
+        F.lit(None).cast("string").alias(RAW),
+        F.lit(True).alias("_is_valid"),
+        F.lit(KIND_EPOCH_ENTRY).alias("_kind"),
+        F.lit(-1).alias("_replica_rank"),
+        F.lit(None).cast("string").alias("_replica"),
+        F.col("leader_epoch").cast("int").alias("_ckpt_leader_epoch"),
+        F.lit(None).cast("long").alias("_seed_txn_first_offset"),
+        F.lit(None).cast("long").alias("_cause_offset"),
+    )
+
+
+def with_high_watermark(df: DataFrame, high_watermarks_df: DataFrame | None) -> DataFrame:
+    """Attach the partition's high watermark (replication-offset checkpoint), broadcast."""
+    if high_watermarks_df is None:
+        return df.withColumn("_hw", F.lit(None).cast("long"))
+    marks = high_watermarks_df.groupBy("topic", "partition").agg(
+        F.max("high_watermark").alias("_hw")
+    )
+    return df.join(F.broadcast(marks), ["topic", "partition"], "left")
+
+
 def with_log_start(df: DataFrame, log_starts_df: DataFrame | None) -> DataFrame:
     """Attach the log start offset from checkpoints, when the input provides them.
 
@@ -151,7 +211,9 @@ def _finding_records(config: AuditConfig, run_id: str) -> Column:
         F.array(
             offset_overlap(config),
             leader_epoch_regression(config),
+            leader_epoch_mismatch(config),
             corrupt_batch(config),
+            replica_divergence(config),
             producer_state_finding(config),
         ).cast(T.ArrayType(FINDING_STRUCT, True)),
         lambda f: f.isNotNull(),
@@ -201,12 +263,13 @@ def _finding_records(config: AuditConfig, run_id: str) -> Column:
 
 
 def _quarantine_records(run_id: str) -> Column:
-    rejected = (F.col("_kind") == KIND_AUDITED) & ~F.col("_is_valid")
+    rejected = F.col("_kind").isin(KIND_AUDITED, KIND_REPLICA) & ~F.col("_is_valid")
     quarantine = F.struct(
         F.sha2(F.concat_ws("|", F.col(RAW), F.col("source")), 256)
         .substr(1, 32)
         .alias("quarantine_id"),
         F.lit(run_id).alias("run_id"),
+        F.lit("record_batch").alias("input"),
         F.col(QUARANTINE_REASON).alias("reason"),
         F.col("source"),
         F.col("topic"),
@@ -234,13 +297,14 @@ def _partition_stats_records() -> Column:
         F.col("_p_first_offset").alias("first_offset"),
         F.col("_p_last_offset").alias("last_offset"),
         F.col("_p_batches").alias("batches"),
+        F.col("_p_replica_batches").alias("replica_batches"),
         F.col("_p_batches_with_pid").alias("batches_with_producer_id"),
         F.col("_p_records").alias("records"),
         F.col("_p_max_timestamp").alias("max_timestamp"),
     ).cast(PARTITION_STATS_N)
     last_of_partition = (
         F.col("_p_is_last")
-        & (F.col("_p_batches") > 0)
+        & ((F.col("_p_batches") + F.col("_p_replica_batches")) > 0)
         & F.col("topic").isNotNull()
         & F.col("partition").isNotNull()
     )
@@ -263,13 +327,22 @@ def with_rules(
     *,
     seeds_df: DataFrame | None = None,
     log_starts_df: DataFrame | None = None,
+    high_watermarks_df: DataFrame | None = None,
+    leader_epochs_df: DataFrame | None = None,
 ) -> DataFrame:
-    """Every row (audited, quarantined and seeded) with all window facts the rules read."""
+    """Every row with all the window facts the rules read.
+
+    Rows: audited and quarantined batches, seeded state, other replicas' copies, leader-epoch
+    checkpoint entries.
+    """
     rows = _audited_rows(batches_df)
     if seeds_df is not None:
         rows = rows.unionByName(seed_rows(seeds_df))
+    if leader_epochs_df is not None:
+        rows = rows.unionByName(epoch_entry_rows(leader_epochs_df))
     return (
         rows.transform(with_log_start, log_starts_df)
+        .transform(with_high_watermark, high_watermarks_df)
         .transform(with_partition_context)
         .transform(with_producer_state, config)
     )
@@ -282,6 +355,8 @@ def audit(
     *,
     seeds_df: DataFrame | None = None,
     log_starts_df: DataFrame | None = None,
+    high_watermarks_df: DataFrame | None = None,
+    leader_epochs_df: DataFrame | None = None,
 ) -> DataFrame:
     """Run every rule over the batches and return the tagged output records.
 
@@ -291,13 +366,24 @@ def audit(
         run_id: the run id stamped on every row.
         seeds_df: optional producer state (schemas.PRODUCER_STATE) that precedes the audited log.
         log_starts_df: optional (topic, partition, log_start_offset) from log-start checkpoints.
+        high_watermarks_df: optional (topic, partition, high_watermark) from replication-offset
+            checkpoints; bounds the REPLICA_DIVERGENCE comparison.
+        leader_epochs_df: optional (topic, partition, leader_epoch, start_offset) from the audited
+            replica's leader-epoch checkpoint (LEADER_EPOCH_MISMATCH).
 
     Returns:
         One row per output record: `kind` (findings, quarantine, partition_stats) and one non-null
         struct of that kind's table schema.
 
     """
-    ruled = with_rules(batches_df, config, seeds_df=seeds_df, log_starts_df=log_starts_df)
+    ruled = with_rules(
+        batches_df,
+        config,
+        seeds_df=seeds_df,
+        log_starts_df=log_starts_df,
+        high_watermarks_df=high_watermarks_df,
+        leader_epochs_df=leader_epochs_df,
+    )
     records = F.concat(
         _finding_records(config, run_id), _quarantine_records(run_id), _partition_stats_records()
     )
@@ -317,3 +403,34 @@ def quarantine_of(records_df: DataFrame) -> DataFrame:
 def partition_stats_of(records_df: DataFrame) -> DataFrame:
     """The per-partition statistics of an `audit` result."""
     return records_df.where(F.col("kind") == "partition_stats").select("partition_stats.*")
+
+
+def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
+    """Quarantine records for unusable non-batch inputs (corrupt snapshot, bad checkpoint line).
+
+    Args:
+        problems_df: (input, source, reason) rows.
+        run_id: the run id.
+
+    Returns:
+        Output records of kind quarantine, to union with `audit`'s.
+    """
+    quarantine = F.struct(
+        F.sha2(F.concat_ws("|", F.col("input"), F.col("source"), F.col("reason")), 256)
+        .substr(1, 32)
+        .alias("quarantine_id"),
+        F.lit(run_id).alias("run_id"),
+        F.col("input"),
+        F.col("reason"),
+        F.col("source"),
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("long").alias("partition"),
+        F.lit(None).cast("long").alias("base_offset"),
+        F.lit(None).cast("string").alias("raw"),
+    ).cast(QUARANTINE_N)
+    return problems_df.select(
+        F.lit("quarantine").alias("kind"),
+        F.lit(None).cast(FINDINGS_N).alias("finding"),
+        quarantine.alias("quarantine"),
+        F.lit(None).cast(PARTITION_STATS_N).alias("partition_stats"),
+    )

@@ -71,17 +71,57 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig, today: dt.date | No
     return f"{(today or dt.datetime.now(dt.UTC).date()).isoformat()}-{digest}"
 
 
+@dataclass
+class EngineInputs:
+    """Everything the engine reads, as DataFrames (all but `batches` optional)."""
+
+    batches: DataFrame
+    seeds: DataFrame | None = None
+    log_starts: DataFrame | None = None
+    high_watermarks: DataFrame | None = None
+    leader_epochs: DataFrame | None = None
+    problems: DataFrame | None = None  # input, source, reason: unusable non-batch inputs
+
+
+def _batch_format(inputs: AuditInputs) -> str:
+    if inputs.batches_format != "auto":
+        return inputs.batches_format
+    formats = {detect_format(p) for p in inputs.batches}
+    if len(formats) != 1:
+        raise InputSchemaError(
+            f"the --batches inputs have different formats {sorted(formats)}; audit them "
+            "separately or pass --batches-format"
+        )
+    return formats.pop()
+
+
+def read_inputs(spark: SparkSession, inputs: AuditInputs) -> EngineInputs:
+    """Read every input of a run; a broker export also brings snapshots and checkpoints."""
+    if _batch_format(inputs) == "segments":
+        from eos_audit.sources.kafka_export import read_kafka_export
+
+        export = read_kafka_export(spark, list(inputs.batches), verify_crc=inputs.verify_crc)
+        seeds = export.seeds
+        extra = read_producer_state(spark, inputs.producer_state)
+        if extra is not None:
+            seeds = extra if seeds is None else seeds.unionByName(extra)
+        return EngineInputs(
+            batches=export.batches,
+            seeds=seeds,
+            log_starts=export.log_starts,
+            high_watermarks=export.high_watermarks,
+            leader_epochs=export.leader_epochs,
+            problems=export.problems,
+        )
+    return EngineInputs(
+        batches=read_batches(spark, inputs),
+        seeds=read_producer_state(spark, inputs.producer_state),
+    )
+
+
 def read_batches(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
     """Read the batch inputs into the canonical schema (with quarantine reasons)."""
-    fmt = inputs.batches_format
-    if fmt == "auto":
-        formats = {detect_format(p) for p in inputs.batches}
-        if len(formats) != 1:
-            raise InputSchemaError(
-                f"the --batches inputs have different formats {sorted(formats)}; audit them "
-                "separately or pass --batches-format"
-            )
-        fmt = formats.pop()
+    fmt = _batch_format(inputs)
     paths = list(inputs.batches)
     if fmt in TABULAR_FORMATS:
         return read_tabular(spark, paths, fmt)
@@ -128,12 +168,20 @@ def _summary(staged: DataFrame) -> dict:
     by_type = (
         staged.where(findings)
         .groupBy(key.alias("k"))
-        .count()
+        .agg(F.count("*").alias("count"))
         .agg(F.map_from_entries(F.collect_list(F.struct("k", "count"))).alias("by_type"))
     )
+    quarantine = F.col("kind") == "quarantine"
     totals = staged.agg(
-        F.count(F.when(F.col("kind") == "quarantine", 1)).alias("quarantined"),
-        F.coalesce(F.sum("partition_stats.batches"), F.lit(0)).alias("audited"),
+        # Batches only: a corrupt snapshot or checkpoint line is quarantined too, but it is not
+        # a batch and must not upset the read = audited + quarantined reconciliation.
+        F.count(F.when(quarantine & (F.col("quarantine.input") == "record_batch"), 1)).alias(
+            "quarantined"
+        ),
+        F.coalesce(
+            F.sum(F.col("partition_stats.batches") + F.col("partition_stats.replica_batches")),
+            F.lit(0),
+        ).alias("audited"),
         *[
             F.count(F.when(findings & (F.col("finding.severity") == s), 1)).alias(s)
             for s in SEVERITY_ORDER
@@ -208,9 +256,18 @@ def run_audit(
     log.info("run %s: reading %s (%s)", run_id, ", ".join(inputs.batches), inputs.batches_format)
     error: str | None = "interrupted"
     try:
-        batches = read_batches(spark, inputs)
-        seeds = read_producer_state(spark, inputs.producer_state)
-        records = engine.audit(batches, config, run_id, seeds_df=seeds)
+        read = read_inputs(spark, inputs)
+        records = engine.audit(
+            read.batches,
+            config,
+            run_id,
+            seeds_df=read.seeds,
+            log_starts_df=read.log_starts,
+            high_watermarks_df=read.high_watermarks,
+            leader_epochs_df=read.leader_epochs,
+        )
+        if read.problems is not None:
+            records = records.unionByName(engine.problem_records(read.problems, run_id))
         log.info("run %s: auditing (one shuffle) and staging the results", run_id)
         records.write.mode("overwrite").partitionBy("kind").parquet(str(stage))
         staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))

@@ -188,6 +188,13 @@ FINDINGS = _struct(FINDINGS_COLUMNS)
 QUARANTINE_COLUMNS: list[Column] = [
     Column("quarantine_id", T.StringType(), False, "deterministic id of the rejected row"),
     Column("run_id", T.StringType(), False, "the audit run that rejected the row"),
+    Column(
+        "input",
+        T.StringType(),
+        False,
+        "what was rejected: record_batch, producer_snapshot, checkpoint or "
+        "leader_epoch_checkpoint",
+    ),
     Column("reason", T.StringType(), False, "why the row was rejected (all reasons, ';'-joined)"),
     Column("source", T.StringType(), True, "where the row came from"),
     Column("topic", T.StringType(), True, "topic, when readable"),
@@ -225,6 +232,7 @@ PARTITION_STATS = T.StructType(
         T.StructField("first_offset", T.LongType(), True),
         T.StructField("last_offset", T.LongType(), True),
         T.StructField("batches", T.LongType(), False),
+        T.StructField("replica_batches", T.LongType(), False),
         T.StructField("batches_with_producer_id", T.LongType(), False),
         T.StructField("records", T.LongType(), True),
         T.StructField("max_timestamp", T.LongType(), True),

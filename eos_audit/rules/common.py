@@ -20,6 +20,10 @@ INT32_MAX = 2_147_483_647
 KIND_SEED_BATCH = 0
 KIND_SEED_STATE = 1
 KIND_AUDITED = 2
+# Rows that only the partition rules read: a leader-epoch checkpoint entry, and a batch of another
+# replica of the partition (compared with the audited, primary replica).
+KIND_EPOCH_ENTRY = 3
+KIND_REPLICA = 4
 
 # Log order inside a partition. base_offset alone is not a total order when an export holds two
 # batches at the same offset (OFFSET_OVERLAP), so ties are broken on every other batch field: rows

@@ -9,14 +9,28 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from eos_audit.config import AuditConfig
-from eos_audit.rules.common import KIND_AUDITED, LOG_ORDER, finding, sentence, when_true
+from eos_audit.rules.common import (
+    KIND_AUDITED,
+    KIND_EPOCH_ENTRY,
+    KIND_REPLICA,
+    LOG_ORDER,
+    finding,
+    sentence,
+    when_true,
+)
 
 PARTITION_KEYS = ["topic", "partition"]
+# At one offset: a leader-epoch checkpoint entry (rank -1) first, then the audited (primary)
+# replica's batch (rank 0), then other replicas' copies, so each can read the one before it.
+PARTITION_ORDER = ["base_offset", "_replica_rank", *LOG_ORDER[1:]]
+# Header fields two replicas of one batch must agree on.
+_REPLICATED_FIELDS = ["last_offset", "producer_id", "producer_epoch", "base_sequence",
+                      "is_control", "is_transactional", "record_count"]
 
 
 def partition_window() -> WindowSpec:
-    """All rows of a topic-partition in log order (seeded rows are guarded out of the rules)."""
-    return Window.partitionBy(*PARTITION_KEYS).orderBy(*LOG_ORDER)
+    """All rows of a topic-partition in log order (non-audited rows are guarded out of rules)."""
+    return Window.partitionBy(*PARTITION_KEYS).orderBy(*PARTITION_ORDER)
 
 
 def _audited() -> Column:
@@ -57,6 +71,22 @@ def with_partition_context(df: DataFrame) -> DataFrame:
         F.sum(F.when(audited, record_estimate)).over(upto).alias("_p_records"),
         F.max(F.when(audited, F.col("last_offset"))).over(upto).alias("_p_last_offset"),
         F.max(F.when(audited, F.col("max_timestamp"))).over(upto).alias("_p_max_timestamp"),
+        F.count(F.when(F.col("_is_valid") & (F.col("_kind") == KIND_REPLICA), 1))
+        .over(upto)
+        .alias("_p_replica_batches"),
+        # The leader-epoch checkpoint entry in force at this offset (§3.3).
+        F.last(
+            F.when(
+                F.col("_kind") == KIND_EPOCH_ENTRY,
+                F.struct(F.col("_ckpt_leader_epoch").alias("epoch"),
+                         F.col("base_offset").alias("start_offset")),
+            ),
+            ignorenulls=True,
+        ).over(before).alias("_p_epoch_entry"),
+        # The audited replica's most recent batch, for comparing other replicas' copies with it.
+        F.last(
+            F.when(audited, F.struct("base_offset", *_REPLICATED_FIELDS)), ignorenulls=True
+        ).over(before).alias("_p_primary_prev"),
         F.row_number().over(window).alias("_p_row"),
         F.lag("base_offset").over(window).eqNullSafe(F.col("base_offset")).alias("_p_same_start"),
     )
@@ -136,5 +166,65 @@ def corrupt_batch(config: AuditConfig) -> Column:
             ),
             spec_ref="§2.1",
             kafka_error="CORRUPT_MESSAGE",
+        ),
+    )
+
+
+def leader_epoch_mismatch(config: AuditConfig) -> Column:
+    """LEADER_EPOCH_MISMATCH: a batch's leader epoch contradicts the leader-epoch checkpoint.
+
+    Each checkpoint entry's start offset is the base offset of the first batch stamped with that
+    epoch (§3.3), so every batch from there to the next entry carries that epoch.
+    """
+    entry = F.col("_p_epoch_entry")
+    epoch = F.col("partition_leader_epoch")
+    return when_true(
+        _audited() & (F.col("magic") >= 2) & (epoch >= 0) & entry.isNotNull()
+        & (epoch != entry["epoch"]),
+        finding(
+            "LEADER_EPOCH_MISMATCH",
+            config,
+            detail=sentence(
+                "Batch at offset %s carries leader epoch %s, but the leader-epoch checkpoint says "
+                "epoch %s started at offset %s and was still in force.",
+                F.col("base_offset"), epoch, entry["epoch"], entry["start_offset"],
+            ),
+            spec_ref="§3.3",
+            previous_offset=entry["start_offset"],
+            evidence={"checkpoint_epoch": entry["epoch"], "leader_epoch": epoch},
+        ),
+    )
+
+
+def replica_divergence(config: AuditConfig) -> Column:
+    """REPLICA_DIVERGENCE: another replica holds a different batch at an offset of the audited one.
+
+    Only offsets below the partition's high watermark count (above it a follower may legitimately
+    differ until it truncates, §5): there both copies were committed and must be identical.
+    """
+    primary = F.col("_p_primary_prev")
+    same_start = primary["base_offset"] == F.col("base_offset")
+    differs = F.lit(False)
+    for name in _REPLICATED_FIELDS:
+        differs = differs | ~primary[name].eqNullSafe(F.col(name))
+    covered = F.col("_p_prev_max_last_offset") >= F.col("base_offset")
+    below_hw = F.col("_hw").isNull() | (F.col("base_offset") < F.col("_hw"))
+    return when_true(
+        F.col("_is_valid") & (F.col("_kind") == KIND_REPLICA) & below_hw
+        & ((same_start & differs) | (~same_start & covered)),
+        finding(
+            "REPLICA_DIVERGENCE",
+            config,
+            detail=sentence(
+                "Replica %s holds batch %s-%s (producer %s, sequence %s) where the audited replica "
+                "holds batch %s-%s (producer %s, sequence %s), below the high watermark %s.",
+                F.col("_replica"), F.col("base_offset"), F.col("last_offset"),
+                F.col("producer_id"), F.col("base_sequence"), primary["base_offset"],
+                primary["last_offset"], primary["producer_id"], primary["base_sequence"],
+                F.col("_hw"),
+            ),
+            spec_ref="§3.3, §5",
+            previous_offset=primary["base_offset"],
+            evidence={"replica": F.col("_replica"), "high_watermark": F.col("_hw")},
         ),
     )

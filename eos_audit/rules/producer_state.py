@@ -76,6 +76,7 @@ def with_replay_roles(df: DataFrame, config: AuditConfig) -> DataFrame:
     """
     replays = (
         F.col("_is_valid")
+        & (F.col("_kind") <= KIND_AUDITED)  # seeds and the audited replica's batches
         & (F.col("producer_id") >= 0)
         & (F.coalesce(F.col("magic"), F.lit(2)) >= 2)
         # A batch that failed its CRC has an untrusted header (§2.1): CORRUPT_BATCH only.

@@ -95,13 +95,16 @@ def _fmt(template: str, *cols: Column) -> Column:
     return F.format_string(template, *[c.cast("string") for c in cols])
 
 
-def to_canonical(df: DataFrame, *, text_input: bool = False) -> DataFrame:
+def to_canonical(
+    df: DataFrame, *, text_input: bool = False, keep: tuple[str, ...] = ()
+) -> DataFrame:
     """Range-check, derive and cast a source DataFrame into the canonical schema.
 
     Args:
         df: a source DataFrame with at least the required canonical columns; integer columns of any
             width (or strings when `text_input`), optional `_source_error`.
         text_input: whether values arrive as strings (JSON lines, CSV).
+        keep: further columns of `df` to carry through unchanged (for example a replica id).
 
     Returns:
         The canonical columns with contract types, plus `quarantine_reason` (null for valid rows)
@@ -110,7 +113,9 @@ def to_canonical(df: DataFrame, *, text_input: bool = False) -> DataFrame:
     """
     check_columns(df, text_input=text_input)
     present = set(df.columns)
-    raw_json = F.to_json(F.struct(*[F.col(c) for c in df.columns if c != SOURCE_ERROR]))
+    raw_json = F.to_json(
+        F.struct(*[F.col(c) for c in df.columns if c != SOURCE_ERROR and c not in keep])
+    )
     source_error = F.col(SOURCE_ERROR) if SOURCE_ERROR in present else F.lit(None).cast("string")
 
     problems: list[Column] = [source_error]
@@ -228,6 +233,7 @@ def to_canonical(df: DataFrame, *, text_input: bool = False) -> DataFrame:
         *[out[c.name].alias(c.name) for c in RECORD_BATCH_COLUMNS],
         reason.alias(QUARANTINE_REASON),
         F.when(reason.isNotNull(), raw_json).alias(RAW),
+        *keep,
     )
 
 

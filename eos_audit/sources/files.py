@@ -182,6 +182,8 @@ def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
         ).drop("_corrupt_record")
         return to_canonical(_with_source(df, _file_source(with_row_index=False)), text_input=True)
     if fmt == "csv":
-        df = spark.read.option("header", "true").option("inferSchema", "false").csv(paths)
+        # No schema inference (an extra pass, and silent nulls on bad values): every column is
+        # read as text and parsed per row by to_canonical.
+        df = spark.read.option("header", "true").csv(paths)
         return to_canonical(_with_source(df, _file_source(with_row_index=False)), text_input=True)
     raise InputSchemaError(f"unknown tabular format {fmt!r}; expected one of {TABULAR_FORMATS}")

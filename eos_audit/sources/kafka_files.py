@@ -680,6 +680,15 @@ def read_snapshots(spark: SparkSession, partition_dirs: list[PartitionDir]) -> F
     return _load(spark, "snapshot", files)
 
 
+def read_snapshot_files(spark: SparkSession, files: list[dict]) -> FileRead:
+    """Read chosen `.snapshot` files (dicts with path, topic, partition, replica).
+
+    Returns:
+        As `read_snapshots`.
+    """
+    return _load(spark, "snapshot", files)
+
+
 def read_leader_epoch_checkpoints(
     spark: SparkSession, partition_dirs: list[PartitionDir]
 ) -> FileRead:

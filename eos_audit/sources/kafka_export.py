@@ -1,0 +1,164 @@
+"""A broker export (partition directories of one or more replicas) as the engine's inputs.
+
+Decisions made on the driver from file names only (no data is read there):
+
+- the *primary* replica of each partition, the one audited: the most complete copy by its files
+  (highest last segment base offset, then most segment bytes, then replica name);
+- the producer snapshot that seeds the replay: the primary's newest `.snapshot` at or below its
+  first segment's base offset, i.e. the producer state right before the exported log (§1.11, §3.2).
+
+Everything else is read on the executors: every replica's segments (the other replicas are
+compared with the primary for REPLICA_DIVERGENCE), the leader-epoch checkpoint of the primary, and
+the log-dir checkpoints (log start offsets, high watermarks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.kafka_files import (
+    PartitionDir,
+    discover_partition_dirs,
+    read_leader_epoch_checkpoints,
+    read_offset_checkpoints,
+    read_snapshot_files,
+)
+from eos_audit.sources.segments import read_segment_files
+
+log = logging.getLogger(__name__)
+_SEGMENT = re.compile(r"^(\d{20})\.log$")
+_SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
+
+
+@dataclass
+class KafkaExport:
+    """The inputs a broker export gives the engine."""
+
+    batches: DataFrame  # to_canonical output plus `_replica` and `_replica_rank` (0: primary)
+    seeds: DataFrame | None  # schemas.PRODUCER_STATE
+    log_starts: DataFrame  # topic, partition, log_start_offset
+    high_watermarks: DataFrame  # topic, partition, high_watermark
+    leader_epochs: DataFrame  # topic, partition, leader_epoch, start_offset (primary replica)
+    problems: DataFrame  # input, source, reason: unusable snapshot or checkpoint content
+    primaries: dict[tuple[str, int], str]  # (topic, partition) -> primary replica
+
+
+def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
+    out = []
+    for name in os.listdir(pd.path):
+        match = _SEGMENT.match(name)
+        if match:
+            full = os.path.join(pd.path, name)
+            out.append((int(match.group(1)), full, os.path.getsize(full)))
+    return sorted(out)
+
+
+def _rank_replicas(dirs: list[PartitionDir]) -> dict[tuple[str, int], list[PartitionDir]]:
+    """Replicas of each partition, the most complete first."""
+    by_partition: dict[tuple[str, int], list[PartitionDir]] = {}
+    for pd in dirs:
+        by_partition.setdefault((pd.topic, pd.partition), []).append(pd)
+
+    def completeness(pd: PartitionDir) -> tuple:
+        segments = _segments(pd)
+        last_base = segments[-1][0] if segments else -1
+        return (-last_base, -sum(size for _, _, size in segments), pd.replica)
+
+    return {key: sorted(replicas, key=completeness) for key, replicas in by_partition.items()}
+
+
+def _seed_snapshot(pd: PartitionDir) -> dict | None:
+    segments = _segments(pd)
+    if not segments:
+        return None
+    first_base = segments[0][0]
+    candidates = []
+    for name in os.listdir(pd.path):
+        match = _SNAPSHOT.match(name)
+        if match and int(match.group(1)) <= first_base:
+            candidates.append((int(match.group(1)), os.path.join(pd.path, name)))
+    if not candidates:
+        return None
+    _, path = max(candidates)
+    return {"path": path, "topic": pd.topic, "partition": pd.partition, "replica": pd.replica}
+
+
+def read_kafka_export(
+    spark: SparkSession, paths: list[str], *, verify_crc: bool = True
+) -> KafkaExport:
+    """Read partition directories (one or more replicas per partition) for the engine.
+
+    Args:
+        spark: the session.
+        paths: log dirs, partition dirs or export trees (`<export>/<broker>/<topic>-<p>/`).
+        verify_crc: verify CRC-32C of every batch.
+
+    Returns:
+        The export's batches, seeds, checkpoints and file problems.
+
+    Raises:
+        InputNotFoundError: no partition directory under `paths`.
+    """
+    dirs = discover_partition_dirs(paths)
+    ranked = _rank_replicas(dirs)
+    files, ranks = [], {}
+    for (topic, partition), replicas in ranked.items():
+        for rank, pd in enumerate(replicas):
+            for _, path, _ in _segments(pd):
+                files.append({"path": path, "topic": topic, "partition": partition})
+                ranks[path] = (pd.replica, rank)
+        if len(replicas) > 1:
+            log.info("%s-%s: auditing replica %s, comparing %s", topic, partition,
+                     replicas[0].replica, ", ".join(r.replica for r in replicas[1:]))
+    files.sort(key=lambda f: f["path"])
+    raw = read_segment_files(spark, files, verify_crc=verify_crc)
+    replica_of = spark.createDataFrame(
+        [(path, replica, rank) for path, (replica, rank) in sorted(ranks.items())],
+        "_file string, _replica string, _replica_rank int",
+    )
+    # The reader's `source` is "<file>:<byte position>"; the small file table is broadcast, so
+    # the batches are not shuffled to attach their replica.
+    with_file = raw.withColumn("_file", F.regexp_extract("source", r"^(.*):[0-9]+$", 1))
+    with_replica = with_file.join(F.broadcast(replica_of), "_file", "left").drop("_file")
+    batches = to_canonical(with_replica, keep=("_replica", "_replica_rank"))
+
+    primaries = {key: replicas[0] for key, replicas in ranked.items()}
+    snapshot_files = [s for s in (_seed_snapshot(pd) for pd in primaries.values()) if s]
+    snapshots = read_snapshot_files(spark, snapshot_files) if snapshot_files else None
+    seeds = None
+    if snapshots is not None:
+        seeds = snapshots.data.select(*[c for c in snapshots.data.columns
+                                        if c not in ("snapshot_offset", "replica")])
+    epochs = read_leader_epoch_checkpoints(spark, list(primaries.values()))
+    offsets = read_offset_checkpoints(spark, dirs)
+    primary_df = spark.createDataFrame(
+        [(t, p, pd.replica) for (t, p), pd in sorted(primaries.items())],
+        "topic string, partition int, replica string",
+    )
+    primary_offsets = offsets.data.join(F.broadcast(primary_df), ["topic", "partition", "replica"])
+    log_starts = primary_offsets.where(F.col("kind") == "log_start").select(
+        "topic", "partition", F.col("offset").alias("log_start_offset"))
+    high_watermarks = offsets.data.where(F.col("kind") == "high_watermark").groupBy(
+        "topic", "partition").agg(F.max("offset").alias("high_watermark"))
+    problems = offsets.problems.withColumn("input", F.lit("checkpoint")).unionByName(
+        epochs.problems.withColumn("input", F.lit("leader_epoch_checkpoint")))
+    if snapshots is not None:
+        problems = problems.unionByName(
+            snapshots.problems.withColumn("input", F.lit("producer_snapshot")))
+    return KafkaExport(
+        batches=batches,
+        seeds=seeds,
+        log_starts=log_starts,
+        high_watermarks=high_watermarks,
+        leader_epochs=epochs.data.select("topic", "partition", "leader_epoch", "start_offset"),
+        problems=problems.select("input", "source", "reason"),
+        primaries={key: pd.replica for key, pd in primaries.items()},
+    )
+
