@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit import engine
+from eos_audit.cli import main
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
 from eos_audit.sources.canonical import to_canonical
@@ -202,3 +205,60 @@ def test_the_same_history_as_segments_dump_log_and_parquet_gives_the_same_findin
             ("SEQUENCE_GAP", 6, "UNEXPLAINED", "OUT_OF_ORDER_SEQUENCE_NUMBER"),
         ]
     )
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dump_log"
+
+
+def test_cli_audits_a_multi_broker_tree_and_dump_log_text(spark, tmp_path, capsys):
+    write_tree(tmp_path / "export", brokers=3, partitions=1, replication=3, batches_per_partition=8)
+    assert (
+        main(
+            [
+                "audit",
+                "--batches",
+                str(tmp_path / "export"),
+                "--batches-format",
+                "segments",
+                "--warehouse",
+                str(tmp_path / "wh1"),
+            ]
+        )
+        == 0
+    )
+    assert "no findings" in capsys.readouterr().out
+    # the real klog transactional dump (Kafka 3.0 era) names no topic: pass it
+    code = main(
+        [
+            "audit",
+            "--batches",
+            str(FIXTURES / "klog_txn_3_0.txt"),
+            "--batches-format",
+            "dump-log",
+            "--topic",
+            "txn-demo",
+            "--partition",
+            "0",
+            "--warehouse",
+            str(tmp_path / "wh2"),
+            "--fail-on",
+            "never",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "quarantined 0" in out
+    # a pasted excerpt with a shell prompt and '...': those lines are quarantined, not fatal
+    code = main(
+        [
+            "audit",
+            "--batches",
+            str(FIXTURES / "excerpt_with_noise.txt"),
+            "--warehouse",
+            str(tmp_path / "wh3"),
+            "--fail-on",
+            "never",
+        ]
+    )
+    assert code == 0
+    rows = _sql(tmp_path / "wh3" / "quarantine", "SELECT reason, source FROM t")
+    assert rows and all(":line " in r["source"] for r in rows)
