@@ -37,6 +37,7 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     "FENCED_PRODUCER_EPOCH": "CRITICAL",
     "COORDINATOR_FENCED": "ERROR",
     "INVALID_TXN_STATE": "CRITICAL",
+    "HANGING_TRANSACTION": "ERROR",
 }
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")

@@ -30,10 +30,16 @@ from eos_audit.rules.partition import (
     with_partition_context,
 )
 from eos_audit.rules.producer_state import producer_state_finding, with_producer_state
+from eos_audit.rules.transactions import (
+    TRANSACTION_STRUCT,
+    hanging_transaction,
+    transaction_record,
+    with_transactions,
+)
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, QUARANTINE, RECORD_BATCH
 from eos_audit.sources.canonical import QUARANTINE_REASON, RAW
 
-OUTPUT_KINDS = ("findings", "quarantine", "partition_stats")
+OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions")
 
 
 def _nullable(schema: T.StructType) -> T.StructType:
@@ -53,19 +59,30 @@ OUTPUT_RECORD = T.StructType(
         T.StructField("finding", FINDINGS_N, True),
         T.StructField("quarantine", QUARANTINE_N, True),
         T.StructField("partition_stats", PARTITION_STATS_N, True),
+        T.StructField("transaction", TRANSACTION_STRUCT, True),
     ]
 )
+
+
+def _record(kind: str, **values: Column) -> Column:
+    """One output record: `kind` and that kind's struct, every other struct null."""
+    fields = [F.lit(kind).alias("kind")]
+    for field in OUTPUT_RECORD.fields[1:]:
+        value = values.get(field.name)
+        fields.append(
+            (value if value is not None else F.lit(None)).cast(field.dataType).alias(field.name)
+        )
+    return F.struct(*fields)
 
 
 def _audited_rows(batches_df: DataFrame) -> DataFrame:
     # Several replicas of a partition: rank 0 is audited, the others are compared with it.
     rank = (
-        F.coalesce(F.col("_replica_rank"), F.lit(0)) if "_replica_rank" in batches_df.columns
+        F.coalesce(F.col("_replica_rank"), F.lit(0))
+        if "_replica_rank" in batches_df.columns
         else F.lit(0)
     )
-    replica = (
-        F.col("_replica") if "_replica" in batches_df.columns else F.lit(None).cast("string")
-    )
+    replica = F.col("_replica") if "_replica" in batches_df.columns else F.lit(None).cast("string")
     return batches_df.select(
         *RECORD_BATCH.fieldNames(),
         QUARANTINE_REASON,
@@ -215,6 +232,7 @@ def _finding_records(config: AuditConfig, run_id: str) -> Column:
             corrupt_batch(config),
             replica_divergence(config),
             producer_state_finding(config),
+            hanging_transaction(config),
         ).cast(T.ArrayType(FINDING_STRUCT, True)),
         lambda f: f.isNotNull(),
     )
@@ -244,19 +262,17 @@ def _finding_records(config: AuditConfig, run_id: str) -> Column:
             "spec_ref": f["spec_ref"],
             "evidence": f["evidence"],
             "batch_timestamp": F.col("max_timestamp"),
+            "base_offset": F.coalesce(f["at_base_offset"], F.col("base_offset")),
+            "last_offset": F.coalesce(f["at_last_offset"], F.col("last_offset")),
         }
-        return F.struct(
-            F.lit("findings").alias("kind"),
-            F.struct(
+        return _record(
+            "findings",
+            finding=F.struct(
                 *[
                     values.get(n, F.col(n)).cast(FINDINGS[n].dataType).alias(n)
                     for n in FINDINGS.fieldNames()
                 ]
-            )
-            .cast(FINDINGS_N)
-            .alias("finding"),
-            F.lit(None).cast(QUARANTINE_N).alias("quarantine"),
-            F.lit(None).cast(PARTITION_STATS_N).alias("partition_stats"),
+            ),
         )
 
     return F.transform(found, record)
@@ -279,14 +295,7 @@ def _quarantine_records(run_id: str) -> Column:
     ).cast(QUARANTINE_N)
     return F.when(
         rejected,
-        F.array(
-            F.struct(
-                F.lit("quarantine").alias("kind"),
-                F.lit(None).cast(FINDINGS_N).alias("finding"),
-                quarantine.alias("quarantine"),
-                F.lit(None).cast(PARTITION_STATS_N).alias("partition_stats"),
-            )
-        ),
+        F.array(_record("quarantine", quarantine=quarantine)),
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
 
 
@@ -310,14 +319,14 @@ def _partition_stats_records() -> Column:
     )
     return F.when(
         last_of_partition,
-        F.array(
-            F.struct(
-                F.lit("partition_stats").alias("kind"),
-                F.lit(None).cast(FINDINGS_N).alias("finding"),
-                F.lit(None).cast(QUARANTINE_N).alias("quarantine"),
-                stats.alias("partition_stats"),
-            )
-        ),
+        F.array(_record("partition_stats", partition_stats=stats)),
+    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
+
+
+def _transaction_records(config: AuditConfig, run_id: str) -> Column:
+    transaction = transaction_record(config, run_id)
+    return F.when(
+        transaction.isNotNull(), F.array(_record("transactions", transaction=transaction))
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
 
 
@@ -345,6 +354,7 @@ def with_rules(
         .transform(with_high_watermark, high_watermarks_df)
         .transform(with_partition_context)
         .transform(with_producer_state, config)
+        .transform(with_transactions)
     )
 
 
@@ -385,7 +395,10 @@ def audit(
         leader_epochs_df=leader_epochs_df,
     )
     records = F.concat(
-        _finding_records(config, run_id), _quarantine_records(run_id), _partition_stats_records()
+        _finding_records(config, run_id),
+        _quarantine_records(run_id),
+        _partition_stats_records(),
+        _transaction_records(config, run_id),
     )
     return ruled.select(F.explode(records).alias("r")).select("r.*")
 
@@ -428,9 +441,9 @@ def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
         F.lit(None).cast("long").alias("base_offset"),
         F.lit(None).cast("string").alias("raw"),
     ).cast(QUARANTINE_N)
-    return problems_df.select(
-        F.lit("quarantine").alias("kind"),
-        F.lit(None).cast(FINDINGS_N).alias("finding"),
-        quarantine.alias("quarantine"),
-        F.lit(None).cast(PARTITION_STATS_N).alias("partition_stats"),
-    )
+    return problems_df.select(_record("quarantine", quarantine=quarantine).alias("r")).select("r.*")
+
+
+def transactions_of(records_df: DataFrame) -> DataFrame:
+    """The transactions table rows of an `audit` result."""
+    return records_df.where(F.col("kind") == "transactions").select("transaction.*")

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from eos_audit import __version__, engine
 from eos_audit.config import AuditConfig
 from eos_audit.errors import EosAuditError, InputSchemaError
-from eos_audit.schemas import AUDIT_RUNS, FINDINGS, PRODUCER_STATE, QUARANTINE
+from eos_audit.schemas import AUDIT_RUNS, FINDINGS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import TableWriter, choose_writer
 from eos_audit.sources.files import TABULAR_FORMATS, detect_format, read_tabular
@@ -274,6 +274,7 @@ def run_audit(
         for table, df, schema in (
             ("findings", engine.findings_of(staged), FINDINGS),
             ("quarantine", engine.quarantine_of(staged), QUARANTINE),
+            ("transactions", engine.transactions_of(staged), TRANSACTIONS),
         ):
             result.tables[table] = writer.replace_run(table, df, schema, run_id)
             log.info("run %s: wrote %s", run_id, result.tables[table])

@@ -192,8 +192,7 @@ QUARANTINE_COLUMNS: list[Column] = [
         "input",
         T.StringType(),
         False,
-        "what was rejected: record_batch, producer_snapshot, checkpoint or "
-        "leader_epoch_checkpoint",
+        "what was rejected: record_batch, producer_snapshot, checkpoint or leader_epoch_checkpoint",
     ),
     Column("reason", T.StringType(), False, "why the row was rejected (all reasons, ';'-joined)"),
     Column("source", T.StringType(), True, "where the row came from"),
@@ -239,6 +238,36 @@ PARTITION_STATS = T.StructType(
     ]
 )
 
+TRANSACTIONS_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column(
+        "transaction_id",
+        T.StringType(),
+        False,
+        "deterministic id (partition, producer, first offset)",
+    ),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("producer_id", T.LongType(), False, "producer id"),
+    Column("start_epoch", T.IntegerType(), True, "producer epoch of the first batch"),
+    Column("end_epoch", T.IntegerType(), True, "epoch of the marker (transactions v2: start + 1)"),
+    Column("first_offset", T.LongType(), True, "offset of the first batch of the transaction"),
+    Column("marker_offset", T.LongType(), True, "offset of the COMMIT/ABORT marker; null if open"),
+    Column("outcome", T.StringType(), False, "COMMIT, ABORT or OPEN (still open at the end)"),
+    Column("hanging", T.BooleanType(), False, "open longer than the timeout plus grace"),
+    Column("batches", T.LongType(), True, "transactional data batches in the transaction"),
+    Column("first_timestamp", T.LongType(), True, "timestamp of the first batch, ms"),
+    Column("end_timestamp", T.LongType(), True, "timestamp of the marker, ms"),
+    Column(
+        "duration_ms",
+        T.LongType(),
+        True,
+        "first batch to marker; for an open transaction its age at the partition's last timestamp",
+    ),
+    Column("coordinator_epoch", T.IntegerType(), True, "coordinator epoch of the marker"),
+]
+TRANSACTIONS = _struct(TRANSACTIONS_COLUMNS)
+
 # Every published table: name -> columns. Order is the order of the JSON contracts.
 PUBLISHED: dict[str, list[Column]] = {
     "record_batch": RECORD_BATCH_COLUMNS,
@@ -246,12 +275,14 @@ PUBLISHED: dict[str, list[Column]] = {
     "findings": FINDINGS_COLUMNS,
     "quarantine": QUARANTINE_COLUMNS,
     "audit_runs": AUDIT_RUNS_COLUMNS,
+    "transactions": TRANSACTIONS_COLUMNS,
 }
 
 OUTPUT_TABLES: dict[str, T.StructType] = {
     "findings": FINDINGS,
     "quarantine": QUARANTINE,
     "audit_runs": AUDIT_RUNS,
+    "transactions": TRANSACTIONS,
 }
 
 

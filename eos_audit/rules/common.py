@@ -45,6 +45,10 @@ FINDING_STRUCT = T.StructType(
         T.StructField("detail", T.StringType(), False),
         T.StructField("spec_ref", T.StringType(), False),
         T.StructField("evidence", T.MapType(T.StringType(), T.StringType(), True), True),
+        # When the finding is about another batch than the row that found it (a hanging
+        # transaction is found at the producer's last row, reported at its first batch).
+        T.StructField("at_base_offset", T.LongType(), True),
+        T.StructField("at_last_offset", T.LongType(), True),
     ]
 )
 
@@ -69,6 +73,7 @@ def finding(
     expected_sequence: Column | int | None = None,
     previous_offset: Column | None = None,
     evidence: dict[str, Column] | None = None,
+    at_offsets: tuple[Column, Column] | None = None,
 ) -> Column:
     """Build the finding struct of one rule.
 
@@ -82,6 +87,8 @@ def finding(
         expected_sequence: the sequence the leader expected.
         previous_offset: the offset of the earlier batch the finding relates to.
         evidence: further named evidence.
+        at_offsets: (base, last) offsets of the batch the finding is about, when it is not the
+            row's own batch.
 
     Returns:
         A struct column of type `FINDING_STRUCT`.
@@ -105,6 +112,8 @@ def finding(
         detail.alias("detail"),
         F.lit(spec_ref).alias("spec_ref"),
         evidence_col.alias("evidence"),
+        _as(at_offsets[0] if at_offsets else None, T.LongType()).alias("at_base_offset"),
+        _as(at_offsets[1] if at_offsets else None, T.LongType()).alias("at_last_offset"),
     )
 
 

@@ -71,6 +71,10 @@ def with_partition_context(df: DataFrame) -> DataFrame:
         F.sum(F.when(audited, record_estimate)).over(upto).alias("_p_records"),
         F.max(F.when(audited, F.col("last_offset"))).over(upto).alias("_p_last_offset"),
         F.max(F.when(audited, F.col("max_timestamp"))).over(upto).alias("_p_max_timestamp"),
+        # The partition's latest timestamp, for the age of open transactions.
+        F.max(F.when(audited & (F.col("max_timestamp") >= 0), F.col("max_timestamp")))
+        .over(window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        .alias("_p_max_ts_all"),
         F.count(F.when(F.col("_is_valid") & (F.col("_kind") == KIND_REPLICA), 1))
         .over(upto)
         .alias("_p_replica_batches"),

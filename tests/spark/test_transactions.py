@@ -1,0 +1,98 @@
+"""Transactions table and HANGING_TRANSACTION (one window pass, no new sort)."""
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from eos_audit import engine
+from eos_audit.config import AuditConfig
+from eos_audit.sources.canonical import to_canonical
+from tests.builders import batches_df, data, marker
+
+MIN = 60_000
+
+
+def txn(offset, seq, pid, ts, **kw):
+    return data(offset, seq=seq, pid=pid, is_transactional=True, max_timestamp=ts, **kw)
+
+
+ROWS = [
+    # producer 1, transactions v1: COMMIT at the same epoch, the next one continues at seq 2
+    txn(0, 0, 1, 0),
+    txn(1, 1, 1, 1_000),
+    marker(2, pid=1, max_timestamp=2_000, coordinator_epoch=3),
+    # producer 2, transactions v2: ABORT at epoch + 1
+    txn(3, 0, 2, 3_000),
+    marker(4, "ABORT", pid=2, epoch=1, max_timestamp=4_000),
+    # producer 1 opens a second transaction and never finishes it (30 min before the end)
+    txn(5, 2, 1, 10 * MIN),
+    # producer 3: a transaction opened 15 min before the end: young, not hanging
+    txn(6, 0, 3, 25 * MIN),
+    # producer 4, idempotent only: no transaction
+    data(7, seq=0, pid=4, max_timestamp=40 * MIN),
+    # producer 5: a marker with no transaction open is legal and makes no transaction
+    marker(8, pid=5, max_timestamp=40 * MIN),
+]
+
+
+@pytest.fixture(scope="module")
+def records(spark):
+    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r").cache()
+    yield rec
+    rec.unpersist()
+
+
+def test_one_row_per_transaction(spark, records):
+    actual = engine.transactions_of(records).select(
+        "producer_id",
+        "start_epoch",
+        "end_epoch",
+        "first_offset",
+        "marker_offset",
+        "outcome",
+        "hanging",
+        "batches",
+        "duration_ms",
+        "coordinator_epoch",
+    )
+    expected = spark.createDataFrame(
+        [
+            (1, 0, 0, 0, 2, "COMMIT", False, 2, 2_000, 3),
+            (2, 0, 1, 3, 4, "ABORT", False, 1, 1_000, 0),
+            (1, 0, None, 5, None, "OPEN", True, 1, 30 * MIN, None),
+            (3, 0, None, 6, None, "OPEN", False, 1, 15 * MIN, None),
+        ],
+        actual.schema,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_hanging_transaction_is_reported_at_its_first_batch(records):
+    (hanging,) = (
+        engine.findings_of(records).where(F.col("finding_type") == "HANGING_TRANSACTION").collect()
+    )
+    assert (hanging.producer_id, hanging.base_offset, hanging.previous_offset) == (1, 5, 5)
+    assert hanging.severity == "ERROR"
+    assert hanging.evidence["age_ms"] == str(30 * MIN)
+    assert "open since offset 5" in hanging.detail
+
+
+def test_nothing_else_is_flagged(records):
+    types = {r.finding_type for r in engine.findings_of(records).collect()}
+    assert types == {"HANGING_TRANSACTION"}
+
+
+def test_timeout_is_configurable(spark):
+    config = AuditConfig().with_overrides(transactions={"max_timeout_ms": 60 * MIN})
+    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), config, "r")
+    assert (
+        engine.findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count() == 0
+    )
+    hanging = engine.transactions_of(rec).where("hanging").count()
+    assert hanging == 0
+
+
+def test_transaction_ids_are_deterministic(spark, records):
+    again = engine.audit(to_canonical(batches_df(spark, list(reversed(ROWS)))), AuditConfig(), "x")
+    ids = lambda rec: sorted(r.transaction_id for r in engine.transactions_of(rec).collect())  # noqa: E731
+    assert ids(records) == ids(again)
