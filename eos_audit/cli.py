@@ -81,6 +81,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-verify-crc", action="store_true", help="segments: skip CRC-32C verification"
     )
     audit.add_argument(
+        "--list-offsets",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="ListOffsets observations (schemas/list_offsets.json as Parquet/JSON/CSV, or "
+        "periodic kafka-get-offsets.sh output)",
+    )
+    audit.add_argument(
+        "--list-offsets-format",
+        default="auto",
+        choices=("auto", "parquet", "json", "csv", "get-offsets"),
+    )
+    audit.add_argument(
+        "--list-offsets-spec",
+        default="latest",
+        choices=("latest", "earliest", "max_timestamp"),
+        help="kafka-get-offsets.sh text: what --time asked (default latest)",
+    )
+    audit.add_argument(
+        "--export-time",
+        metavar="ISO-8601",
+        help="when the log was exported: only earlier ListOffsets observations "
+        "are compared with its end",
+    )
+    audit.add_argument(
         "--topic", help="dump-log: topic of the dumped segment when the text does not name it"
     )
     audit.add_argument("--partition", type=int, help="dump-log: partition of the dumped segment")
@@ -167,10 +192,11 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.conf)
     # Fail before starting Spark (seconds) when a local input is plainly missing.
-    for path in [*args.batches, *args.producer_state]:
+    for path in [*args.batches, *args.producer_state, *args.list_offsets]:
         if "://" not in path and not Path(path).exists():
-            raise InputNotFoundError(f"input {path} does not exist; check --batches and "
-                                     "--producer-state")
+            raise InputNotFoundError(
+                f"input {path} does not exist; check --batches and --producer-state"
+            )
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})
     inputs = AuditInputs(
@@ -180,6 +206,10 @@ def _run(args: argparse.Namespace) -> int:
         verify_crc=not args.no_verify_crc,
         dump_topic=args.topic,
         dump_partition=args.partition,
+        list_offsets=tuple(args.list_offsets),
+        list_offsets_format=args.list_offsets_format,
+        list_offsets_spec=args.list_offsets_spec,
+        export_time=args.export_time,
     )
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)

@@ -38,6 +38,10 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     "COORDINATOR_FENCED": "ERROR",
     "INVALID_TXN_STATE": "CRITICAL",
     "HANGING_TRANSACTION": "ERROR",
+    # A regression with a benign cause (LEADER_CHANGE_TRANSIENT, EARLIEST_ACROSS_FAILOVER) is
+    # lowered to WARNING; TRUNCATION keeps this level.
+    "LIST_OFFSETS_REGRESSION": "CRITICAL",
+    "ACKED_DATA_MISSING_FROM_LOG": "CRITICAL",
 }
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")

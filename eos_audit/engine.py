@@ -447,3 +447,9 @@ def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
 def transactions_of(records_df: DataFrame) -> DataFrame:
     """The transactions table rows of an `audit` result."""
     return records_df.where(F.col("kind") == "transactions").select("transaction.*")
+
+
+def finding_records_of(findings_df: DataFrame) -> DataFrame:
+    """Output records of kind findings for rows already in the findings contract."""
+    finding = F.struct(*[F.col(n) for n in FINDINGS.fieldNames()])
+    return findings_df.select(_record("findings", finding=finding).alias("r")).select("r.*")

@@ -43,6 +43,10 @@ class AuditInputs:
     verify_crc: bool = True
     dump_topic: str | None = None
     dump_partition: int | None = None
+    list_offsets: tuple[str, ...] = ()
+    list_offsets_format: str = "auto"
+    list_offsets_spec: str = "latest"
+    export_time: str | None = None
 
 
 @dataclass
@@ -161,6 +165,41 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFram
     return df
 
 
+def _stage_list_offsets(
+    spark: SparkSession, inputs: AuditInputs, config: AuditConfig, run_id: str, stage: Path
+) -> None:
+    """Audit ListOffsets observations and add their records to the run's stage.
+
+    The exported log's end offset per partition (for ACKED_DATA_MISSING_FROM_LOG) comes from the
+    staged partition statistics: a few rows, so the batches are not read again.
+    """
+    from eos_audit.rules.list_offsets import list_offsets_findings
+    from eos_audit.sources.list_offsets import SOURCE_ERROR, read_list_offsets
+
+    observations = read_list_offsets(
+        spark,
+        list(inputs.list_offsets),
+        fmt=inputs.list_offsets_format,
+        spec=inputs.list_offsets_spec,
+    )
+    log_ends = engine.partition_stats_of(
+        spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
+    ).select("topic", "partition", (F.col("last_offset") + 1).alias("log_end_offset"))
+    valid = observations.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
+    findings = list_offsets_findings(
+        valid, config, run_id, log_end_df=log_ends, export_time=inputs.export_time
+    )
+    rejected = observations.where(F.col(SOURCE_ERROR).isNotNull()).select(
+        F.lit("list_offsets").alias("input"),
+        F.coalesce(F.col("source"), F.lit("list_offsets")).alias("source"),
+        F.col(SOURCE_ERROR).alias("reason"),
+    )
+    records = engine.finding_records_of(findings).unionByName(
+        engine.problem_records(rejected, run_id)
+    )
+    records.write.mode("append").partitionBy("kind").parquet(str(stage))
+
+
 def _summary(staged: DataFrame) -> dict:
     """The run's counts, from the stage, in one small Spark job (the run's one summary step)."""
     findings = F.col("kind") == "findings"
@@ -270,6 +309,8 @@ def run_audit(
             records = records.unionByName(engine.problem_records(read.problems, run_id))
         log.info("run %s: auditing (one shuffle) and staging the results", run_id)
         records.write.mode("overwrite").partitionBy("kind").parquet(str(stage))
+        if inputs.list_offsets:
+            _stage_list_offsets(spark, inputs, config, run_id, stage)
         staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
         for table, df, schema in (
             ("findings", engine.findings_of(staged), FINDINGS),

@@ -238,6 +238,52 @@ PARTITION_STATS = T.StructType(
     ]
 )
 
+LIST_OFFSETS_COLUMNS: list[Column] = [
+    Column(
+        "observed_at", T.TimestampType(), False, "when the ListOffsets answer was received (UTC)"
+    ),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column(
+        "spec",
+        T.StringType(),
+        False,
+        "what was asked: latest (-1: high watermark, or last stable offset for read_committed), "
+        "earliest (-2: log start offset) or max_timestamp (-3: offset of the record with the "
+        "highest timestamp)",
+    ),
+    Column(
+        "isolation",
+        T.StringType(),
+        True,
+        "isolation level of the request: read_uncommitted or read_committed; may be null for "
+        "earliest, whose answer does not depend on it",
+    ),
+    Column(
+        "offset",
+        T.LongType(),
+        True,
+        "the offset answered; null when the request failed (see error)",
+    ),
+    Column(
+        "leader_epoch",
+        T.IntegerType(),
+        True,
+        "leader epoch returned with the offset (ListOffsets v4+); null when unknown",
+    ),
+    Column(
+        "error",
+        T.StringType(),
+        True,
+        "Kafka error name when the request failed for this partition (OFFSET_NOT_AVAILABLE, "
+        "LEADER_NOT_AVAILABLE, ...); null on success",
+    ),
+    Column(
+        "source", T.StringType(), True, "where the observation came from (file and line or row)"
+    ),
+]
+LIST_OFFSETS = _struct(LIST_OFFSETS_COLUMNS)
+
 TRANSACTIONS_COLUMNS: list[Column] = [
     Column("run_id", T.StringType(), False, "the audit run"),
     Column(
@@ -276,6 +322,7 @@ PUBLISHED: dict[str, list[Column]] = {
     "quarantine": QUARANTINE_COLUMNS,
     "audit_runs": AUDIT_RUNS_COLUMNS,
     "transactions": TRANSACTIONS_COLUMNS,
+    "list_offsets": LIST_OFFSETS_COLUMNS,
 }
 
 OUTPUT_TABLES: dict[str, T.StructType] = {

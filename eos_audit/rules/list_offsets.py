@@ -110,7 +110,7 @@ def _observations(observations_df: DataFrame) -> DataFrame:
         F.col("isolation").cast("string").alias("isolation"),
         F.col("offset").cast("long").alias("offset"),
         F.col("leader_epoch").cast("int").alias("leader_epoch"),
-        F.upper(F.trim(F.col("error").cast("string"))).alias("error"),
+        F.nullif(F.upper(F.trim(F.col("error").cast("string"))), F.lit("")).alias("error"),
         F.col("source").cast("string").alias("source"),
         F.when(F.col("spec") != "earliest", F.col("isolation").cast("string")).alias("_iso"),
     ).withColumn("_valid", F.col("error").isNull() & F.col("offset").isNotNull())

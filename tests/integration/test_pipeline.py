@@ -99,3 +99,47 @@ def test_default_run_id_is_stable_per_inputs_config_and_day():
     assert default_run_id(AuditInputs(batches=("b",)), AuditConfig(), day) != default_run_id(
         inputs, AuditConfig(), day
     )
+
+
+def test_list_offsets_observations_are_audited_with_the_log(spark, demo_run, tmp_path):
+    _, faults, _, export = demo_run
+    observed = tmp_path / "offsets.txt"
+    observed.write_text(
+        "# observed_at: 2026-11-21T01:00:00Z\npayments:1:15\n"
+        "# observed_at: 2026-11-21T02:00:00Z\npayments:1:12\n"  # went back, same leader epoch
+        "# observed_at: 2026-11-21T03:00:00Z\npayments:1:30\n"  # the export ends at 21
+        "not an offset line\n"
+    )
+    warehouse = tmp_path / "wh"
+    result = run_audit(
+        spark,
+        AuditInputs(batches=(str(export),), list_offsets=(str(observed),)),
+        AuditConfig(),
+        str(warehouse),
+        run_id="with-offsets",
+    )
+    found = _sql(
+        str(warehouse / "findings"),
+        "SELECT finding_type, severity, cause, base_offset FROM t "
+        "WHERE finding_type IN ('LIST_OFFSETS_REGRESSION', 'ACKED_DATA_MISSING_FROM_LOG') "
+        "ORDER BY finding_type",
+    )
+    assert found == [
+        {
+            "finding_type": "ACKED_DATA_MISSING_FROM_LOG",
+            "severity": "CRITICAL",
+            "cause": None,
+            "base_offset": 30,
+        },
+        {
+            "finding_type": "LIST_OFFSETS_REGRESSION",
+            "severity": "CRITICAL",
+            "cause": "TRUNCATION",
+            "base_offset": 12,
+        },
+    ]
+    rejected = _sql(str(warehouse / "quarantine"), "SELECT input FROM t ORDER BY input")
+    assert [r["input"] for r in rejected] == ["list_offsets", "record_batch"]
+    # the bad observation line is not a batch: the batch counts still reconcile
+    assert result.batches_quarantined == 1
+    assert result.findings_by_severity["CRITICAL"] == 4 + 2
