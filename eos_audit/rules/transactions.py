@@ -17,27 +17,10 @@ from pyspark.sql import types as T
 from eos_audit.config import AuditConfig
 from eos_audit.rules.common import KIND_AUDITED, KIND_SEED_STATE, finding, sentence, when_true
 from eos_audit.rules.producer_state import producer_window
+from eos_audit.schemas import TRANSACTIONS
 
-TRANSACTION_STRUCT = T.StructType(
-    [
-        T.StructField("run_id", T.StringType(), True),
-        T.StructField("transaction_id", T.StringType(), True),
-        T.StructField("topic", T.StringType(), True),
-        T.StructField("partition", T.IntegerType(), True),
-        T.StructField("producer_id", T.LongType(), True),
-        T.StructField("start_epoch", T.IntegerType(), True),
-        T.StructField("end_epoch", T.IntegerType(), True),
-        T.StructField("first_offset", T.LongType(), True),
-        T.StructField("marker_offset", T.LongType(), True),
-        T.StructField("outcome", T.StringType(), True),
-        T.StructField("hanging", T.BooleanType(), True),
-        T.StructField("batches", T.LongType(), True),
-        T.StructField("first_timestamp", T.LongType(), True),
-        T.StructField("end_timestamp", T.LongType(), True),
-        T.StructField("duration_ms", T.LongType(), True),
-        T.StructField("coordinator_epoch", T.IntegerType(), True),
-    ]
-)
+# The transactions table's contract with every field nullable (sinks pin the nullability).
+TRANSACTION_STRUCT = T.StructType([T.StructField(f.name, f.dataType, True) for f in TRANSACTIONS])
 
 
 def _applied() -> Column:

@@ -469,7 +469,7 @@ def _read_json(spark: SparkSession, paths: list[str], spec: str, isolation: str 
 
 
 def _read_csv(spark: SparkSession, paths: list[str], spec: str, isolation: str | None):
-    header = spark.read.option("header", "true").option("inferSchema", "false").csv(paths).columns
+    header = spark.read.option("header", "true").csv(paths).columns
     _require(header, REQUIRED_COLUMNS, paths[0])
     # Every file's header must name the same columns in the same order (enforceSchema=false makes
     # Spark check it) so that no file is read under another file's header.
