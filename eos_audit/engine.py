@@ -16,6 +16,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.rules.common import (
     FINDING_STRUCT,
     KIND_AUDITED,
+    KIND_CHECKPOINT,
     KIND_EPOCH_ENTRY,
     KIND_REPLICA,
     KIND_SEED_BATCH,
@@ -197,30 +198,49 @@ def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
     )
 
 
-def with_high_watermark(df: DataFrame, high_watermarks_df: DataFrame | None) -> DataFrame:
-    """Attach the partition's high watermark (replication-offset checkpoint), broadcast."""
-    if high_watermarks_df is None:
-        return df.withColumn("_hw", F.lit(None).cast("long"))
-    marks = high_watermarks_df.groupBy("topic", "partition").agg(
-        F.max("high_watermark").alias("_hw")
-    )
-    return df.join(F.broadcast(marks), ["topic", "partition"], "left")
+def checkpoint_rows(
+    log_starts_df: DataFrame | None, high_watermarks_df: DataFrame | None
+) -> DataFrame | None:
+    """Log-start and high-watermark checkpoint values as rows of the partition window.
 
-
-def with_log_start(df: DataFrame, log_starts_df: DataFrame | None) -> DataFrame:
-    """Attach the log start offset from checkpoints, when the input provides them.
-
-    The checkpoint table is tiny (one row per partition), so it is broadcast and the batch data is
-    not shuffled for the join.
+    Like the seeds, they enter the one pass as rows, so no join (and no exchange) is needed; the
+    partition window takes their maximum over the whole partition.
     """
-    if log_starts_df is None:
-        return df.withColumn("_log_start_checkpoint", F.lit(None).cast("long"))
-    # One row per partition: replicas' checkpoints may each list it; the most advanced log start
-    # is the one the leader enforced last.
-    starts = log_starts_df.groupBy("topic", "partition").agg(
-        F.max("log_start_offset").alias("_log_start_checkpoint")
-    )
-    return df.join(F.broadcast(starts), ["topic", "partition"], "left")
+    frames = []
+    for df, column, value in (
+        (log_starts_df, "_ckpt_log_start", "log_start_offset"),
+        (high_watermarks_df, "_ckpt_high_watermark", "high_watermark"),
+    ):
+        if df is None:
+            continue
+        values = {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
+        values.update(
+            topic=F.col("topic").cast("string"),
+            partition=F.col("partition").cast("int"),
+            base_offset=F.col(value).cast("long"),
+            last_offset=F.col(value).cast("long"),
+            producer_id=F.lit(-1).cast("long"),
+            producer_epoch=F.lit(-1),
+            base_sequence=F.lit(-1),
+            is_transactional=F.lit(False),
+            is_control=F.lit(False),
+            source=F.lit(f"checkpoint:{value}"),
+        )
+        frames.append(
+            df.select(
+                *[values[f.name].alias(f.name) for f in RECORD_BATCH.fields],
+                F.lit(True).alias("_is_valid"),
+                F.lit(KIND_CHECKPOINT).alias("_kind"),
+                F.lit(-2).alias("_replica_rank"),
+                F.col(value).cast("long").alias(column),
+            )
+        )
+    if not frames:
+        return None
+    rows = frames[0]
+    for other in frames[1:]:
+        rows = rows.unionByName(other, allowMissingColumns=True)
+    return rows
 
 
 def _finding_records(config: AuditConfig, run_id: str) -> Column:
@@ -344,15 +364,23 @@ def with_rules(
     Rows: audited and quarantined batches, seeded state, other replicas' copies, leader-epoch
     checkpoint entries.
     """
-    rows = _audited_rows(batches_df)
-    if seeds_df is not None:
-        rows = rows.unionByName(seed_rows(seeds_df))
-    if leader_epochs_df is not None:
-        rows = rows.unionByName(epoch_entry_rows(leader_epochs_df))
+    # Every input enters the one pass as rows; columns a kind of row lacks are null.
+    rows = _audited_rows(batches_df).withColumns(
+        {
+            "_ckpt_log_start": F.lit(None).cast("long"),
+            "_ckpt_high_watermark": F.lit(None).cast("long"),
+        }
+    )
+    extra = [
+        seed_rows(seeds_df) if seeds_df is not None else None,
+        epoch_entry_rows(leader_epochs_df) if leader_epochs_df is not None else None,
+        checkpoint_rows(log_starts_df, high_watermarks_df),
+    ]
+    for more in extra:
+        if more is not None:
+            rows = rows.unionByName(more, allowMissingColumns=True)
     return (
-        rows.transform(with_log_start, log_starts_df)
-        .transform(with_high_watermark, high_watermarks_df)
-        .transform(with_partition_context)
+        rows.transform(with_partition_context)
         .transform(with_producer_state, config)
         .transform(with_transactions)
     )

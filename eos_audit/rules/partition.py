@@ -24,8 +24,15 @@ PARTITION_KEYS = ["topic", "partition"]
 # replica's batch (rank 0), then other replicas' copies, so each can read the one before it.
 PARTITION_ORDER = ["base_offset", "_replica_rank", *LOG_ORDER[1:]]
 # Header fields two replicas of one batch must agree on.
-_REPLICATED_FIELDS = ["last_offset", "producer_id", "producer_epoch", "base_sequence",
-                      "is_control", "is_transactional", "record_count"]
+_REPLICATED_FIELDS = [
+    "last_offset",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "is_control",
+    "is_transactional",
+    "record_count",
+]
 
 
 def partition_window() -> WindowSpec:
@@ -49,6 +56,7 @@ def with_partition_context(df: DataFrame) -> DataFrame:
     window = partition_window()
     before = window.rowsBetween(Window.unboundedPreceding, -1)
     upto = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     audited = _audited()
     has_leader_epoch = audited & (F.col("magic") >= 2) & (F.col("partition_leader_epoch") >= 0)
     record_estimate = F.coalesce(
@@ -73,8 +81,12 @@ def with_partition_context(df: DataFrame) -> DataFrame:
         F.max(F.when(audited, F.col("max_timestamp"))).over(upto).alias("_p_max_timestamp"),
         # The partition's latest timestamp, for the age of open transactions.
         F.max(F.when(audited & (F.col("max_timestamp") >= 0), F.col("max_timestamp")))
-        .over(window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing))
+        .over(whole)
         .alias("_p_max_ts_all"),
+        # Checkpoint rows (engine.checkpoint_rows): several replicas may list the partition;
+        # the most advanced value is the one the leader enforced last.
+        F.max("_ckpt_log_start").over(whole).alias("_log_start_checkpoint"),
+        F.max("_ckpt_high_watermark").over(whole).alias("_hw"),
         F.count(F.when(F.col("_is_valid") & (F.col("_kind") == KIND_REPLICA), 1))
         .over(upto)
         .alias("_p_replica_batches"),
@@ -82,15 +94,19 @@ def with_partition_context(df: DataFrame) -> DataFrame:
         F.last(
             F.when(
                 F.col("_kind") == KIND_EPOCH_ENTRY,
-                F.struct(F.col("_ckpt_leader_epoch").alias("epoch"),
-                         F.col("base_offset").alias("start_offset")),
+                F.struct(
+                    F.col("_ckpt_leader_epoch").alias("epoch"),
+                    F.col("base_offset").alias("start_offset"),
+                ),
             ),
             ignorenulls=True,
-        ).over(before).alias("_p_epoch_entry"),
+        )
+        .over(before)
+        .alias("_p_epoch_entry"),
         # The audited replica's most recent batch, for comparing other replicas' copies with it.
-        F.last(
-            F.when(audited, F.struct("base_offset", *_REPLICATED_FIELDS)), ignorenulls=True
-        ).over(before).alias("_p_primary_prev"),
+        F.last(F.when(audited, F.struct("base_offset", *_REPLICATED_FIELDS)), ignorenulls=True)
+        .over(before)
+        .alias("_p_primary_prev"),
         F.row_number().over(window).alias("_p_row"),
         F.lag("base_offset").over(window).eqNullSafe(F.col("base_offset")).alias("_p_same_start"),
     )
@@ -183,7 +199,10 @@ def leader_epoch_mismatch(config: AuditConfig) -> Column:
     entry = F.col("_p_epoch_entry")
     epoch = F.col("partition_leader_epoch")
     return when_true(
-        _audited() & (F.col("magic") >= 2) & (epoch >= 0) & entry.isNotNull()
+        _audited()
+        & (F.col("magic") >= 2)
+        & (epoch >= 0)
+        & entry.isNotNull()
         & (epoch != entry["epoch"]),
         finding(
             "LEADER_EPOCH_MISMATCH",
@@ -191,7 +210,10 @@ def leader_epoch_mismatch(config: AuditConfig) -> Column:
             detail=sentence(
                 "Batch at offset %s carries leader epoch %s, but the leader-epoch checkpoint says "
                 "epoch %s started at offset %s and was still in force.",
-                F.col("base_offset"), epoch, entry["epoch"], entry["start_offset"],
+                F.col("base_offset"),
+                epoch,
+                entry["epoch"],
+                entry["start_offset"],
             ),
             spec_ref="§3.3",
             previous_offset=entry["start_offset"],
@@ -214,7 +236,9 @@ def replica_divergence(config: AuditConfig) -> Column:
     covered = F.col("_p_prev_max_last_offset") >= F.col("base_offset")
     below_hw = F.col("_hw").isNull() | (F.col("base_offset") < F.col("_hw"))
     return when_true(
-        F.col("_is_valid") & (F.col("_kind") == KIND_REPLICA) & below_hw
+        F.col("_is_valid")
+        & (F.col("_kind") == KIND_REPLICA)
+        & below_hw
         & ((same_start & differs) | (~same_start & covered)),
         finding(
             "REPLICA_DIVERGENCE",
@@ -222,9 +246,15 @@ def replica_divergence(config: AuditConfig) -> Column:
             detail=sentence(
                 "Replica %s holds batch %s-%s (producer %s, sequence %s) where the audited replica "
                 "holds batch %s-%s (producer %s, sequence %s), below the high watermark %s.",
-                F.col("_replica"), F.col("base_offset"), F.col("last_offset"),
-                F.col("producer_id"), F.col("base_sequence"), primary["base_offset"],
-                primary["last_offset"], primary["producer_id"], primary["base_sequence"],
+                F.col("_replica"),
+                F.col("base_offset"),
+                F.col("last_offset"),
+                F.col("producer_id"),
+                F.col("base_sequence"),
+                primary["base_offset"],
+                primary["last_offset"],
+                primary["producer_id"],
+                primary["base_sequence"],
                 F.col("_hw"),
             ),
             spec_ref="§3.3, §5",
