@@ -161,8 +161,9 @@ def _print_summary(result, out=None) -> None:
     else:
         print("\nno findings", file=out)
     print("\nDelta tables:", file=out)
+    width = max((len(t) for t in result.tables), default=0)
     for table, location in result.tables.items():
-        print(f"  {table:<11} {location}", file=out)
+        print(f"  {table:<{width}}  {location}", file=out)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ the stage, so the expensive shuffle and sorts run exactly once per run.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -351,4 +352,6 @@ def run_audit(
         except Exception:  # the original error matters more than a failed run record
             log.exception("run %s: could not record the run in audit_runs", run_id)
         shutil.rmtree(stage, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when empty: another run may be staging
+            stage.parent.rmdir()
     return result

@@ -35,7 +35,8 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "DUPLICATE_BATCH        CRITICAL      1" in result.stdout
     assert "batches read 62 = audited 61 + quarantined 1" in result.stdout
-    assert f"findings    {tmp_path / 'wh' / 'findings'}" in result.stdout
+    assert f"findings      {tmp_path / 'wh' / 'findings'}" in result.stdout
+    assert not (tmp_path / "wh" / "_staging").exists()
     table = DeltaTable(str(tmp_path / "wh" / "findings"))
     rows = pa.table(
         QueryBuilder().register("f", table).execute("SELECT count(*) AS n FROM f").read_all()

@@ -50,3 +50,27 @@ def test_databricks_notebook_is_notebook_source_with_widgets():
     ast.parse(text)  # valid Python
     for widget in ("batches", "batches_format", "catalog_schema", "run_id", "fail_on"):
         assert f'"{widget}"' in text
+
+
+def test_run_sh_says_what_to_install_when_java_is_too_old(tmp_path):
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text("#!/bin/sh\necho 'openjdk version \"11.0.21\" 2023-10-17' >&2\n")
+    (fake / "java").chmod(0o755)
+    result = subprocess.run(
+        ["bash", str(REPO / "run.sh"), "test"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "JAVA_HOME": str(tmp_path / "jdk")},
+    )
+    assert result.returncode == 2
+    assert "Java 17 or newer is required by Spark; found '11.0.21'" in result.stderr
+    assert "openjdk-17" in result.stderr
+
+
+def test_run_sh_rejects_an_unknown_command():
+    result = subprocess.run(
+        ["bash", str(REPO / "run.sh"), "frobnicate"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 2 and "usage: ./run.sh demo|test|audit|bench" in result.stderr
