@@ -40,7 +40,7 @@ from eos_audit.rules.transactions import (
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, QUARANTINE, RECORD_BATCH
 from eos_audit.sources.canonical import QUARANTINE_REASON, RAW
 
-OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions")
+OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions", "producers")
 
 
 def _nullable(schema: T.StructType) -> T.StructType:
@@ -61,6 +61,18 @@ OUTPUT_RECORD = T.StructType(
         T.StructField("quarantine", QUARANTINE_N, True),
         T.StructField("partition_stats", PARTITION_STATS_N, True),
         T.StructField("transaction", TRANSACTION_STRUCT, True),
+        # One per producer of a partition (its last row): the partition summary counts them.
+        T.StructField(
+            "producer",
+            T.StructType(
+                [
+                    T.StructField("topic", T.StringType(), True),
+                    T.StructField("partition", T.IntegerType(), True),
+                    T.StructField("producer_id", T.LongType(), True),
+                ]
+            ),
+            True,
+        ),
     ]
 )
 
@@ -343,6 +355,16 @@ def _partition_stats_records() -> Column:
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
 
 
+def _producer_records() -> Column:
+    last_of_producer = (
+        (F.col("_kind") == KIND_AUDITED) & F.col("_pkey").isNotNull() & F.col("_is_producer_last")
+    )
+    producer = F.struct(F.col("topic"), F.col("partition"), F.col("producer_id"))
+    return F.when(last_of_producer, F.array(_record("producers", producer=producer))).otherwise(
+        F.array().cast(T.ArrayType(OUTPUT_RECORD))
+    )
+
+
 def _transaction_records(config: AuditConfig, run_id: str) -> Column:
     transaction = transaction_record(config, run_id)
     return F.when(
@@ -427,6 +449,7 @@ def audit(
         _quarantine_records(run_id),
         _partition_stats_records(),
         _transaction_records(config, run_id),
+        _producer_records(),
     )
     return ruled.select(F.explode(records).alias("r")).select("r.*")
 

@@ -23,7 +23,14 @@ from pyspark.sql import functions as F
 from eos_audit import __version__, engine
 from eos_audit.config import AuditConfig
 from eos_audit.errors import EosAuditError, InputSchemaError
-from eos_audit.schemas import AUDIT_RUNS, FINDINGS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
+from eos_audit.schemas import (
+    AUDIT_RUNS,
+    FINDINGS,
+    PARTITION_SUMMARY,
+    PRODUCER_STATE,
+    QUARANTINE,
+    TRANSACTIONS,
+)
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import TableWriter, choose_writer
 from eos_audit.sources.files import TABULAR_FORMATS, detect_format, read_tabular
@@ -201,6 +208,55 @@ def _stage_list_offsets(
     records.write.mode("append").partitionBy("kind").parquet(str(stage))
 
 
+def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
+    """One row per audited partition, from the stage's small records (no batch data read again).
+
+    Args:
+        staged: the run's staged output records.
+        run_id: the run id.
+
+    Returns:
+        Rows in the `partition_summary` contract.
+    """
+    stats = engine.partition_stats_of(staged)
+    producers = (
+        staged.where(F.col("kind") == "producers")
+        .groupBy(
+            F.col("producer.topic").alias("topic"), F.col("producer.partition").alias("partition")
+        )
+        .agg(F.countDistinct("producer.producer_id").alias("producers"))
+    )
+    findings = (
+        engine.findings_of(staged)
+        .groupBy("topic", "partition")
+        .agg(
+            *[
+                F.count(F.when(F.col("severity") == s, 1)).alias(f"findings_{s.lower()}")
+                for s in SEVERITY_ORDER
+            ]
+        )
+    )
+    joined = stats.join(producers, ["topic", "partition"], "left").join(
+        findings, ["topic", "partition"], "left"
+    )
+    counts = ["producers", *[f"findings_{s.lower()}" for s in SEVERITY_ORDER]]
+    return joined.select(
+        F.lit(run_id).alias("run_id"),
+        "topic",
+        "partition",
+        "first_offset",
+        "last_offset",
+        "batches",
+        "replica_batches",
+        "records",
+        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in counts],
+        "batches_with_producer_id",
+        F.when(F.col("batches") > 0, F.col("batches_with_producer_id") / F.col("batches")).alias(
+            "coverage"
+        ),
+    )
+
+
 def _summary(staged: DataFrame) -> dict:
     """The run's counts, from the stage, in one small Spark job (the run's one summary step)."""
     findings = F.col("kind") == "findings"
@@ -317,6 +373,7 @@ def run_audit(
             ("findings", engine.findings_of(staged), FINDINGS),
             ("quarantine", engine.quarantine_of(staged), QUARANTINE),
             ("transactions", engine.transactions_of(staged), TRANSACTIONS),
+            ("partition_summary", partition_summary(staged, run_id), PARTITION_SUMMARY),
         ):
             result.tables[table] = writer.replace_run(table, df, schema, run_id)
             log.info("run %s: wrote %s", run_id, result.tables[table])

@@ -238,6 +238,31 @@ PARTITION_STATS = T.StructType(
     ]
 )
 
+PARTITION_SUMMARY_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("first_offset", T.LongType(), True, "first offset of the audited log"),
+    Column("last_offset", T.LongType(), True, "last offset of the audited log"),
+    Column("batches", T.LongType(), False, "batches audited (the audited replica)"),
+    Column("replica_batches", T.LongType(), False, "batches of other replicas, compared"),
+    Column("records", T.LongType(), True, "records in the audited batches"),
+    Column("producers", T.LongType(), False, "producer ids seen"),
+    Column("batches_with_producer_id", T.LongType(), False, "batches carrying a producer id"),
+    Column(
+        "coverage",
+        T.DoubleType(),
+        True,
+        "share of batches carrying producer ids: a clean result on a topic written without "
+        "idempotence (coverage 0) proves nothing",
+    ),
+    Column("findings_critical", T.LongType(), False, "findings with severity CRITICAL"),
+    Column("findings_error", T.LongType(), False, "findings with severity ERROR"),
+    Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
+    Column("findings_info", T.LongType(), False, "findings with severity INFO"),
+]
+PARTITION_SUMMARY = _struct(PARTITION_SUMMARY_COLUMNS)
+
 LIST_OFFSETS_COLUMNS: list[Column] = [
     Column(
         "observed_at", T.TimestampType(), False, "when the ListOffsets answer was received (UTC)"
@@ -322,6 +347,7 @@ PUBLISHED: dict[str, list[Column]] = {
     "quarantine": QUARANTINE_COLUMNS,
     "audit_runs": AUDIT_RUNS_COLUMNS,
     "transactions": TRANSACTIONS_COLUMNS,
+    "partition_summary": PARTITION_SUMMARY_COLUMNS,
     "list_offsets": LIST_OFFSETS_COLUMNS,
 }
 
@@ -330,6 +356,7 @@ OUTPUT_TABLES: dict[str, T.StructType] = {
     "quarantine": QUARANTINE,
     "audit_runs": AUDIT_RUNS,
     "transactions": TRANSACTIONS,
+    "partition_summary": PARTITION_SUMMARY,
 }
 
 

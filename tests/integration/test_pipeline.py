@@ -143,3 +143,31 @@ def test_list_offsets_observations_are_audited_with_the_log(spark, demo_run, tmp
     # the bad observation line is not a batch: the batch counts still reconcile
     assert result.batches_quarantined == 1
     assert result.findings_by_severity["CRITICAL"] == 4 + 2
+
+
+def test_partition_summary_counts_producers_findings_and_coverage(demo_run):
+    _, _, warehouse, _ = demo_run
+    rows = _sql(
+        str(warehouse / "partition_summary"),
+        "SELECT topic, partition, first_offset, batches, producers, batches_with_producer_id, "
+        "coverage, findings_critical, findings_error, findings_info FROM t "
+        "ORDER BY topic, partition",
+    )
+    by_key = {(r["topic"], r["partition"]): r for r in rows}
+    assert set(by_key) == {
+        ("ledger", 0),
+        ("ledger", 1),
+        ("orders", 0),
+        ("payments", 0),
+        ("payments", 1),
+    }
+    payments0 = by_key[("payments", 0)]
+    # 11 idempotent batches of producer 1001 (one of them the duplicate) and 5 without an id
+    assert (payments0["batches"], payments0["producers"]) == (16, 1)
+    assert payments0["batches_with_producer_id"] == 11
+    assert payments0["coverage"] == pytest.approx(11 / 16)
+    assert (payments0["findings_critical"], payments0["findings_info"]) == (1, 0)
+    orders0 = by_key[("orders", 0)]
+    assert (orders0["first_offset"], orders0["producers"]) == (5_000, 2)
+    assert (orders0["findings_error"], orders0["findings_info"]) == (1, 1)  # corrupt, unknown
+    assert by_key[("ledger", 1)]["coverage"] == 1.0
