@@ -1,6 +1,7 @@
 """The CLI as users run it: a real process, real exit codes (delta-rs issue 2184 is why)."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -35,7 +36,11 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "DUPLICATE_BATCH        CRITICAL      1" in result.stdout
     assert "batches read 62 = audited 61 + quarantined 1" in result.stdout
-    assert f"findings      {tmp_path / 'wh' / 'findings'}" in result.stdout
+    assert re.search(
+        rf"^  findings +{re.escape(str(tmp_path / 'wh' / 'findings'))}$",
+        result.stdout,
+        re.MULTILINE,
+    )
     assert not (tmp_path / "wh" / "_staging").exists()
     table = DeltaTable(str(tmp_path / "wh" / "findings"))
     rows = pa.table(
