@@ -42,7 +42,8 @@ def increment_sequence(base: Column, delta: Column) -> Column:
     )
 
 
-def _is_integer_type(data_type: T.DataType) -> bool:
+def is_integer_type(data_type: T.DataType) -> bool:
+    """Whether a column type holds integers: any width, or a decimal with scale 0."""
     if isinstance(data_type, _INTEGER_TYPES):
         return True
     return isinstance(data_type, T.DecimalType) and data_type.scale == 0
@@ -70,7 +71,7 @@ def check_columns(df: DataFrame, *, text_input: bool) -> None:
     if text_input:
         return
     for name, data_type in fields.items():
-        if name in _INT_COLUMNS and not _is_integer_type(data_type):
+        if name in _INT_COLUMNS and not is_integer_type(data_type):
             raise InputSchemaError(
                 f"column {name!r} has type {data_type.simpleString()}, expected an integer type "
                 "(any width); fix the export or cast the column"
@@ -85,7 +86,7 @@ def check_columns(df: DataFrame, *, text_input: bool) -> None:
             )
 
 
-def _problem(condition: Column, message: Column | str) -> Column:
+def reason_when(condition: Column, message: Column | str) -> Column:
     """A reason string when `condition` holds, else null (null conditions count as false)."""
     text = F.lit(message) if isinstance(message, str) else message
     return F.when(F.coalesce(condition, F.lit(False)), text)
@@ -125,7 +126,7 @@ def to_canonical(
         if text_input and name in present:
             parsed = F.trim(raw.cast("string")).try_cast("long")
             problems.append(
-                _problem(
+                reason_when(
                     raw.isNotNull() & parsed.isNull(), _fmt(f"{name} %s is not an integer", raw)
                 )
             )
@@ -134,7 +135,7 @@ def to_canonical(
             wide[name] = raw.try_cast("long") if name in present else raw
             if name in present:
                 problems.append(
-                    _problem(
+                    reason_when(
                         raw.isNotNull() & wide[name].isNull(), f"{name} exceeds the long range"
                     )
                 )
@@ -144,7 +145,7 @@ def to_canonical(
             text = F.lower(F.trim(raw.cast("string")))
             parsed = F.when(text.isin("true", "1"), True).when(text.isin("false", "0"), False)
             problems.append(
-                _problem(
+                reason_when(
                     raw.isNotNull() & parsed.isNull(), _fmt(f"{name} %s is not a boolean", raw)
                 )
             )
@@ -166,40 +167,44 @@ def to_canonical(
     span = last - base
 
     for name in REQUIRED_INPUT_COLUMNS:
-        problems.append(_problem(F.col(name).isNull(), f"null {name}"))
+        problems.append(reason_when(F.col(name).isNull(), f"null {name}"))
     problems += [
-        _problem(F.trim(topic) == "", "empty topic"),
-        _problem(
+        reason_when(F.trim(topic) == "", "empty topic"),
+        reason_when(
             (partition < 0) | (partition > INT32_MAX), _fmt("partition %s out of range", partition)
         ),
-        _problem(base < 0, _fmt("negative base_offset %s", base)),
-        _problem(last < base, _fmt("last_offset %s below base_offset %s", last, base)),
-        _problem(span > INT32_MAX, _fmt("offset span %s exceeds the int32 lastOffsetDelta", span)),
-        _problem(pid < -1, _fmt("producer_id %s below -1", pid)),
-        _problem(
+        reason_when(base < 0, _fmt("negative base_offset %s", base)),
+        reason_when(last < base, _fmt("last_offset %s below base_offset %s", last, base)),
+        reason_when(
+            span > INT32_MAX, _fmt("offset span %s exceeds the int32 lastOffsetDelta", span)
+        ),
+        reason_when(pid < -1, _fmt("producer_id %s below -1", pid)),
+        reason_when(
             (epoch < INT16_MIN) | (epoch > INT16_MAX),
             _fmt("producer_epoch %s outside int16", epoch),
         ),
-        _problem((epoch >= INT16_MIN) & (epoch < -1), _fmt("producer_epoch %s below -1", epoch)),
+        reason_when((epoch >= INT16_MIN) & (epoch < -1), _fmt("producer_epoch %s below -1", epoch)),
         # An idempotent batch always carries an epoch (InitProducerId assigns both together).
-        _problem((pid >= 0) & (epoch == -1), _fmt("producer_id %s without a producer_epoch", pid)),
-        _problem((bseq < -1) | (bseq > INT32_MAX), _fmt("base_sequence %s out of range", bseq)),
-        _problem((lseq < -1) | (lseq > INT32_MAX), _fmt("last_sequence %s out of range", lseq)),
-        _problem(
+        reason_when(
+            (pid >= 0) & (epoch == -1), _fmt("producer_id %s without a producer_epoch", pid)
+        ),
+        reason_when((bseq < -1) | (bseq > INT32_MAX), _fmt("base_sequence %s out of range", bseq)),
+        reason_when((lseq < -1) | (lseq > INT32_MAX), _fmt("last_sequence %s out of range", lseq)),
+        reason_when(
             (count < 0) | (count > span + 1),
             _fmt("record_count %s impossible for offsets %s-%s", count, base, last),
         ),
-        _problem(~magic.isin(0, 1, 2), _fmt("unknown magic %s", magic)),
+        reason_when(~magic.isin(0, 1, 2), _fmt("unknown magic %s", magic)),
     ]
     for name in ("coordinator_epoch", "partition_leader_epoch"):
         value = wide[name]
         problems.append(
-            _problem((value < -1) | (value > INT32_MAX), _fmt(f"{name} %s out of range", value))
+            reason_when((value < -1) | (value > INT32_MAX), _fmt(f"{name} %s out of range", value))
         )
 
     derived_last_seq = F.when(bseq < 0, F.lit(-1)).otherwise(increment_sequence(bseq, span))
     problems.append(
-        _problem(
+        reason_when(
             lseq.isNotNull()
             & (bseq >= -1)
             & (bseq <= INT32_MAX)

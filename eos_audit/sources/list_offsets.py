@@ -60,6 +60,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
 from eos_audit.schemas import LIST_OFFSETS, LIST_OFFSETS_COLUMNS  # noqa: F401 (re-exported)
+from eos_audit.sources.canonical import is_integer_type, reason_when
 
 log = logging.getLogger(__name__)
 
@@ -201,19 +202,8 @@ def parse_utc_time(text: Column) -> Column:
     )
 
 
-def _problem(condition: Column, message: Column | str) -> Column:
-    text = F.lit(message) if isinstance(message, str) else message
-    return F.when(F.coalesce(condition, F.lit(False)), text)
-
-
 def _fmt(template: str, *cols: Column) -> Column:
     return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("null")) for c in cols])
-
-
-def _is_integer_type(data_type: T.DataType) -> bool:
-    if isinstance(data_type, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
-        return True
-    return isinstance(data_type, T.DecimalType) and data_type.scale == 0
 
 
 def _check_types(df: DataFrame, where: str) -> None:
@@ -221,7 +211,7 @@ def _check_types(df: DataFrame, where: str) -> None:
     for field in df.schema.fields:
         name, data_type = field.name, field.dataType
         if name in _INTEGER_COLUMNS and not (
-            _is_integer_type(data_type) or isinstance(data_type, T.StringType)
+            is_integer_type(data_type) or isinstance(data_type, T.StringType)
         ):
             raise InputSchemaError(
                 f"ListOffsets input {where}: column {name!r} has type "
@@ -234,7 +224,7 @@ def _check_types(df: DataFrame, where: str) -> None:
             )
         if name == "observed_at" and not (
             isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.StringType)
-            or _is_integer_type(data_type)
+            or is_integer_type(data_type)
         ):
             raise InputSchemaError(
                 f"ListOffsets input {where}: column 'observed_at' has type "
@@ -262,7 +252,7 @@ def _observed_at(df: DataFrame) -> tuple[Column, Column]:
         parsed = raw
     elif isinstance(data_type, T.TimestampNTZType):  # a wall-clock time: read it as UTC
         parsed = F.concat(raw.cast("string"), F.lit("Z")).try_cast("timestamp")
-    elif _is_integer_type(data_type):
+    elif is_integer_type(data_type):
         parsed = F.timestamp_millis(raw.try_cast("long"))
     else:
         parsed = parse_utc_time(raw.cast("string"))
@@ -281,12 +271,12 @@ def _integer(df: DataFrame, name: str) -> tuple[Column, Column]:
         text = F.trim(raw)
         text = F.when(text != "", text)
         value = text.try_cast("long")
-        problem = _problem(
+        problem = reason_when(
             text.isNotNull() & value.isNull(), _fmt(f"{name} %s is not an integer", raw)
         )
     else:
         value = raw.try_cast("long")
-        problem = _problem(raw.isNotNull() & value.isNull(), f"{name} exceeds the long range")
+        problem = reason_when(raw.isNotNull() & value.isNull(), f"{name} exceeds the long range")
     return value, problem
 
 
@@ -373,12 +363,12 @@ def to_contract(
     spec_col, iso_col, error = F.col("_spec"), F.col("_isolation"), F.col("_error")
     problems = [
         F.col("_observed_problem"),
-        _problem(topic.isNull(), "null topic"),
-        _problem(
+        reason_when(topic.isNull(), "null topic"),
+        reason_when(
             ~topic.rlike(_LEGAL_TOPIC), _fmt("topic %s is not a legal Kafka topic name", topic)
         ),
-        F.coalesce(F.col("_partition_problem"), _problem(partition.isNull(), "null partition")),
-        _problem(
+        F.coalesce(F.col("_partition_problem"), reason_when(partition.isNull(), "null partition")),
+        reason_when(
             (partition < 0) | (partition > INT32_MAX), _fmt("partition %s out of range", partition)
         ),
         F.when(F.col("_raw_spec").isNull(), F.lit("null spec")).when(
@@ -394,11 +384,13 @@ def to_contract(
         ),
         F.coalesce(
             F.col("_offset_problem"),
-            _problem(offset.isNull() & error.isNull(), "no offset and no error"),
+            reason_when(offset.isNull() & error.isNull(), "no offset and no error"),
         ),
-        _problem(offset < 0, _fmt("negative offset %s", offset)),
+        reason_when(offset < 0, _fmt("negative offset %s", offset)),
         F.col("_epoch_problem"),
-        _problem((epoch < -1) | (epoch > INT32_MAX), _fmt("leader_epoch %s out of range", epoch)),
+        reason_when(
+            (epoch < -1) | (epoch > INT32_MAX), _fmt("leader_epoch %s out of range", epoch)
+        ),
     ]
     # A row that failed to parse gets that reason alone, not its consequences (null columns).
     reason = F.coalesce(F.col("_upstream"), F.concat_ws("; ", *problems))
