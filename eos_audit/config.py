@@ -42,6 +42,11 @@ DEFAULT_SEVERITIES: dict[str, str] = {
     # lowered to WARNING; TRUNCATION keeps this level.
     "LIST_OFFSETS_REGRESSION": "CRITICAL",
     "ACKED_DATA_MISSING_FROM_LOG": "CRITICAL",
+    "ACKED_WRITE_LOST": "CRITICAL",
+    "ACKED_OFFSET_MISMATCH": "CRITICAL",
+    # A client-seen error with a benign cause (LOG_START: retention removed the producer's state)
+    # is lowered to INFO; UNEXPLAINED keeps this level.
+    "CLIENT_SEQUENCE_ERROR": "CRITICAL",
 }
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")

@@ -192,7 +192,8 @@ QUARANTINE_COLUMNS: list[Column] = [
         "input",
         T.StringType(),
         False,
-        "what was rejected: record_batch, producer_snapshot, checkpoint or leader_epoch_checkpoint",
+        "what was rejected: record_batch, producer_snapshot, checkpoint, leader_epoch_checkpoint, "
+        "list_offsets or acks",
     ),
     Column("reason", T.StringType(), False, "why the row was rejected (all reasons, ';'-joined)"),
     Column("source", T.StringType(), True, "where the row came from"),
@@ -339,6 +340,85 @@ TRANSACTIONS_COLUMNS: list[Column] = [
 ]
 TRANSACTIONS = _struct(TRANSACTIONS_COLUMNS)
 
+ACKS_COLUMNS: list[Column] = [
+    Column(
+        "event_time",
+        T.TimestampType(),
+        False,
+        "when the application received the send result (UTC)",
+    ),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("producer_id", T.LongType(), False, "producer id the batch was sent with"),
+    Column("producer_epoch", T.IntegerType(), False, "producer epoch the batch was sent with"),
+    Column("base_sequence", T.IntegerType(), False, "first sequence of the batch sent"),
+    Column("record_count", T.IntegerType(), True, "records in the batch; null: 1"),
+    Column(
+        "offset",
+        T.LongType(),
+        True,
+        "base offset the leader acknowledged (ProduceResponse baseOffset); null on error",
+    ),
+    Column(
+        "error",
+        T.StringType(),
+        True,
+        "Kafka error name the send failed with (UNKNOWN_PRODUCER_ID, "
+        "OUT_OF_ORDER_SEQUENCE_NUMBER, ...); null on success",
+    ),
+    Column(
+        "log_start_offset",
+        T.LongType(),
+        True,
+        "logStartOffset of the produce response (KIP-360 seed; -1 or null when not sent)",
+    ),
+    Column("source", T.StringType(), True, "where the row came from (file and row)"),
+]
+ACKS = _struct(ACKS_COLUMNS)
+
+PRODUCER_SESSIONS_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("producer_id", T.LongType(), False, "producer id"),
+    Column("producer_epoch", T.IntegerType(), False, "producer epoch"),
+    Column("first_offset", T.LongType(), True, "base offset of the epoch's first batch in the log"),
+    Column("last_offset", T.LongType(), True, "last offset of the epoch's last batch in the log"),
+    Column("first_sequence", T.IntegerType(), True, "base sequence of the first data batch"),
+    Column("last_sequence", T.IntegerType(), True, "last sequence of the last data batch"),
+    Column("batches", T.LongType(), False, "batches in the log (data and markers)"),
+    Column("records", T.LongType(), True, "records in the data batches"),
+    Column("transactions", T.LongType(), False, "transactions started at this epoch"),
+    Column("first_timestamp", T.LongType(), True, "timestamp of the first batch, ms"),
+    Column("last_timestamp", T.LongType(), True, "timestamp of the last batch, ms"),
+    Column(
+        "findings",
+        T.MapType(T.StringType(), T.LongType(), False),
+        False,
+        "findings about this producer epoch, by finding_type",
+    ),
+    Column(
+        "status",
+        T.StringType(),
+        False,
+        "clean (no finding), benign (only INFO and WARNING findings) or violated (an ERROR or "
+        "CRITICAL finding)",
+    ),
+]
+PRODUCER_SESSIONS = _struct(PRODUCER_SESSIONS_COLUMNS)
+
+LIST_OFFSETS_ERRORS_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column("spec", T.StringType(), False, "latest, earliest or max_timestamp"),
+    Column("error", T.StringType(), False, "the error answered (OFFSET_NOT_AVAILABLE, ...)"),
+    Column("observations", T.LongType(), False, "how many answers carried this error"),
+    Column("first_observed_at", T.TimestampType(), False, "first such answer (UTC)"),
+    Column("last_observed_at", T.TimestampType(), False, "last such answer (UTC)"),
+]
+LIST_OFFSETS_ERRORS = _struct(LIST_OFFSETS_ERRORS_COLUMNS)
+
 # Every published table: name -> columns. Order is the order of the JSON contracts.
 PUBLISHED: dict[str, list[Column]] = {
     "record_batch": RECORD_BATCH_COLUMNS,
@@ -349,6 +429,9 @@ PUBLISHED: dict[str, list[Column]] = {
     "transactions": TRANSACTIONS_COLUMNS,
     "partition_summary": PARTITION_SUMMARY_COLUMNS,
     "list_offsets": LIST_OFFSETS_COLUMNS,
+    "acks": ACKS_COLUMNS,
+    "producer_sessions": PRODUCER_SESSIONS_COLUMNS,
+    "list_offsets_errors": LIST_OFFSETS_ERRORS_COLUMNS,
 }
 
 OUTPUT_TABLES: dict[str, T.StructType] = {
@@ -357,6 +440,8 @@ OUTPUT_TABLES: dict[str, T.StructType] = {
     "audit_runs": AUDIT_RUNS,
     "transactions": TRANSACTIONS,
     "partition_summary": PARTITION_SUMMARY,
+    "producer_sessions": PRODUCER_SESSIONS,
+    "list_offsets_errors": LIST_OFFSETS_ERRORS,
 }
 
 
