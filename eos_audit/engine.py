@@ -13,8 +13,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.config import AuditConfig
+from eos_audit.rules.acked_writes import acked_offset_mismatch, acked_write_lost, with_ack_matches
 from eos_audit.rules.common import (
     FINDING_STRUCT,
+    KIND_ACK,
     KIND_AUDITED,
     KIND_CHECKPOINT,
     KIND_EPOCH_ENTRY,
@@ -30,7 +32,14 @@ from eos_audit.rules.partition import (
     replica_divergence,
     with_partition_context,
 )
-from eos_audit.rules.producer_state import producer_state_finding, with_producer_state
+from eos_audit.rules.producer_state import (
+    producer_state_finding,
+    with_applied_state,
+    with_duplicates,
+    with_replay_roles,
+    with_sessions,
+)
+from eos_audit.rules.sessions import SESSION_STRUCT, with_sessions_summary
 from eos_audit.rules.transactions import (
     TRANSACTION_STRUCT,
     hanging_transaction,
@@ -40,7 +49,14 @@ from eos_audit.rules.transactions import (
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, QUARANTINE, RECORD_BATCH
 from eos_audit.sources.canonical import QUARANTINE_REASON, RAW
 
-OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions", "producers")
+OUTPUT_KINDS = (
+    "findings",
+    "quarantine",
+    "partition_stats",
+    "transactions",
+    "producers",
+    "sessions",
+)
 
 
 def _nullable(schema: T.StructType) -> T.StructType:
@@ -73,6 +89,8 @@ OUTPUT_RECORD = T.StructType(
             ),
             True,
         ),
+        # One per producer epoch of a partition (rules.sessions): the producer_sessions table.
+        T.StructField("session", SESSION_STRUCT, True),
     ]
 )
 
@@ -110,6 +128,11 @@ def _audited_rows(batches_df: DataFrame) -> DataFrame:
         # after it may have been deleted only if it is below the log start (LOG_START cause).
         (F.col("last_offset") + 1).alias("_cause_offset"),
     )
+
+
+def _typed_nulls() -> dict[str, Column]:
+    """A null of the right type for every record-batch column."""
+    return {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
 
 
 def seed_rows(seeds_df: DataFrame) -> DataFrame:
@@ -183,7 +206,7 @@ def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
     An entry stands at its start offset, before the batch there (rank -1), so the partition window
     reads the epoch in force at every batch with a running "last entry" and no join.
     """
-    values = {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
+    values = _typed_nulls()
     values.update(
         topic=F.col("topic").cast("string"),
         partition=F.col("partition").cast("int"),
@@ -210,6 +233,51 @@ def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
     )
 
 
+def ack_rows(acks_df: DataFrame) -> DataFrame:
+    """Client acknowledgements (schemas/acks.json, valid rows) as rows of the one pass.
+
+    A successful acknowledgement stands at its acknowledged offset, after the batches there, and
+    carries the batch identity (producer, epoch, base sequence) that `rules.acked_writes` looks up.
+    Failed sends (offset null) stay out: `rules.acks` classifies them from the acknowledgements
+    alone.
+    """
+    from eos_audit.sources.canonical import increment_sequence
+
+    count = F.coalesce(F.col("record_count"), F.lit(1))
+    values = _typed_nulls()
+    values.update(
+        topic=F.col("topic"),
+        partition=F.col("partition"),
+        base_offset=F.col("offset"),
+        last_offset=F.col("offset") + count - 1,
+        producer_id=F.col("producer_id"),
+        producer_epoch=F.col("producer_epoch"),
+        base_sequence=F.col("base_sequence"),
+        last_sequence=F.when(
+            F.col("base_sequence") >= 0, increment_sequence(F.col("base_sequence"), count - 1)
+        ).otherwise(F.lit(-1)),
+        record_count=count,
+        is_transactional=F.lit(False),
+        is_control=F.lit(False),
+        magic=F.lit(2),
+        max_timestamp=F.unix_millis(F.col("event_time")),
+        source=F.col("source"),
+    )
+    return acks_df.where(F.col("offset").isNotNull()).select(
+        *[values[f.name].cast(f.dataType).alias(f.name) for f in RECORD_BATCH.fields],
+        F.lit(True).alias("_is_valid"),
+        F.lit(KIND_ACK).alias("_kind"),
+        # After every replica's copy at the same offset in the partition window.
+        F.lit(1_000_000).alias("_replica_rank"),
+        F.col("error").alias("_ack_error"),
+        # Printed in findings as UTC whatever the session's time zone.
+        F.date_format(
+            F.to_utc_timestamp(F.col("event_time"), F.current_timezone()),
+            "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
+        ).alias("_ack_event_time"),
+    )
+
+
 def checkpoint_rows(
     log_starts_df: DataFrame | None, high_watermarks_df: DataFrame | None
 ) -> DataFrame | None:
@@ -225,7 +293,7 @@ def checkpoint_rows(
     ):
         if df is None:
             continue
-        values = {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
+        values = _typed_nulls()
         values.update(
             topic=F.col("topic").cast("string"),
             partition=F.col("partition").cast("int"),
@@ -255,17 +323,22 @@ def checkpoint_rows(
     return rows
 
 
-def _finding_records(config: AuditConfig, run_id: str) -> Column:
+def _finding_records(
+    config: AuditConfig, run_id: str, *, with_acks: bool, as_of_ms: int | None
+) -> Column:
+    rules = [
+        offset_overlap(config),
+        leader_epoch_regression(config),
+        leader_epoch_mismatch(config),
+        corrupt_batch(config),
+        replica_divergence(config),
+        producer_state_finding(config),
+        hanging_transaction(config, as_of_ms),
+    ]
+    if with_acks:
+        rules += [acked_write_lost(config), acked_offset_mismatch(config)]
     found = F.filter(
-        F.array(
-            offset_overlap(config),
-            leader_epoch_regression(config),
-            leader_epoch_mismatch(config),
-            corrupt_batch(config),
-            replica_divergence(config),
-            producer_state_finding(config),
-            hanging_transaction(config),
-        ).cast(T.ArrayType(FINDING_STRUCT, True)),
+        F.array(*rules).cast(T.ArrayType(FINDING_STRUCT, True)),
         lambda f: f.isNotNull(),
     )
 
@@ -365,8 +438,15 @@ def _producer_records() -> Column:
     )
 
 
-def _transaction_records(config: AuditConfig, run_id: str) -> Column:
-    transaction = transaction_record(config, run_id)
+def _session_records() -> Column:
+    session = F.col("_producer_session")
+    return F.when(session.isNotNull(), F.array(_record("sessions", session=session))).otherwise(
+        F.array().cast(T.ArrayType(OUTPUT_RECORD))
+    )
+
+
+def _transaction_records(config: AuditConfig, run_id: str, as_of_ms: int | None) -> Column:
+    transaction = transaction_record(config, run_id, as_of_ms)
     return F.when(
         transaction.isNotNull(), F.array(_record("transactions", transaction=transaction))
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
@@ -380,11 +460,12 @@ def with_rules(
     log_starts_df: DataFrame | None = None,
     high_watermarks_df: DataFrame | None = None,
     leader_epochs_df: DataFrame | None = None,
+    acks_df: DataFrame | None = None,
 ) -> DataFrame:
     """Every row with all the window facts the rules read.
 
     Rows: audited and quarantined batches, seeded state, other replicas' copies, leader-epoch
-    checkpoint entries.
+    checkpoint entries, client acknowledgements.
     """
     # Every input enters the one pass as rows; columns a kind of row lacks are null.
     rows = _audited_rows(batches_df).withColumns(
@@ -397,13 +478,22 @@ def with_rules(
         seed_rows(seeds_df) if seeds_df is not None else None,
         epoch_entry_rows(leader_epochs_df) if leader_epochs_df is not None else None,
         checkpoint_rows(log_starts_df, high_watermarks_df),
+        ack_rows(acks_df) if acks_df is not None else None,
     ]
     for more in extra:
         if more is not None:
             rows = rows.unionByName(more, allowMissingColumns=True)
+    rows = rows.transform(with_partition_context)
+    if acks_df is not None:
+        rows = rows.transform(with_ack_matches)
+    # producer_state.with_producer_state, with the epoch summaries computed between the duplicate
+    # window and the applied-state window: they share the duplicate window's sort.
     return (
-        rows.transform(with_partition_context)
-        .transform(with_producer_state, config)
+        rows.transform(with_replay_roles, config)
+        .transform(with_sessions, config)
+        .transform(with_duplicates)
+        .transform(with_sessions_summary)
+        .transform(with_applied_state)
         .transform(with_transactions)
     )
 
@@ -417,6 +507,8 @@ def audit(
     log_starts_df: DataFrame | None = None,
     high_watermarks_df: DataFrame | None = None,
     leader_epochs_df: DataFrame | None = None,
+    acks_df: DataFrame | None = None,
+    as_of_ms: int | None = None,
 ) -> DataFrame:
     """Run every rule over the batches and return the tagged output records.
 
@@ -430,10 +522,13 @@ def audit(
             checkpoints; bounds the REPLICA_DIVERGENCE comparison.
         leader_epochs_df: optional (topic, partition, leader_epoch, start_offset) from the audited
             replica's leader-epoch checkpoint (LEADER_EPOCH_MISMATCH).
+        acks_df: optional client acknowledgements in the acks contract (valid rows only):
+            ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH.
+        as_of_ms: the export time in epoch ms, when known: the age of open transactions.
 
     Returns:
-        One row per output record: `kind` (findings, quarantine, partition_stats) and one non-null
-        struct of that kind's table schema.
+        One row per output record: `kind` (one of OUTPUT_KINDS) and one non-null struct of that
+        kind's schema.
 
     """
     ruled = with_rules(
@@ -443,13 +538,15 @@ def audit(
         log_starts_df=log_starts_df,
         high_watermarks_df=high_watermarks_df,
         leader_epochs_df=leader_epochs_df,
+        acks_df=acks_df,
     )
     records = F.concat(
-        _finding_records(config, run_id),
+        _finding_records(config, run_id, with_acks=acks_df is not None, as_of_ms=as_of_ms),
         _quarantine_records(run_id),
         _partition_stats_records(),
-        _transaction_records(config, run_id),
+        _transaction_records(config, run_id, as_of_ms),
         _producer_records(),
+        _session_records(),
     )
     return ruled.select(F.explode(records).alias("r")).select("r.*")
 
@@ -493,6 +590,11 @@ def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
         F.lit(None).cast("string").alias("raw"),
     ).cast(QUARANTINE_N)
     return problems_df.select(_record("quarantine", quarantine=quarantine).alias("r")).select("r.*")
+
+
+def sessions_of(records_df: DataFrame) -> DataFrame:
+    """The per producer epoch summaries of an `audit` result (before findings are added)."""
+    return records_df.where(F.col("kind") == "sessions").select("session.*")
 
 
 def transactions_of(records_df: DataFrame) -> DataFrame:

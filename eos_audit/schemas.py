@@ -334,7 +334,8 @@ TRANSACTIONS_COLUMNS: list[Column] = [
         "duration_ms",
         T.LongType(),
         True,
-        "first batch to marker; for an open transaction its age at the partition's last timestamp",
+        "first batch to marker; for an open transaction its age at the export time "
+        "(--export-time), else at the partition's last timestamp",
     ),
     Column("coordinator_epoch", T.IntegerType(), True, "coordinator epoch of the marker"),
 ]

@@ -26,6 +26,8 @@ KIND_EPOCH_ENTRY = 3
 KIND_REPLICA = 4
 # A log-start or high-watermark checkpoint value of the partition.
 KIND_CHECKPOINT = 5
+# A client acknowledgement (--acks), compared with the batches of the log.
+KIND_ACK = 6
 
 # Log order inside a partition. base_offset alone is not a total order when an export holds two
 # batches at the same offset (OFFSET_OVERLAP), so ties are broken on every other batch field: rows

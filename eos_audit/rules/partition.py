@@ -83,6 +83,9 @@ def with_partition_context(df: DataFrame) -> DataFrame:
         F.max(F.when(audited & (F.col("max_timestamp") >= 0), F.col("max_timestamp")))
         .over(whole)
         .alias("_p_max_ts_all"),
+        # Where the exported log ends (its last offset + 1): acknowledgements at or beyond it
+        # were made after the export and cannot be checked against it.
+        (F.max(F.when(audited, F.col("last_offset"))).over(whole) + 1).alias("_p_log_end"),
         # Checkpoint rows (engine.checkpoint_rows): several replicas may list the partition;
         # the most advanced value is the one the leader enforced last.
         F.max("_ckpt_log_start").over(whole).alias("_log_start_checkpoint"),

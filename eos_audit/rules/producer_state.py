@@ -48,8 +48,12 @@ def producer_window() -> WindowSpec:
 
 
 def duplicate_window() -> WindowSpec:
-    """Data batches of one producer session and epoch with the same sequence range."""
-    return Window.partitionBy(*PRODUCER_KEYS, "_session", "producer_epoch", "_dup_key").orderBy(
+    """Data batches of one producer session and epoch with the same sequence range.
+
+    Epoch before session: `eos_audit.rules.sessions` groups by (producer, epoch) and is ordered
+    by the rest of this spec, so both windows share one sort.
+    """
+    return Window.partitionBy(*PRODUCER_KEYS, "producer_epoch", "_session", "_dup_key").orderBy(
         *REPLAY_ORDER
     )
 

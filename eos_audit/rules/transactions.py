@@ -4,8 +4,8 @@ Read off the producer window (no new sort): a transaction starts at the first ap
 transactional data batch after the producer's last applied marker (§1.6) and ends at the next
 applied COMMIT/ABORT marker (§1.7). A transaction still open at the producer's last row is OPEN;
 it is hanging when older than transaction.max.timeout.ms plus the broker's grace (§5: it pins the
-last stable offset and read_committed consumers stall), its age measured against the latest
-timestamp of the partition's audited log.
+last stable offset and read_committed consumers stall), its age measured against the export time
+when the run knows it, else against the latest timestamp of the partition's audited log.
 """
 
 from __future__ import annotations
@@ -102,20 +102,34 @@ def with_transactions(df: DataFrame) -> DataFrame:
     return df.withColumn("_txn_end", F.when(closes | ends_open, end))
 
 
-def _age_ms() -> Column:
-    return F.col("_p_max_ts_all") - F.col("_txn_end")["first_ts"]
+def _age_ms(as_of_ms: int | None) -> Column:
+    """Age of the row's transaction at `as_of_ms` (the export time), else at the partition's end.
+
+    Without an export time the log's own latest timestamp is the only clock there is: a quiet
+    partition makes open transactions look younger than they are, never older.
+    """
+    now = F.lit(as_of_ms).cast("long") if as_of_ms is not None else F.col("_p_max_ts_all")
+    return now - F.col("_txn_end")["first_ts"]
 
 
-def _is_hanging(config: AuditConfig) -> Column:
+def _is_hanging(config: AuditConfig, as_of_ms: int | None) -> Column:
     limit = config.transactions.max_timeout_ms + config.transactions.grace_ms
-    return (F.col("_txn_end")["outcome"] == "OPEN") & (_age_ms() > limit)
+    return (F.col("_txn_end")["outcome"] == "OPEN") & (_age_ms(as_of_ms) > limit)
 
 
-def hanging_transaction(config: AuditConfig) -> Column:
-    """HANGING_TRANSACTION: open at the end of the audited log and older than timeout + grace."""
+def hanging_transaction(config: AuditConfig, as_of_ms: int | None = None) -> Column:
+    """HANGING_TRANSACTION: open at the end of the audited log and older than timeout + grace.
+
+    Args:
+        config: the run configuration (transaction timeout and grace, severity).
+        as_of_ms: the export time in epoch ms, when known; the age is measured against it.
+
+    Returns:
+        The finding struct, or null.
+    """
     end = F.col("_txn_end")
     return when_true(
-        end.isNotNull() & _is_hanging(config),
+        end.isNotNull() & _is_hanging(config, as_of_ms),
         finding(
             "HANGING_TRANSACTION",
             config,
@@ -126,7 +140,7 @@ def hanging_transaction(config: AuditConfig) -> Column:
                 F.col("producer_id"),
                 end["start_epoch"],
                 end["first_offset"],
-                _age_ms(),
+                _age_ms(as_of_ms),
             ),
             spec_ref="§1.6, §5",
             previous_offset=end["first_offset"],
@@ -134,12 +148,16 @@ def hanging_transaction(config: AuditConfig) -> Column:
                 end["first_offset"],
                 F.coalesce(end["first_last_offset"], end["first_offset"]),
             ),
-            evidence={"age_ms": _age_ms(), "first_offset": end["first_offset"]},
+            evidence={
+                "age_ms": _age_ms(as_of_ms),
+                "first_offset": end["first_offset"],
+                "age_measured_at": F.lit("export_time" if as_of_ms is not None else "log_end"),
+            },
         ),
     )
 
 
-def transaction_record(config: AuditConfig, run_id: str) -> Column:
+def transaction_record(config: AuditConfig, run_id: str, as_of_ms: int | None = None) -> Column:
     """The `transactions` table row of the transaction ending at this row, or null."""
     end = F.col("_txn_end")
     open_ = end["outcome"] == "OPEN"
@@ -166,11 +184,11 @@ def transaction_record(config: AuditConfig, run_id: str) -> Column:
             end["first_offset"].alias("first_offset"),
             end["marker_offset"].alias("marker_offset"),
             end["outcome"].alias("outcome"),
-            _is_hanging(config).alias("hanging"),
+            _is_hanging(config, as_of_ms).alias("hanging"),
             end["batches"].alias("batches"),
             end["first_ts"].alias("first_timestamp"),
             end["end_ts"].alias("end_timestamp"),
-            F.when(open_, _age_ms())
+            F.when(open_, _age_ms(as_of_ms))
             .otherwise(end["end_ts"] - end["first_ts"])
             .alias("duration_ms"),
             end["coordinator_epoch"].alias("coordinator_epoch"),

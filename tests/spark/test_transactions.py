@@ -96,3 +96,20 @@ def test_transaction_ids_are_deterministic(spark, records):
     again = engine.audit(to_canonical(batches_df(spark, list(reversed(ROWS)))), AuditConfig(), "x")
     ids = lambda rec: sorted(r.transaction_id for r in engine.transactions_of(rec).collect())  # noqa: E731
     assert ids(records) == ids(again)
+
+
+def test_export_time_ages_open_transactions(spark):
+    """Aged at the export time, producer 3's transaction (open since 25 min) hangs too."""
+    batches = to_canonical(batches_df(spark, ROWS))
+    export_at = 50 * MIN  # 10 minutes after the last batch of the log
+    rec = engine.audit(batches, AuditConfig(), "r", as_of_ms=export_at)
+    hanging = engine.findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
+    by_producer = {r.producer_id: r for r in hanging.collect()}
+    assert sorted(by_producer) == [1, 3]
+    assert by_producer[3].evidence["age_ms"] == str(25 * MIN)
+    assert by_producer[3].evidence["age_measured_at"] == "export_time"
+    open_rows = engine.transactions_of(rec).where("outcome = 'OPEN'")
+    assert sorted((r.producer_id, r.duration_ms) for r in open_rows.collect()) == [
+        (1, 40 * MIN),
+        (3, 25 * MIN),
+    ]
