@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
 from eos_audit.rules.common import sentence
-from eos_audit.schemas import FINDINGS
+from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import SOURCE_ERROR
 
 REGRESSION = "LIST_OFFSETS_REGRESSION"
@@ -116,21 +116,33 @@ def _observations(observations_df: DataFrame) -> DataFrame:
     ).withColumn("_valid", F.col("error").isNull() & F.col("offset").isNotNull())
 
 
-def list_offsets_error_counts(observations_df: DataFrame) -> DataFrame:
-    """How many ListOffsets answers failed, per partition and error.
+def list_offsets_error_counts(observations_df: DataFrame, run_id: str) -> DataFrame:
+    """How many ListOffsets answers failed, per partition, spec and error: the errors table.
 
     Errors (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
-    LEADER_NOT_AVAILABLE; ...) are retriable answers, not regressions (§5).
+    LEADER_NOT_AVAILABLE; ...) are retriable answers, not regressions (§5), but a partition that
+    answers them for an hour is worth a look.
 
     Args:
         observations_df: `read_list_offsets` output (rows with `_source_error` are skipped).
+        run_id: the audit run.
 
     Returns:
-        Columns topic, partition, error, count (long), one row per partition and error.
+        Rows in the `list_offsets_errors` contract (schemas/list_offsets_errors.json).
 
     """
     obs = _observations(observations_df).where(F.col("error").isNotNull())
-    return obs.groupBy("topic", "partition", "error").agg(F.count(F.lit(1)).alias("count"))
+    counts = obs.groupBy("topic", "partition", "spec", "error").agg(
+        F.count(F.lit(1)).alias("observations"),
+        F.min("observed_at").alias("first_observed_at"),
+        F.max("observed_at").alias("last_observed_at"),
+    )
+    return counts.select(
+        *[
+            (F.lit(run_id) if f.name == "run_id" else F.col(f.name)).cast(f.dataType).alias(f.name)
+            for f in LIST_OFFSETS_ERRORS.fields
+        ]
+    )
 
 
 def _finding_id(finding_type: str) -> Column:

@@ -26,7 +26,7 @@ from pyspark.sql import types as T
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
 from eos_audit.rules.list_offsets import list_offsets_error_counts, list_offsets_findings
-from eos_audit.schemas import FINDINGS
+from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import LIST_OFFSETS, SOURCE_ERROR, read_list_offsets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "list_offsets"
@@ -568,11 +568,14 @@ def test_acked_data_missing_from_log(ruled):
 
 def test_errors_are_counted_not_flagged(spark, observations):
     expected = spark.createDataFrame(
-        [("kip207", 0, "OFFSET_NOT_AVAILABLE", 2), ("kip207", 1, "LEADER_NOT_AVAILABLE", 1)],
-        "topic string, partition int, error string, count long",
+        [
+            ("r", "kip207", 0, "latest", "OFFSET_NOT_AVAILABLE", 2, at(1), at(5)),
+            ("r", "kip207", 1, "latest", "LEADER_NOT_AVAILABLE", 1, at(5), at(5)),
+        ],
+        LIST_OFFSETS_ERRORS,
     )
     assert_df_equality(
-        list_offsets_error_counts(observations),
+        list_offsets_error_counts(observations, "r"),
         expected,
         ignore_row_order=True,
         ignore_nullable=True,
