@@ -100,10 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="kafka-get-offsets.sh text: what --time asked (default latest)",
     )
     audit.add_argument(
+        "--acks",
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="client send results (schemas/acks.json as Parquet/JSON/CSV): acknowledged writes "
+        "are checked against the log",
+    )
+    audit.add_argument("--acks-format", default="auto", choices=("auto", "parquet", "json", "csv"))
+    audit.add_argument(
         "--export-time",
         metavar="ISO-8601",
-        help="when the log was exported: only earlier ListOffsets observations "
-        "are compared with its end",
+        help="when the log was exported: open transactions are aged at it, and only earlier "
+        "ListOffsets observations are compared with the log's end",
     )
     audit.add_argument(
         "--topic", help="dump-log: topic of the dumped segment when the text does not name it"
@@ -167,24 +176,29 @@ def _print_summary(result, out=None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eos_audit.pipeline import AuditInputs, run_audit
+    from eos_audit.pipeline import AuditInputs, export_time_ms, run_audit
     from eos_audit.session import get_spark
 
     if args.command == "demo":
-        from eos_audit.demo import write_demo_export
+        from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
 
         export_dir = (
             Path(args.export) if args.export else Path(tempfile.mkdtemp(prefix="eos-demo-"))
         )
         path, faults = write_demo_export(export_dir)
+        evidence = write_demo_evidence(export_dir)
         print(f"sample export with {len(faults)} injected faults and 1 malformed row: {path}")
-        for fault in faults:
+        print(
+            f"client evidence with {len(evidence.faults)} more: {evidence.acks}, "
+            f"{evidence.list_offsets}"
+        )
+        for fault in faults + evidence.faults:
+            where = f"@ {fault.base_offset}" if fault.base_offset >= 0 else "(client side)"
             print(
-                f"  {fault.finding_type:<22} {fault.topic}-{fault.partition} @ "
-                f"{fault.base_offset}: {fault.story}"
+                f"  {fault.finding_type:<22} {fault.topic}-{fault.partition} {where}: {fault.story}"
             )
         config: AuditConfig = load_config(None)
-        inputs = AuditInputs(batches=(str(path),))
+        inputs = demo_inputs(path, evidence)
         result = run_audit(
             get_spark(), inputs, config, str(Path(args.warehouse).resolve()), run_id="demo"
         )
@@ -193,11 +207,13 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.conf)
     # Fail before starting Spark (seconds) when a local input is plainly missing.
-    for path in [*args.batches, *args.producer_state, *args.list_offsets]:
+    for path in [*args.batches, *args.producer_state, *args.list_offsets, *args.acks]:
         if "://" not in path and not Path(path).exists():
             raise InputNotFoundError(
-                f"input {path} does not exist; check --batches and --producer-state"
+                f"input {path} does not exist; check --batches, --producer-state, "
+                "--list-offsets and --acks"
             )
+    export_time_ms(args.export_time)  # a malformed time fails here, not after the audit
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})
     inputs = AuditInputs(
@@ -211,6 +227,8 @@ def _run(args: argparse.Namespace) -> int:
         list_offsets_format=args.list_offsets_format,
         list_offsets_spec=args.list_offsets_spec,
         export_time=args.export_time,
+        acks=tuple(args.acks),
+        acks_format=args.acks_format,
     )
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)

@@ -4,17 +4,27 @@ The export is realistic rather than random: idempotent and transactional produce
 v1 with same-epoch markers and v2 with an epoch bump per marker), a non-idempotent producer, a
 topic whose log starts above 0, and a handful of injected faults, each listed in
 `INJECTED_FAULTS` so the tests can check that every one is found exactly once and nothing else is.
+
+Beside the log, `write_demo_evidence` writes what applications and offset watchers recorded that
+night: the producers' send results (--acks) and ListOffsets observations (--list-offsets), with
+their own planted faults.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from eos_audit.schemas import RECORD_BATCH
+
+if TYPE_CHECKING:
+    from eos_audit.pipeline import AuditInputs
 
 START_MS = 1_795_219_200_000  # 2026-11-21T00:00:00Z
 
@@ -240,3 +250,148 @@ def write_demo_export(directory: Path) -> tuple[Path, list[InjectedFault]]:
     table = pa.table({c: [r[c] for r in all_rows] for c in columns})
     pq.write_table(table, path)
     return path, faults
+
+
+@dataclass(frozen=True)
+class DemoEvidence:
+    """The sample's client-side evidence: files, the export time and the faults planted in them."""
+
+    acks: Path
+    list_offsets: Path
+    export_time: str
+    faults: list[InjectedFault]
+
+
+def _iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def build_demo_acks() -> tuple[list[dict], list[InjectedFault]]:
+    """Send results as the applications logged them, for two producers of the sample log."""
+    rows, _, _ = build_demo_export()
+    faults: list[InjectedFault] = []
+    acks: list[dict] = []
+
+    def ack(row: dict, **changes) -> dict:
+        value = {
+            "event_time": _iso(row["max_timestamp"] + 5),
+            "topic": row["topic"],
+            "partition": row["partition"],
+            "producer_id": row["producer_id"],
+            "producer_epoch": row["producer_epoch"],
+            "base_sequence": row["base_sequence"],
+            "record_count": row["record_count"],
+            "offset": row["base_offset"],
+            "error": None,
+            "log_start_offset": 0,
+        }
+        value.update(changes)
+        return value
+
+    # payments-1: every batch of producer 1002 was acknowledged where the log holds it, and so
+    # was sequence 9-11 at offset 9, before an unclean leader election lost it: the new leader
+    # wrote sequence 12 there.
+    p1 = [r for r in rows if r["topic"] == "payments" and r["partition"] == 1]
+    for row in p1:
+        if row["base_sequence"] == 12:
+            acks.append(ack(row, base_sequence=9, event_time=_iso(row["max_timestamp"] - 500)))
+            faults.append(
+                InjectedFault(
+                    "ACKED_WRITE_LOST",
+                    "CRITICAL",
+                    "payments",
+                    1,
+                    row["base_offset"],
+                    "sequences 9-11 were acknowledged at offset 9, then lost",
+                )
+            )
+        acks.append(ack(row))
+    # orders-0: producer 3001 was idle past retention; its next send met UNKNOWN_PRODUCER_ID with
+    # a log start offset above its last acknowledged offset: benign (KIP-360's client rule).
+    o0 = [r for r in rows if r["topic"] == "orders" and r["producer_id"] == 3001]
+    first = o0[0]
+    ten_days_before = _iso(first["max_timestamp"] - 10 * 86_400_000)
+    acks.append(ack(first, offset=4_100, base_sequence=1_197, event_time=ten_days_before))
+    acks.append(
+        ack(
+            first,
+            offset=None,
+            error="UNKNOWN_PRODUCER_ID",
+            log_start_offset=5_000,
+            event_time=_iso(first["max_timestamp"] - 1_000),
+        )
+    )
+    faults.append(
+        InjectedFault(
+            "CLIENT_SEQUENCE_ERROR",
+            "INFO",
+            "orders",
+            0,
+            -1,
+            "benign: UNKNOWN_PRODUCER_ID after retention removed the producer's state",
+        )
+    )
+    acks += [ack(r, log_start_offset=5_000) for r in o0]
+    return acks, faults
+
+
+def build_demo_list_offsets() -> tuple[list[dict], list[InjectedFault]]:
+    """An offset watcher's ListOffsets(latest) answers for payments-0 across a leader change."""
+    minute = 60_000
+
+    def obs(at: int, offset: int | None, epoch: int | None, error: str | None = None) -> dict:
+        return {
+            "observed_at": _iso(START_MS + at * minute),
+            "topic": "payments",
+            "partition": 0,
+            "spec": "latest",
+            "isolation": "read_uncommitted",
+            "offset": offset,
+            "leader_epoch": epoch,
+            "error": error,
+        }
+
+    observations = [
+        obs(1, 30, 0),
+        obs(2, None, None, "OFFSET_NOT_AVAILABLE"),  # the new leader's high watermark lags
+        obs(3, 25, 1),  # KIP-207: behind the old leader's answer ...
+        obs(4, 36, 1),  # ... and caught up a minute later
+        obs(5, 43, 1),
+    ]
+    fault = InjectedFault(
+        "LIST_OFFSETS_REGRESSION",
+        "WARNING",
+        "payments",
+        0,
+        25,
+        "benign: a new leader's high watermark lagged for a minute (KIP-207)",
+    )
+    return observations, [fault]
+
+
+def write_demo_evidence(directory: Path) -> DemoEvidence:
+    """Write the sample's acknowledgements and ListOffsets observations as JSON lines."""
+    directory.mkdir(parents=True, exist_ok=True)
+    acks, ack_faults = build_demo_acks()
+    observations, offset_faults = build_demo_list_offsets()
+    files = {"acks": directory / "acks.jsonl", "list_offsets": directory / "list_offsets.jsonl"}
+    for name, rows in (("acks", acks), ("list_offsets", observations)):
+        files[name].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return DemoEvidence(
+        acks=files["acks"],
+        list_offsets=files["list_offsets"],
+        export_time=_iso(START_MS + 3_600_000),
+        faults=ack_faults + offset_faults,
+    )
+
+
+def demo_inputs(batches: Path, evidence: DemoEvidence) -> AuditInputs:
+    """What `eos-audit demo` audits: the log, the send results and the offset observations."""
+    from eos_audit.pipeline import AuditInputs
+
+    return AuditInputs(
+        batches=(str(batches),),
+        acks=(str(evidence.acks),),
+        list_offsets=(str(evidence.list_offsets),),
+        export_time=evidence.export_time,
+    )

@@ -22,11 +22,13 @@ from pyspark.sql import functions as F
 
 from eos_audit import __version__, engine
 from eos_audit.config import AuditConfig
-from eos_audit.errors import EosAuditError, InputSchemaError
+from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
     AUDIT_RUNS,
     FINDINGS,
+    LIST_OFFSETS_ERRORS,
     PARTITION_SUMMARY,
+    PRODUCER_SESSIONS,
     PRODUCER_STATE,
     QUARANTINE,
     TRANSACTIONS,
@@ -34,11 +36,11 @@ from eos_audit.schemas import (
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import TableWriter, choose_writer
 from eos_audit.sources.files import TABULAR_FORMATS, detect_format, read_tabular
+from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
 
 BATCH_FORMATS = ("auto", *TABULAR_FORMATS, "segments", "dump-log")
-SEVERITY_ORDER = ("CRITICAL", "ERROR", "WARNING", "INFO")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class AuditInputs:
     list_offsets_format: str = "auto"
     list_offsets_spec: str = "latest"
     export_time: str | None = None
+    acks: tuple[str, ...] = ()
+    acks_format: str = "auto"
 
 
 @dataclass
@@ -173,13 +177,65 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFram
     return df
 
 
+def export_time_ms(export_time: str | None) -> int | None:
+    """The --export-time as epoch milliseconds (ISO-8601; UTC when it names no zone).
+
+    Raises:
+        ConfigError: when the text is not an ISO-8601 time.
+    """
+    if export_time is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(export_time.strip().replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ConfigError(
+            f"--export-time {export_time!r} is not an ISO-8601 time; write it like "
+            "2026-11-21T03:00:00Z"
+        ) from exc
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
+
+
+def read_acks_input(spark: SparkSession, inputs: AuditInputs) -> DataFrame | None:
+    """The --acks inputs in the acks contract, with `_source_error` on rows that are unusable."""
+    if not inputs.acks:
+        return None
+    from eos_audit.sources.acks import read_acks
+
+    return read_acks(spark, list(inputs.acks), fmt=inputs.acks_format)
+
+
+def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) -> None:
+    """Classify client-seen sequence errors and quarantine unusable acknowledgements.
+
+    The acknowledgements checked against the log (ACKED_WRITE_LOST, ACKED_OFFSET_MISMATCH) went
+    through the one pass; these two need the acknowledgements alone.
+    """
+    from eos_audit.rules.acks import client_error_findings
+    from eos_audit.sources.list_offsets import SOURCE_ERROR
+
+    rejected = acks.where(F.col(SOURCE_ERROR).isNotNull()).select(
+        F.lit("acks").alias("input"),
+        F.coalesce(F.col("source"), F.lit("acks")).alias("source"),
+        F.col(SOURCE_ERROR).alias("reason"),
+    )
+    records = engine.finding_records_of(client_error_findings(acks, config, run_id)).unionByName(
+        engine.problem_records(rejected, run_id)
+    )
+    records.write.mode("append").partitionBy("kind").parquet(str(stage))
+
+
 def _stage_list_offsets(
     spark: SparkSession, inputs: AuditInputs, config: AuditConfig, run_id: str, stage: Path
-) -> None:
+) -> DataFrame:
     """Audit ListOffsets observations and add their records to the run's stage.
 
     The exported log's end offset per partition (for ACKED_DATA_MISSING_FROM_LOG) comes from the
     staged partition statistics: a few rows, so the batches are not read again.
+
+    Returns:
+        The observations as read, for the errors table.
     """
     from eos_audit.rules.list_offsets import list_offsets_findings
     from eos_audit.sources.list_offsets import SOURCE_ERROR, read_list_offsets
@@ -206,55 +262,7 @@ def _stage_list_offsets(
         engine.problem_records(rejected, run_id)
     )
     records.write.mode("append").partitionBy("kind").parquet(str(stage))
-
-
-def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
-    """One row per audited partition, from the stage's small records (no batch data read again).
-
-    Args:
-        staged: the run's staged output records.
-        run_id: the run id.
-
-    Returns:
-        Rows in the `partition_summary` contract.
-    """
-    stats = engine.partition_stats_of(staged)
-    producers = (
-        staged.where(F.col("kind") == "producers")
-        .groupBy(
-            F.col("producer.topic").alias("topic"), F.col("producer.partition").alias("partition")
-        )
-        .agg(F.countDistinct("producer.producer_id").alias("producers"))
-    )
-    findings = (
-        engine.findings_of(staged)
-        .groupBy("topic", "partition")
-        .agg(
-            *[
-                F.count(F.when(F.col("severity") == s, 1)).alias(f"findings_{s.lower()}")
-                for s in SEVERITY_ORDER
-            ]
-        )
-    )
-    joined = stats.join(producers, ["topic", "partition"], "left").join(
-        findings, ["topic", "partition"], "left"
-    )
-    counts = ["producers", *[f"findings_{s.lower()}" for s in SEVERITY_ORDER]]
-    return joined.select(
-        F.lit(run_id).alias("run_id"),
-        "topic",
-        "partition",
-        "first_offset",
-        "last_offset",
-        "batches",
-        "replica_batches",
-        "records",
-        *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in counts],
-        "batches_with_producer_id",
-        F.when(F.col("batches") > 0, F.col("batches_with_producer_id") / F.col("batches")).alias(
-            "coverage"
-        ),
-    )
+    return observations
 
 
 def _summary(staged: DataFrame) -> dict:
@@ -352,7 +360,14 @@ def run_audit(
     log.info("run %s: reading %s (%s)", run_id, ", ".join(inputs.batches), inputs.batches_format)
     error: str | None = "interrupted"
     try:
+        as_of_ms = export_time_ms(inputs.export_time)
         read = read_inputs(spark, inputs)
+        acks = read_acks_input(spark, inputs)
+        valid_acks = None
+        if acks is not None:
+            from eos_audit.sources.list_offsets import SOURCE_ERROR
+
+            valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
         records = engine.audit(
             read.batches,
             config,
@@ -361,19 +376,29 @@ def run_audit(
             log_starts_df=read.log_starts,
             high_watermarks_df=read.high_watermarks,
             leader_epochs_df=read.leader_epochs,
+            acks_df=valid_acks,
+            as_of_ms=as_of_ms,
         )
         if read.problems is not None:
             records = records.unionByName(engine.problem_records(read.problems, run_id))
         log.info("run %s: auditing (one shuffle) and staging the results", run_id)
         records.write.mode("overwrite").partitionBy("kind").parquet(str(stage))
+        if acks is not None:
+            _stage_acks(acks, config, run_id, stage)
+        offset_errors = spark.createDataFrame([], LIST_OFFSETS_ERRORS)
         if inputs.list_offsets:
-            _stage_list_offsets(spark, inputs, config, run_id, stage)
+            from eos_audit.rules.list_offsets import list_offsets_error_counts
+
+            observations = _stage_list_offsets(spark, inputs, config, run_id, stage)
+            offset_errors = list_offsets_error_counts(observations, run_id)
         staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
         for table, df, schema in (
             ("findings", engine.findings_of(staged), FINDINGS),
             ("quarantine", engine.quarantine_of(staged), QUARANTINE),
             ("transactions", engine.transactions_of(staged), TRANSACTIONS),
             ("partition_summary", partition_summary(staged, run_id), PARTITION_SUMMARY),
+            ("producer_sessions", producer_sessions(staged, run_id), PRODUCER_SESSIONS),
+            ("list_offsets_errors", offset_errors, LIST_OFFSETS_ERRORS),
         ):
             result.tables[table] = writer.replace_run(table, df, schema, run_id)
             log.info("run %s: wrote %s", run_id, result.tables[table])

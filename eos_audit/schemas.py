@@ -394,7 +394,7 @@ PRODUCER_SESSIONS_COLUMNS: list[Column] = [
     Column("last_timestamp", T.LongType(), True, "timestamp of the last batch, ms"),
     Column(
         "findings",
-        T.MapType(T.StringType(), T.LongType(), False),
+        T.MapType(T.StringType(), T.LongType(), True),
         False,
         "findings about this producer epoch, by finding_type",
     ),

@@ -51,20 +51,21 @@ inputs as a whole (a missing path, a missing required column, a column of an unu
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
+from eos_audit.errors import ConfigError
 from eos_audit.schemas import LIST_OFFSETS, LIST_OFFSETS_COLUMNS  # noqa: F401 (re-exported)
-from eos_audit.sources.canonical import is_integer_type, reason_when
+from eos_audit.sources import contract_reader as cr
+from eos_audit.sources.canonical import reason_when
+from eos_audit.sources.contract_reader import (  # noqa: F401 (re-exported)
+    SOURCE_ERROR,
+    parse_utc_time,
+)
 
 log = logging.getLogger(__name__)
 
-SOURCE_ERROR = "_source_error"
 SPECS = ("latest", "earliest", "max_timestamp")
 ISOLATIONS = ("read_uncommitted", "read_committed")
 FORMATS = ("parquet", "json", "csv", "get-offsets")
@@ -76,6 +77,15 @@ LIST_OFFSETS_DESCRIPTIONS: dict[str, str] = {c.name: c.description for c in LIST
 REQUIRED_COLUMNS = ["observed_at", "topic", "partition", "offset"]
 _INTEGER_COLUMNS = ("partition", "offset", "leader_epoch")
 _STRING_COLUMNS = ("topic", "spec", "isolation", "error", "source")
+CONTRACT = cr.TableContract(
+    label="ListOffsets",
+    columns=tuple(LIST_OFFSETS_DESCRIPTIONS),
+    required=tuple(REQUIRED_COLUMNS),
+    integer_columns=_INTEGER_COLUMNS,
+    string_columns=_STRING_COLUMNS,
+    time_columns=("observed_at",),
+    required_note=" (spec and isolation default to the reader's arguments)",
+)
 
 _SUFFIXES = {
     ".parquet": "parquet",
@@ -107,8 +117,6 @@ _TIME = (
 HEADER = r"^\s*(?:#\s*observed[_ -]?at\s*[:=]\s*(.*?)|(" + _TIME + r"))\s*$"
 DATA_LINE = r"^([A-Za-z0-9._-]+):(\d+):(-?\d+)?(?:,-?\d+)*$"
 SKIP_LINE = r"^Skip getting offsets for topic-partition (\S+)-(\d+) due to error:\s*(.*)$"
-_LEGAL_TOPIC = r"^[A-Za-z0-9._-]{1,249}$"
-_HAS_ZONE = r"(?i)\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)$"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -150,10 +158,6 @@ def _normalize_isolation(isolation: str | None, spec: str) -> str | None:
     return value
 
 
-def _is_uri(path: str) -> bool:
-    return "://" in path or path.startswith("dbfs:")
-
-
 def detect_format(path: str) -> str:
     """Guess the ListOffsets input format of a path from its suffix or its files' suffixes.
 
@@ -167,124 +171,7 @@ def detect_format(path: str) -> str:
         InputNotFoundError: the path does not exist or its format cannot be told.
 
     """
-    suffix = Path(path.rstrip("/")).suffix.lower()
-    if _is_uri(path):
-        if suffix in _SUFFIXES:
-            return _SUFFIXES[suffix]
-        raise InputNotFoundError(
-            f"cannot tell the format of ListOffsets input {path} from its name; pass fmt "
-            f"(one of {list(FORMATS)})"
-        )
-    p = Path(path)
-    if not p.exists():
-        raise InputNotFoundError(f"ListOffsets input {path} does not exist")
-    if p.is_file():
-        return _SUFFIXES.get(suffix, "get-offsets")
-    files = sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
-    if not files:
-        raise InputNotFoundError(f"ListOffsets input directory {path} holds no files")
-    for f in files:
-        if f.suffix.lower() in _SUFFIXES:
-            return _SUFFIXES[f.suffix.lower()]
-    return "get-offsets"
-
-
-# ------------------------------------------------------------------------------------------------
-# Value parsing shared by every format
-# ------------------------------------------------------------------------------------------------
-def parse_utc_time(text: Column) -> Column:
-    """A timestamp from ISO-8601 text (UTC when it has no zone) or epoch milliseconds; else null."""
-    t = F.trim(text)
-    return (
-        F.when(t.rlike(r"^\d{1,15}$"), F.timestamp_millis(t.try_cast("long")))
-        .when(t.rlike(_HAS_ZONE), t.try_cast("timestamp"))
-        .otherwise(F.concat(t, F.lit("Z")).try_cast("timestamp"))
-    )
-
-
-def _fmt(template: str, *cols: Column) -> Column:
-    return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("null")) for c in cols])
-
-
-def _check_types(df: DataFrame, where: str) -> None:
-    """Raise naming the column when a typed input (Parquet) has a column of an unusable type."""
-    for field in df.schema.fields:
-        name, data_type = field.name, field.dataType
-        if name in _INTEGER_COLUMNS and not (
-            is_integer_type(data_type) or isinstance(data_type, T.StringType)
-        ):
-            raise InputSchemaError(
-                f"ListOffsets input {where}: column {name!r} has type "
-                f"{data_type.simpleString()}, expected an integer type (any width)"
-            )
-        if name in _STRING_COLUMNS and not isinstance(data_type, T.StringType):
-            raise InputSchemaError(
-                f"ListOffsets input {where}: column {name!r} has type "
-                f"{data_type.simpleString()}, expected string"
-            )
-        if name == "observed_at" and not (
-            isinstance(data_type, T.TimestampType | T.TimestampNTZType | T.StringType)
-            or is_integer_type(data_type)
-        ):
-            raise InputSchemaError(
-                f"ListOffsets input {where}: column 'observed_at' has type "
-                f"{data_type.simpleString()}, expected a timestamp, an ISO-8601 string or epoch "
-                "milliseconds"
-            )
-
-
-def _require(columns: list[str] | set[str], required: list[str], where: str) -> None:
-    missing = [c for c in required if c not in columns]
-    if missing:
-        raise InputSchemaError(
-            f"ListOffsets input {where} is missing required column(s) {missing}; the contract "
-            f"requires {REQUIRED_COLUMNS} (spec and isolation default to the reader's arguments)"
-        )
-
-
-def _observed_at(df: DataFrame) -> tuple[Column, Column]:
-    """(parsed observed_at, problem) whatever the column's type."""
-    if "observed_at" not in df.columns:
-        return F.lit(None).cast("timestamp"), F.lit("missing observed_at")
-    raw = F.col("observed_at")
-    data_type = df.schema["observed_at"].dataType
-    if isinstance(data_type, T.TimestampType):
-        parsed = raw
-    elif isinstance(data_type, T.TimestampNTZType):  # a wall-clock time: read it as UTC
-        parsed = F.concat(raw.cast("string"), F.lit("Z")).try_cast("timestamp")
-    elif is_integer_type(data_type):
-        parsed = F.timestamp_millis(raw.try_cast("long"))
-    else:
-        parsed = parse_utc_time(raw.cast("string"))
-    problem = F.when(raw.isNull(), F.lit("null observed_at")).when(
-        parsed.isNull(), _fmt("observed_at %s is not a timestamp", raw)
-    )
-    return parsed, problem
-
-
-def _integer(df: DataFrame, name: str) -> tuple[Column, Column]:
-    """(value as long, problem) for an integer column of any width, or text."""
-    if name not in df.columns:
-        return F.lit(None).cast("long"), F.lit(None).cast("string")
-    raw = F.col(name)
-    if isinstance(df.schema[name].dataType, T.StringType):
-        text = F.trim(raw)
-        text = F.when(text != "", text)
-        value = text.try_cast("long")
-        problem = reason_when(
-            text.isNotNull() & value.isNull(), _fmt(f"{name} %s is not an integer", raw)
-        )
-    else:
-        value = raw.try_cast("long")
-        problem = reason_when(raw.isNotNull() & value.isNull(), f"{name} exceeds the long range")
-    return value, problem
-
-
-def _text(df: DataFrame, name: str) -> Column:
-    if name not in df.columns:
-        return F.lit(None).cast("string")
-    value = F.trim(F.col(name).cast("string"))
-    return F.when(value != "", value)
+    return cr.detect_format(path, CONTRACT, _SUFFIXES, FORMATS, default="get-offsets")
 
 
 def to_contract(
@@ -310,37 +197,32 @@ def to_contract(
         The LIST_OFFSETS columns with contract types and `_source_error` (null for good rows).
 
     """
-    observed_at, observed_problem = _observed_at(df)
-    partition, partition_problem = _integer(df, "partition")
-    offset, offset_problem = _integer(df, "offset")
-    epoch, epoch_problem = _integer(df, "leader_epoch")
+    observed_at, observed_problem = cr.parse_time(df, "observed_at")
+    partition, partition_problem = cr.parse_integer(df, "partition")
+    offset, offset_problem = cr.parse_integer(df, "offset")
+    epoch, epoch_problem = cr.parse_integer(df, "leader_epoch")
     if "spec" in df.columns:
-        raw_spec = F.lower(_text(df, "spec"))
+        raw_spec = F.lower(cr.parse_text(df, "spec"))
         if null_means_default:
             raw_spec = F.coalesce(raw_spec, F.lit(spec))
     else:
         raw_spec = F.lit(spec)
     if "isolation" in df.columns:
-        iso_col = F.lower(_text(df, "isolation"))
+        iso_col = F.lower(cr.parse_text(df, "isolation"))
         if null_means_default:
             iso_col = F.coalesce(iso_col, F.lit(isolation).cast("string"))
     else:
         iso_col = F.lit(isolation).cast("string")
-    error = F.upper(_text(df, "error"))
-    source = _text(df, "source")
+    error = F.upper(cr.parse_text(df, "error"))
+    source = cr.parse_text(df, "source")
     if default_source is not None:
         source = F.coalesce(source, default_source)
-    upstream = (
-        F.col(SOURCE_ERROR).cast("string")
-        if SOURCE_ERROR in df.columns
-        else F.lit(None).cast("string")
-    )
     # Stage 1: every value parsed once (the next stage refers to these columns, so no parsing
     # expression is repeated in the plan).
     parsed = df.select(
         observed_at.alias("_observed_at"),
         observed_problem.alias("_observed_problem"),
-        _text(df, "topic").alias("_topic"),
+        cr.parse_text(df, "topic").alias("_topic"),
         partition.alias("_partition"),
         partition_problem.alias("_partition_problem"),
         raw_spec.alias("_raw_spec"),
@@ -351,7 +233,7 @@ def to_contract(
         epoch_problem.alias("_epoch_problem"),
         F.when(error != "NONE", error).alias("_error"),
         source.alias("_source"),
-        upstream.alias("_upstream"),
+        cr.upstream_reason(df),
     )
     aliases = F.create_map(*[F.lit(x) for kv in _SPEC_ALIASES.items() for x in kv])
     parsed = parsed.withColumn("_spec", F.try_element_at(aliases, F.col("_raw_spec")))
@@ -365,35 +247,38 @@ def to_contract(
         F.col("_observed_problem"),
         reason_when(topic.isNull(), "null topic"),
         reason_when(
-            ~topic.rlike(_LEGAL_TOPIC), _fmt("topic %s is not a legal Kafka topic name", topic)
+            ~topic.rlike(cr.LEGAL_TOPIC),
+            cr.format_reason("topic %s is not a legal Kafka topic name", topic),
         ),
         F.coalesce(F.col("_partition_problem"), reason_when(partition.isNull(), "null partition")),
         reason_when(
-            (partition < 0) | (partition > INT32_MAX), _fmt("partition %s out of range", partition)
+            (partition < 0) | (partition > INT32_MAX),
+            cr.format_reason("partition %s out of range", partition),
         ),
         F.when(F.col("_raw_spec").isNull(), F.lit("null spec")).when(
             spec_col.isNull(),
-            _fmt("spec %s is not latest, earliest or max_timestamp", F.col("_raw_spec")),
+            cr.format_reason(
+                "spec %s is not latest, earliest or max_timestamp", F.col("_raw_spec")
+            ),
         ),
         F.when(
             iso_col.isNotNull() & ~iso_col.isin(*ISOLATIONS),
-            _fmt("isolation %s is not read_uncommitted or read_committed", iso_col),
+            cr.format_reason("isolation %s is not read_uncommitted or read_committed", iso_col),
         ).when(
             iso_col.isNull() & spec_col.isNotNull() & (spec_col != "earliest"),
-            _fmt("null isolation (required for spec %s)", spec_col),
+            cr.format_reason("null isolation (required for spec %s)", spec_col),
         ),
         F.coalesce(
             F.col("_offset_problem"),
             reason_when(offset.isNull() & error.isNull(), "no offset and no error"),
         ),
-        reason_when(offset < 0, _fmt("negative offset %s", offset)),
+        reason_when(offset < 0, cr.format_reason("negative offset %s", offset)),
         F.col("_epoch_problem"),
         reason_when(
-            (epoch < -1) | (epoch > INT32_MAX), _fmt("leader_epoch %s out of range", epoch)
+            (epoch < -1) | (epoch > INT32_MAX),
+            cr.format_reason("leader_epoch %s out of range", epoch),
         ),
     ]
-    # A row that failed to parse gets that reason alone, not its consequences (null columns).
-    reason = F.coalesce(F.col("_upstream"), F.concat_ws("; ", *problems))
     values = {
         "observed_at": F.col("_observed_at"),
         "topic": topic,
@@ -407,82 +292,33 @@ def to_contract(
         "error": error,
         "source": F.col("_source"),
     }
-    return parsed.select(
-        *[values[f.name].cast(f.dataType).alias(f.name) for f in LIST_OFFSETS.fields],
-        F.nullif(reason, F.lit("")).alias(SOURCE_ERROR),
-    )
+    # A row that failed to parse gets that reason alone, not its consequences (null columns).
+    return cr.select_contract(parsed, values, problems, LIST_OFFSETS)
 
 
 # ------------------------------------------------------------------------------------------------
 # Readers
 # ------------------------------------------------------------------------------------------------
-def _file_source(with_row_index: bool = False) -> Column:
-    path = F.col("_metadata.file_path")
-    if with_row_index:
-        return F.concat(path, F.lit(":row "), F.col("_metadata.row_index").cast("string"))
-    return path
-
-
-def _string_schema(names: list[str]) -> T.StructType:
-    return T.StructType([T.StructField(n, T.StringType(), True) for n in names])
-
-
 def _read_parquet(spark: SparkSession, paths: list[str], spec: str, isolation: str | None):
-    df = spark.read.parquet(*paths)
-    where = ", ".join(paths)
-    _require(df.columns, REQUIRED_COLUMNS, where)
-    _check_types(df, where)
-    df = df.withColumn("_default_source", _file_source(with_row_index=True))
-    return to_contract(df, spec=spec, isolation=isolation, default_source=F.col("_default_source"))
+    df = cr.read_parquet_table(spark, paths, CONTRACT)
+    return to_contract(df, spec=spec, isolation=isolation, default_source=F.col(cr.DEFAULT_SOURCE))
 
 
 def _read_json(spark: SparkSession, paths: list[str], spec: str, isolation: str | None):
     # Writers omit null fields, so only columns that are never null are required on line 1.
-    first = spark.read.text(paths).limit(1).select(F.json_object_keys("value")).head()
-    if first is not None and first[0] is not None:
-        _require(set(first[0]), ["observed_at", "topic", "partition"], paths[0])
-    names = list(LIST_OFFSETS_DESCRIPTIONS) + ["_corrupt_record"]
-    df = (
-        spark.read.schema(_string_schema(names))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", "_corrupt_record")
-        .json(paths)
-    )
-    df = df.withColumn(
-        SOURCE_ERROR, F.when(F.col("_corrupt_record").isNotNull(), F.lit("malformed JSON line"))
-    ).withColumn("_default_source", _file_source())
+    df = cr.read_json_lines(spark, paths, CONTRACT, ["observed_at", "topic", "partition"])
     return to_contract(
-        df.drop("_corrupt_record"),
+        df,
         spec=spec,
         isolation=isolation,
-        default_source=F.col("_default_source"),
+        default_source=F.col(cr.DEFAULT_SOURCE),
         null_means_default=True,
     )
 
 
 def _read_csv(spark: SparkSession, paths: list[str], spec: str, isolation: str | None):
-    header = spark.read.option("header", "true").csv(paths).columns
-    _require(header, REQUIRED_COLUMNS, paths[0])
-    # Every file's header must name the same columns in the same order (enforceSchema=false makes
-    # Spark check it) so that no file is read under another file's header.
-    df = (
-        spark.read.schema(_string_schema([*header, "_corrupt_record"]))
-        .option("header", "true")
-        .option("enforceSchema", "false")
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", "_corrupt_record")
-        .csv(paths)
-    )
-    df = df.withColumn(
-        SOURCE_ERROR,
-        F.when(F.col("_corrupt_record").isNotNull(), F.lit("malformed CSV line")),
-    ).withColumn("_default_source", _file_source())
-    return to_contract(
-        df.drop("_corrupt_record"),
-        spec=spec,
-        isolation=isolation,
-        default_source=F.col("_default_source"),
-    )
+    df = cr.read_csv_table(spark, paths, CONTRACT)
+    return to_contract(df, spec=spec, isolation=isolation, default_source=F.col(cr.DEFAULT_SOURCE))
 
 
 def _read_get_offsets(spark: SparkSession, paths: list[str], spec: str, isolation: str | None):
@@ -550,10 +386,7 @@ def _read_get_offsets(spark: SparkSession, paths: list[str], spec: str, isolatio
         "_kind", F.when(line.rlike(DATA_LINE), "data").when(line.rlike(SKIP_LINE), "skip")
     )
     is_data, is_skip = F.col("_kind") == "data", F.col("_kind") == "skip"
-    exception = F.regexp_extract(
-        F.regexp_extract(line, SKIP_LINE, 3), r"^(?:[\w$]+\.)*(\w+)Exception\b", 1
-    )
-    error_name = F.upper(F.regexp_replace(exception, "([a-z0-9])([A-Z])", "$1_$2"))
+    error_name = cr.exception_error_name(F.regexp_extract(line, SKIP_LINE, 3))
     lines = lines.select(
         "*",
         F.when(is_data, F.regexp_extract(line, DATA_LINE, 3)).alias("_offset_text"),
@@ -642,32 +475,17 @@ def read_list_offsets(
         ConfigError: fmt, spec or isolation is not a supported value.
 
     """
-    if isinstance(paths, str):
-        paths = [paths]
-    if not paths:
-        raise InputNotFoundError("no ListOffsets input paths given")
+    paths = cr.input_paths(paths, CONTRACT)
     spec = normalize_spec(spec)
     isolation = _normalize_isolation(isolation, spec)
-    missing = [p for p in paths if not _is_uri(p) and not Path(p).exists()]
-    if missing:
-        raise InputNotFoundError(f"ListOffsets input(s) {missing} do not exist")
-    fmt = _FORMAT_ALIASES.get(fmt, fmt)
-    if fmt != "auto" and fmt not in FORMATS:
-        raise ConfigError(f"unknown ListOffsets format {fmt!r}; expected auto or one of {FORMATS}")
-    groups: dict[str, list[str]] = {}
-    for path in paths:
-        groups.setdefault(detect_format(path) if fmt == "auto" else fmt, []).append(path)
-    frames = []
-    for group_fmt, group_paths in groups.items():
-        try:
-            frames.append(_READERS[group_fmt](spark, group_paths, spec, isolation))
-        except AnalysisException as e:
-            if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):
-                raise InputNotFoundError(
-                    f"ListOffsets input(s) {group_paths} do not exist: {e}"
-                ) from e
-            raise
-    result = frames[0]
-    for other in frames[1:]:
-        result = result.unionByName(other)
-    return result
+    return cr.read_by_format(
+        paths,
+        fmt,
+        CONTRACT,
+        formats=FORMATS,
+        detect=detect_format,
+        read=lambda group_fmt, group_paths: _READERS[group_fmt](
+            spark, group_paths, spec, isolation
+        ),
+        aliases=_FORMAT_ALIASES,
+    )

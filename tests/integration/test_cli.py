@@ -124,6 +124,14 @@ def test_missing_column_exits_2_naming_it(spark, tmp_path, capsys):
             "invalid choice: 'loud'",
         ),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (
+            ["audit", "--batches", __file__, "--warehouse", "w", "--acks", "/nonexistent/a.jsonl"],
+            "input /nonexistent/a.jsonl does not exist",
+        ),
+        (
+            ["audit", "--batches", __file__, "--warehouse", "w", "--export-time", "last night"],
+            "--export-time 'last night' is not an ISO-8601 time",
+        ),
     ],
 )
 def test_bad_usage_and_input_exit_2_without_a_trace(args, message):

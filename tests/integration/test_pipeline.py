@@ -5,7 +5,7 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.config import AuditConfig
-from eos_audit.demo import build_demo_export, write_demo_export
+from eos_audit.demo import build_demo_export
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
 
 pytestmark = pytest.mark.slow
@@ -15,17 +15,6 @@ def _sql(path, sql):
     return pa.table(
         QueryBuilder().register("t", DeltaTable(path)).execute(sql).read_all()
     ).to_pylist()
-
-
-@pytest.fixture(scope="module")
-def demo_run(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo")
-    export, faults = write_demo_export(root / "export")
-    warehouse = root / "warehouse"
-    result = run_audit(
-        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse), run_id="night-1"
-    )
-    return result, faults, warehouse, export
 
 
 def test_every_injected_fault_is_found_once_and_nothing_else(demo_run):
@@ -57,29 +46,29 @@ def test_counts_reconcile_and_the_run_is_recorded(demo_run):
     (run,) = _sql(str(warehouse / "audit_runs"), "SELECT * FROM t")
     assert run["status"] == "SUCCEEDED" and run["run_id"] == "night-1"
     assert run["batches_read"] == run["batches_audited"] + run["batches_quarantined"]
-    assert (run["findings_critical"], run["findings_error"], run["findings_info"]) == (4, 1, 1)
+    counts = ("findings_critical", "findings_error", "findings_warning", "findings_info")
+    assert tuple(run[c] for c in counts) == (5, 1, 1, 2)
     (q,) = _sql(str(warehouse / "quarantine"), "SELECT reason, source, raw FROM t")
     assert "negative base_offset -7" in q["reason"] and q["source"] == "demo:bad-row"
     assert '"base_offset":-7' in q["raw"]
 
 
 def test_rerunning_the_same_run_replaces_its_rows(spark, demo_run):
-    result, faults, warehouse, export = demo_run
-    again = run_audit(
-        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse), run_id="night-1"
-    )
+    result, faults, warehouse, inputs = demo_run
+    again = run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-1")
     assert again.findings_by_severity == result.findings_by_severity
     counts = _sql(str(warehouse / "findings"), "SELECT count(*) AS n FROM t")
     assert counts == [{"n": len(faults)}]
     assert _sql(str(warehouse / "audit_runs"), "SELECT count(*) AS n FROM t") == [{"n": 1}]
+    for table in ("producer_sessions", "list_offsets_errors", "partition_summary"):
+        runs = _sql(str(warehouse / table), "SELECT DISTINCT run_id FROM t")
+        assert runs == [{"run_id": "night-1"}], table
 
 
 def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
-    _, _, warehouse, export = demo_run
+    _, _, warehouse, inputs = demo_run
     other = tmp_path / "wh2"
-    run_audit(
-        spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(other), run_id="other-run"
-    )
+    run_audit(spark, inputs, AuditConfig(), str(other), run_id="other-run")
 
     def ids(w):
         return sorted(
@@ -102,7 +91,8 @@ def test_default_run_id_is_stable_per_inputs_config_and_day():
 
 
 def test_list_offsets_observations_are_audited_with_the_log(spark, demo_run, tmp_path):
-    _, faults, _, export = demo_run
+    _, _, _, inputs = demo_run
+    (export,) = inputs.batches
     observed = tmp_path / "offsets.txt"
     observed.write_text(
         "# observed_at: 2026-11-21T01:00:00Z\npayments:1:15\n"
@@ -169,5 +159,89 @@ def test_partition_summary_counts_producers_findings_and_coverage(demo_run):
     assert (payments0["findings_critical"], payments0["findings_info"]) == (1, 0)
     orders0 = by_key[("orders", 0)]
     assert (orders0["first_offset"], orders0["producers"]) == (5_000, 2)
-    assert (orders0["findings_error"], orders0["findings_info"]) == (1, 1)  # corrupt, unknown
+    # corrupt batch; unknown producer and the client's UNKNOWN_PRODUCER_ID, both after retention
+    assert (orders0["findings_error"], orders0["findings_info"]) == (1, 2)
     assert by_key[("ledger", 1)]["coverage"] == 1.0
+
+
+def test_producer_sessions_summarise_each_producer_epoch(demo_run):
+    _, _, warehouse, _ = demo_run
+    rows = _sql(
+        str(warehouse / "producer_sessions"),
+        "SELECT topic, partition, producer_id, producer_epoch, first_offset, first_sequence, "
+        "last_sequence, batches, records, transactions, status FROM t",
+    )
+    by_key = {(r["topic"], r["partition"], r["producer_id"], r["producer_epoch"]): r for r in rows}
+    duplicated = by_key[("payments", 0, 1001, 0)]
+    # ten sends of 3 records plus the duplicate of one of them
+    assert (duplicated["batches"], duplicated["records"], duplicated["status"]) == (
+        11,
+        33,
+        "violated",
+    )
+    assert (duplicated["first_sequence"], duplicated["last_sequence"]) == (0, 29)
+    assert by_key[("orders", 0, 3001, 2)]["status"] == "benign"  # retention, on both sides
+    assert by_key[("orders", 0, 3002, 0)]["status"] == "clean"
+    # transactions v1: three committed at epoch 4; the fenced zombie wrote at epoch 4 too
+    assert (
+        by_key[("ledger", 0, 2001, 4)]["transactions"],
+        by_key[("ledger", 0, 2001, 4)]["status"],
+    ) == (3, "violated")
+    # transactions v2: one transaction per epoch, its marker at the next epoch
+    assert [by_key[("ledger", 1, 2002, e)]["transactions"] for e in range(10, 16)] == [1] * 5 + [0]
+    assert by_key[("ledger", 1, 2002, 15)]["batches"] == 1  # only the ABORT marker
+    assert {r["status"] for k, r in by_key.items() if k[:3] == ("ledger", 1, 2002)} == {"clean"}
+    findings = _sql(
+        str(warehouse / "producer_sessions"),
+        "SELECT findings FROM t WHERE topic = 'payments' AND partition = 1",
+    )
+    assert [sorted(dict(f["findings"]).items()) for f in findings] == [
+        [("ACKED_WRITE_LOST", 1), ("SEQUENCE_GAP", 1)]
+    ]
+
+
+def test_list_offsets_errors_are_counted_per_partition(demo_run):
+    _, _, warehouse, _ = demo_run
+    rows = _sql(
+        str(warehouse / "list_offsets_errors"),
+        "SELECT topic, partition, spec, error, observations FROM t",
+    )
+    assert rows == [
+        {
+            "topic": "payments",
+            "partition": 0,
+            "spec": "latest",
+            "error": "OFFSET_NOT_AVAILABLE",
+            "observations": 1,
+        }
+    ]
+
+
+def test_unusable_acknowledgements_are_quarantined_not_counted_as_batches(
+    spark, demo_run, tmp_path
+):
+    _, _, _, inputs = demo_run
+    acks = tmp_path / "acks.jsonl"
+    # the second send result has neither an offset nor an error
+    acks.write_text(
+        '{"event_time": "2026-11-21T00:00:10Z", "topic": "payments", "partition": 1, '
+        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 0, "offset": 0}\n'
+        '{"event_time": "2026-11-21T00:00:11Z", "topic": "payments", "partition": 1, '
+        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 3}\n'
+    )
+    warehouse = tmp_path / "wh"
+    result = run_audit(
+        spark,
+        AuditInputs(batches=inputs.batches, acks=(str(acks),)),
+        AuditConfig(),
+        str(warehouse),
+        run_id="acks",
+    )
+    rejected = _sql(str(warehouse / "quarantine"), "SELECT input, reason FROM t ORDER BY input")
+    assert [r["input"] for r in rejected] == ["acks", "record_batch"]
+    assert "offset" in rejected[0]["reason"]
+    assert result.batches_quarantined == 1  # the demo's bad batch row only
+    acked = _sql(
+        str(warehouse / "findings"), "SELECT count(*) AS n FROM t WHERE finding_type LIKE 'ACKED%'"
+    )
+    assert acked == [{"n": 0}]

@@ -579,6 +579,7 @@ def test_errors_are_counted_not_flagged(spark, observations):
         expected,
         ignore_row_order=True,
         ignore_nullable=True,
+        ignore_metadata=True,
     )
 
 
