@@ -34,7 +34,9 @@ def export(tmp_path_factory):
 def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     result = run_cli("demo", "--warehouse", str(tmp_path / "wh"), "--export", str(tmp_path / "x"))
     assert result.returncode == 0, result.stderr
-    assert "DUPLICATE_BATCH        CRITICAL      1" in result.stdout
+    assert re.search(r"^DUPLICATE_BATCH +CRITICAL +1$", result.stdout, re.MULTILINE)
+    assert re.search(r"^ACKED_WRITE_LOST +CRITICAL +1$", result.stdout, re.MULTILINE)
+    assert re.search(r"^LIST_OFFSETS_REGRESSION +WARNING +1$", result.stdout, re.MULTILINE)
     assert "batches read 62 = audited 61 + quarantined 1" in result.stdout
     assert re.search(
         rf"^  findings +{re.escape(str(tmp_path / 'wh' / 'findings'))}$",
@@ -46,7 +48,7 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     rows = pa.table(
         QueryBuilder().register("f", table).execute("SELECT count(*) AS n FROM f").read_all()
     ).to_pylist()
-    assert rows == [{"n": 6}]
+    assert rows == [{"n": 9}]  # 6 faults in the log, 3 in the client-side evidence
 
 
 def test_audit_with_critical_findings_exits_1(export, tmp_path):
