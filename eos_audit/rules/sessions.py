@@ -2,8 +2,8 @@
 
 The summary is computed in the one pass by a window over (topic, partition, producer, epoch)
 ordered like the duplicate window (`producer_state.duplicate_window`), so it needs no sort of its
-own, and it is emitted once, at the group's last audited batch. Findings and transactions are
-added per session by the pipeline from the staged records, which are few.
+own, and it is emitted once, at the group's latest audited batch in the log. Findings and
+transactions are added per session by the pipeline from the staged records, which are few.
 """
 
 from __future__ import annotations
@@ -45,10 +45,9 @@ def _audited_producer_row() -> Column:
 
 
 def with_sessions_summary(df: DataFrame) -> DataFrame:
-    """Add `_producer_session`: the epoch's summary struct on its last audited row, else null."""
+    """Add `_producer_session`: the epoch's summary on its latest audited row, else null."""
     window = session_window()
     whole = window.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    upto = window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     row = _audited_producer_row()
     data = row & F.col("_is_data")
     sequenced = data & (F.col("base_sequence") >= 0)
@@ -73,6 +72,8 @@ def with_sessions_summary(df: DataFrame) -> DataFrame:
         F.min(F.when(row, F.col("_ts"))).over(whole).alias("first_timestamp"),
         F.max(F.when(row, F.col("_ts"))).over(whole).alias("last_timestamp"),
     ).cast(SESSION_STRUCT)
-    # Seeded rows share the group, so "last row" means the last audited one.
-    is_last = row & (F.count(F.when(row, 1)).over(upto) == total)
-    return df.withColumn("_producer_session", F.when(is_last, summary))
+    # Exactly one audited row of the group emits the summary: the one latest in the log
+    # (`_p_row` is unique within the partition). A whole-frame maximum keeps the summary in one
+    # Window operator; a running "last row" test would add a second one (whole rows copied again).
+    emits = row & (F.col("_p_row") == F.max(F.when(row, F.col("_p_row"))).over(whole))
+    return df.withColumn("_producer_session", F.when(emits, summary))
