@@ -4,6 +4,7 @@ import datetime as dt
 import re
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from eos_audit import engine
@@ -136,3 +137,25 @@ def test_acknowledgements_ride_the_one_shuffle(spark):
     )
     plan = rec._jdf.queryExecution().executedPlan().toString()
     assert len(re.findall(r"\bExchange hashpartitioning", plan)) == 1, plan
+
+
+def test_findings_rows(spark):
+    acks = [ack(106, 9, name="lost"), ack(101, 3, name="moved"), ack(100, 0, name="fine")]
+    rec = engine.audit(
+        to_canonical(batches_df(spark, LOG)),
+        AuditConfig(),
+        "r",
+        acks_df=spark.createDataFrame(acks, ACKS),
+    )
+    columns = ["finding_type", "severity", "cause", "producer_id", "base_offset", "previous_offset"]
+    actual = (
+        engine.findings_of(rec).where(F.col("finding_type").startswith("ACKED")).select(*columns)
+    )
+    expected = spark.createDataFrame(
+        [
+            ("ACKED_WRITE_LOST", "CRITICAL", "UNEXPLAINED", 1, 106, None),
+            ("ACKED_OFFSET_MISMATCH", "CRITICAL", None, 1, 101, 103),
+        ],
+        actual.schema,
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
