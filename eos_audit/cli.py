@@ -192,10 +192,13 @@ def _run(args: argparse.Namespace) -> int:
             f"client evidence with {len(evidence.faults)} more: {evidence.acks}, "
             f"{evidence.list_offsets}"
         )
-        for fault in faults + evidence.faults:
+        planted = faults + evidence.faults
+        width = max(len(fault.finding_type) for fault in planted)
+        for fault in planted:
             where = f"@ {fault.base_offset}" if fault.base_offset >= 0 else "(client side)"
             print(
-                f"  {fault.finding_type:<22} {fault.topic}-{fault.partition} {where}: {fault.story}"
+                f"  {fault.finding_type:<{width}} {fault.topic}-{fault.partition} {where}: "
+                f"{fault.story}"
             )
         config: AuditConfig = load_config(None)
         inputs = demo_inputs(path, evidence)
