@@ -140,7 +140,7 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
 
     Each cached batch becomes a data row (kind 0, an applied batch of the seeded epoch) and the
     state itself one row (kind 1) carrying epoch, coordinator epoch, open transaction and last
-    timestamp; `with_producer_state` reads them like any earlier row of the producer.
+    timestamp; the producer-state windows read them like any earlier row of the producer.
     """
 
     def common(kind: int, **columns: Column) -> list[Column]:
@@ -486,7 +486,7 @@ def with_rules(
     rows = rows.transform(with_partition_context)
     if acks_df is not None:
         rows = rows.transform(with_ack_matches)
-    # producer_state.with_producer_state, with the epoch summaries computed between the duplicate
+    # The producer-state steps in dependency order, with the epoch summaries between the duplicate
     # window and the applied-state window: they share the duplicate window's sort.
     return (
         rows.transform(with_replay_roles, config)

@@ -545,13 +545,3 @@ def producer_state_finding(config: AuditConfig) -> Column:
         invalid_txn_state(config),
         coordinator_fenced(config),
     )
-
-
-def with_producer_state(df: DataFrame, config: AuditConfig) -> DataFrame:
-    """All producer-state columns the rules read, in dependency order."""
-    return (
-        df.transform(with_replay_roles, config)
-        .transform(with_sessions, config)
-        .transform(with_duplicates)
-        .transform(with_applied_state)
-    )
