@@ -213,7 +213,7 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) 
     through the one pass; these two need the acknowledgements alone.
     """
     from eos_audit.rules.acks import client_error_findings
-    from eos_audit.sources.list_offsets import SOURCE_ERROR
+    from eos_audit.sources.contract_reader import SOURCE_ERROR
 
     rejected = acks.where(F.col(SOURCE_ERROR).isNotNull()).select(
         F.lit("acks").alias("input"),
@@ -365,7 +365,7 @@ def run_audit(
         acks = read_acks_input(spark, inputs)
         valid_acks = None
         if acks is not None:
-            from eos_audit.sources.list_offsets import SOURCE_ERROR
+            from eos_audit.sources.contract_reader import SOURCE_ERROR
 
             valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
         records = engine.audit(

@@ -90,13 +90,7 @@ CONTRACT = cr.TableContract(
     time_columns=("event_time",),
     required_note=" (record_count, offset, error, log_start_offset and source are optional)",
 )
-_SUFFIXES = {
-    ".parquet": "parquet",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-    ".csv": "csv",
-}
+_SUFFIXES = cr.TABLE_SUFFIXES
 _FORMAT_ALIASES = {"jsonl": "json"}
 
 # Exceptions whose class name is not their error's name (clients/.../protocol/Errors.java); every

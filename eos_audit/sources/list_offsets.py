@@ -88,11 +88,7 @@ CONTRACT = cr.TableContract(
 )
 
 _SUFFIXES = {
-    ".parquet": "parquet",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-    ".csv": "csv",
+    **cr.TABLE_SUFFIXES,
     ".txt": "get-offsets",
     ".out": "get-offsets",
     ".log": "get-offsets",
