@@ -323,22 +323,31 @@ def checkpoint_rows(
     return rows
 
 
-def _finding_records(
-    config: AuditConfig, run_id: str, *, with_acks: bool, as_of_ms: int | None
-) -> Column:
+def _early_rules(config: AuditConfig, *, with_acks: bool) -> list[Column]:
+    """The rules that read only the partition window (and the acknowledgement window)."""
     rules = [
         offset_overlap(config),
         leader_epoch_regression(config),
         leader_epoch_mismatch(config),
         corrupt_batch(config),
         replica_divergence(config),
-        producer_state_finding(config),
-        hanging_transaction(config, as_of_ms),
     ]
     if with_acks:
         rules += [acked_write_lost(config), acked_offset_mismatch(config)]
+    return rules
+
+
+def _late_rules(config: AuditConfig, as_of_ms: int | None) -> list[Column]:
+    """The findings read off the finished rows: producer state and HANGING_TRANSACTION."""
+    return [F.col("_f_producer_state"), hanging_transaction(config, as_of_ms)]
+
+
+def _finding_records(late_rules: list[Column], run_id: str) -> Column:
     found = F.filter(
-        F.array(*rules).cast(T.ArrayType(FINDING_STRUCT, True)),
+        F.concat(
+            F.coalesce(F.col("_f_early"), F.array().cast(T.ArrayType(FINDING_STRUCT, True))),
+            F.array(*late_rules).cast(T.ArrayType(FINDING_STRUCT, True)),
+        ),
         lambda f: f.isNotNull(),
     )
 
@@ -383,13 +392,17 @@ def _finding_records(
     return F.transform(found, record)
 
 
-def _quarantine_records(run_id: str) -> Column:
-    rejected = F.col("_kind").isin(KIND_AUDITED, KIND_REPLICA) & ~F.col("_is_valid")
+def _rejected() -> Column:
+    return F.col("_kind").isin(KIND_AUDITED, KIND_REPLICA) & ~F.col("_is_valid")
+
+
+def _quarantine_struct() -> Column:
+    """The quarantine row of a rejected batch, null for every other row."""
     quarantine = F.struct(
         F.sha2(F.concat_ws("|", F.col(RAW), F.col("source")), 256)
         .substr(1, 32)
         .alias("quarantine_id"),
-        F.lit(run_id).alias("run_id"),
+        F.lit(None).cast("string").alias("run_id"),  # stamped by `_quarantine_records`
         F.lit("record_batch").alias("input"),
         F.col(QUARANTINE_REASON).alias("reason"),
         F.col("source"),
@@ -398,13 +411,19 @@ def _quarantine_records(run_id: str) -> Column:
         F.col("base_offset"),
         F.col(RAW).alias("raw"),
     ).cast(QUARANTINE_N)
+    return F.when(_rejected(), quarantine)
+
+
+def _quarantine_records(run_id: str) -> Column:
+    quarantine = F.col("_quarantine")
     return F.when(
-        rejected,
-        F.array(_record("quarantine", quarantine=quarantine)),
+        quarantine.isNotNull(),
+        F.array(_record("quarantine", quarantine=quarantine.withField("run_id", F.lit(run_id)))),
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
 
 
-def _partition_stats_records() -> Column:
+def _partition_stats_struct() -> Column:
+    """The partition's statistics on its last row, null on every other row."""
     stats = F.struct(
         F.col("topic"),
         F.col("partition"),
@@ -416,22 +435,34 @@ def _partition_stats_records() -> Column:
         F.col("_p_records").alias("records"),
         F.col("_p_max_timestamp").alias("max_timestamp"),
     ).cast(PARTITION_STATS_N)
-    last_of_partition = (
+    return F.when(_last_of_partition(), stats)
+
+
+def _partition_stats_records() -> Column:
+    stats = F.col("_partition_stats")
+    return F.when(
+        stats.isNotNull(),
+        F.array(_record("partition_stats", partition_stats=stats)),
+    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
+
+
+def _last_of_partition() -> Column:
+    return (
         F.col("_p_is_last")
         & ((F.col("_p_batches") + F.col("_p_replica_batches")) > 0)
         & F.col("topic").isNotNull()
         & F.col("partition").isNotNull()
     )
-    return F.when(
-        last_of_partition,
-        F.array(_record("partition_stats", partition_stats=stats)),
-    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
+
+
+def _last_of_producer() -> Column:
+    return (
+        (F.col("_kind") == KIND_AUDITED) & F.col("_pkey").isNotNull() & F.col("_is_producer_last")
+    )
 
 
 def _producer_records() -> Column:
-    last_of_producer = (
-        (F.col("_kind") == KIND_AUDITED) & F.col("_pkey").isNotNull() & F.col("_is_producer_last")
-    )
+    last_of_producer = _last_of_producer()
     producer = F.struct(F.col("topic"), F.col("partition"), F.col("producer_id"))
     return F.when(last_of_producer, F.array(_record("producers", producer=producer))).otherwise(
         F.array().cast(T.ArrayType(OUTPUT_RECORD))
@@ -452,6 +483,33 @@ def _transaction_records(config: AuditConfig, run_id: str, as_of_ms: int | None)
     ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
 
 
+# Columns nothing reads once the partition window's rules and statistics are evaluated
+# (`_f_early`, `_partition_stats`, `_quarantine`). Dropping them narrows every later Window
+# operator and sort, which copy whole rows: row width is what the audit's time goes into.
+_PARTITION_ONLY = (
+    "_p_prev_max_last_offset", "_p_prev_max_leader_epoch", "_p_first_offset", "_p_is_last",
+    "_p_batches", "_p_batches_with_pid", "_p_records", "_p_last_offset", "_p_max_timestamp",
+    "_p_log_end", "_log_start_checkpoint", "_hw", "_p_replica_batches", "_p_epoch_entry",
+    "_p_primary_prev", "_p_same_start", "_ckpt_log_start", "_ckpt_high_watermark",
+    "_ckpt_leader_epoch", "_replica_rank", "_replica", "partition_leader_epoch", RAW,
+    QUARANTINE_REASON, "_ack_error", "_ack_event_time", "_ack_log_batches", "_ack_at_or_below",
+    "_ack_log_offset",
+)  # fmt: skip
+# Read only by `with_replay_roles`.
+_ROLE_ONLY = ("magic", "crc_valid")
+# Read only while the sessions are cut (`with_sessions`).
+_EXPIRY_ONLY = ("_prev_ts", "_log_txn_open")
+# Read only by the epoch summaries (their window's order, the record count).
+_SUMMARY_ONLY = ("_dup_key", "record_count")
+# Read only by the producer-state rules, evaluated into `_f_producer_state` before transactions.
+_PRODUCER_RULES_ONLY = (
+    "_expired", "_cur_epoch", "_prev_row_offset", "_dup_of_offset", "_last_seq",
+    "_last_seq_offset", "_last_seq_cause_offset", "_cache_oldest_evicted",
+    "_state_coordinator_epoch", "_txn_first_offset", "_is_compacted", "_seq_checked",
+    "_cause_offset", "_p_log_start", "is_control", "_is_data",
+)  # fmt: skip
+
+
 def with_rules(
     batches_df: DataFrame,
     config: AuditConfig,
@@ -461,11 +519,29 @@ def with_rules(
     high_watermarks_df: DataFrame | None = None,
     leader_epochs_df: DataFrame | None = None,
     acks_df: DataFrame | None = None,
+    prune: bool = False,
 ) -> DataFrame:
-    """Every row with all the window facts the rules read.
+    """Every row with the window facts the rules read, and the rules evaluated as they complete.
 
     Rows: audited and quarantined batches, seeded state, other replicas' copies, leader-epoch
-    checkpoint entries, client acknowledgements.
+    checkpoint entries, client acknowledgements. Added as soon as their inputs exist:
+    `_f_early` (the partition and acknowledgement rules' findings, null when there are none),
+    `_partition_stats`, `_quarantine` and `_f_producer_state`.
+
+    Args:
+        batches_df: `to_canonical` output.
+        config: the run configuration.
+        seeds_df: optional seeded producer state.
+        log_starts_df: optional log-start checkpoint values.
+        high_watermarks_df: optional high-watermark checkpoint values.
+        leader_epochs_df: optional leader-epoch checkpoint entries.
+        acks_df: optional client acknowledgements (valid rows).
+        prune: drop each window fact once nothing later reads it (the audit); off, every fact
+            stays for inspection (the rule tests read them). Values are the same either way.
+
+    Returns:
+        The rows with their facts.
+
     """
     # Every input enters the one pass as rows; columns a kind of row lacks are null.
     rows = _audited_rows(batches_df).withColumns(
@@ -483,19 +559,36 @@ def with_rules(
     for more in extra:
         if more is not None:
             rows = rows.unionByName(more, allowMissingColumns=True)
+
+    def pruned(df: DataFrame, columns: tuple[str, ...]) -> DataFrame:
+        return df.drop(*columns) if prune else df
+
     rows = rows.transform(with_partition_context)
     if acks_df is not None:
         rows = rows.transform(with_ack_matches)
+    early = _early_rules(config, with_acks=acks_df is not None)
+    rows = rows.withColumns(
+        {
+            # Several partition rules may fire on one batch; most batches fire none.
+            "_f_early": F.when(F.coalesce(*early).isNotNull(), F.array(*early)),
+            "_partition_stats": _partition_stats_struct(),
+            "_quarantine": _quarantine_struct(),
+        }
+    ).transform(pruned, _PARTITION_ONLY)
     # The producer-state steps in dependency order, with the epoch summaries between the duplicate
     # window and the applied-state window: they share the duplicate window's sort.
-    return (
+    rows = (
         rows.transform(with_replay_roles, config)
+        .transform(pruned, _ROLE_ONLY)
         .transform(with_sessions, config)
+        .transform(pruned, _EXPIRY_ONLY)
         .transform(with_duplicates)
         .transform(with_sessions_summary)
+        .transform(pruned, _SUMMARY_ONLY)
         .transform(with_applied_state)
-        .transform(with_transactions)
     )
+    rows = rows.withColumn("_f_producer_state", producer_state_finding(config))
+    return rows.transform(pruned, _PRODUCER_RULES_ONLY).transform(with_transactions)
 
 
 def audit(
@@ -539,16 +632,29 @@ def audit(
         high_watermarks_df=high_watermarks_df,
         leader_epochs_df=leader_epochs_df,
         acks_df=acks_df,
+        prune=True,
     )
+    late = _late_rules(config, as_of_ms)
     records = F.concat(
-        _finding_records(config, run_id, with_acks=acks_df is not None, as_of_ms=as_of_ms),
+        _finding_records(late, run_id),
         _quarantine_records(run_id),
         _partition_stats_records(),
         _transaction_records(config, run_id, as_of_ms),
         _producer_records(),
         _session_records(),
     )
-    return ruled.select(F.explode(records).alias("r")).select("r.*")
+    # Most rows emit nothing. Dropping them first with plain (generated-code) conditions spares
+    # them the records' array functions, which Spark evaluates without generated code.
+    emits = (
+        F.col("_f_early").isNotNull()
+        | F.coalesce(*late).isNotNull()
+        | F.col("_quarantine").isNotNull()
+        | F.col("_partition_stats").isNotNull()
+        | F.col("_txn_end").isNotNull()
+        | _last_of_producer()
+        | F.col("_producer_session").isNotNull()
+    )
+    return ruled.where(emits).select(F.explode(records).alias("r")).select("r.*")
 
 
 def findings_of(records_df: DataFrame) -> DataFrame:

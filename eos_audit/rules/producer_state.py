@@ -27,7 +27,6 @@ from eos_audit.rules.common import (
     INT32_MAX,
     KIND_AUDITED,
     KIND_SEED_STATE,
-    LOG_ORDER,
     UNEXPLAINED,
     finding,
     sentence,
@@ -36,8 +35,11 @@ from eos_audit.rules.common import (
 )
 
 PRODUCER_KEYS = ["topic", "partition", "_pkey"]
-# Seeded rows first, then the partition's log order (producer_id is constant inside the window).
-REPLAY_ORDER = ["_kind", *[c for c in LOG_ORDER if c != "producer_id"]]
+# Seeded rows first, then the partition's log order. `_p_row` is the row's unique position in
+# the partition window (rules.partition): base offset, replica rank, then LOG_ORDER. Inside one
+# producer's replay rows (one producer id, replica rank 0) that is exactly LOG_ORDER, so two
+# columns order the replay instead of 15 tie-breakers, and the sorts compare short keys.
+REPLAY_ORDER = ["_kind", "_p_row"]
 SEQUENCE_SPACE = 2_147_483_648  # 2^31: sequences are int32 and wrap from MAX to 0 (§1.5)
 CACHE_SIZE = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (§1.2)
 
