@@ -1,75 +1,77 @@
-"""The audit as one DataFrame transformation: canonical batches in, output records out.
+"""The audit as one Spark pass: every input as replay rows, one shuffle, one sort, the kernel.
 
-One shuffle: every window is partitioned by (topic, partition) or a superset of it, so Spark
-exchanges the batch data once (hash of topic, partition) and then only sorts inside partitions.
-Every output (findings, quarantine rows, partition statistics) comes out of the same pass as one
-DataFrame of tagged records, so the pipeline runs once however many tables it feeds.
+Every row kind (audited batches, other replicas' copies, seeded producer state, checkpoint values,
+leader-epoch entries, acknowledgements) is projected to the narrow `REPLAY_SCHEMA`, repartitioned
+by (topic, partition), sorted within partitions in replay order and handed to `mapInArrow`, where
+the compiled kernel (`eos_audit.replay.kernel`) replays each partition sequentially, as a leader
+would. Only the few records it emits come back to Spark; they become the output records (one
+`kind` and one struct of that kind) that the pipeline stages and writes.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
-from eos_audit.config import AuditConfig
-from eos_audit.rules.acked_writes import acked_offset_mismatch, acked_write_lost, with_ack_matches
-from eos_audit.rules.common import (
-    FINDING_STRUCT,
-    KIND_ACK,
-    KIND_AUDITED,
-    KIND_CHECKPOINT,
-    KIND_EPOCH_ENTRY,
-    KIND_REPLICA,
-    KIND_SEED_BATCH,
-    KIND_SEED_STATE,
-)
-from eos_audit.rules.partition import (
-    corrupt_batch,
-    leader_epoch_mismatch,
-    leader_epoch_regression,
-    offset_overlap,
-    replica_divergence,
-    with_partition_context,
-)
-from eos_audit.rules.producer_state import (
-    producer_state_finding,
-    with_applied_state,
-    with_duplicates,
-    with_replay_roles,
-    with_sessions,
-)
-from eos_audit.rules.sessions import SESSION_STRUCT, with_sessions_summary
-from eos_audit.rules.transactions import (
-    TRANSACTION_STRUCT,
-    hanging_transaction,
-    transaction_record,
-    with_transactions,
-)
-from eos_audit.schemas import FINDINGS, PARTITION_STATS, QUARANTINE, RECORD_BATCH
-from eos_audit.sources.canonical import QUARANTINE_REASON, RAW
+from eos_audit.config import AuditConfig, glob_to_java_regex
+from eos_audit.findings import BY_CODE, Cause, KafkaError, finding_struct
+from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
+from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
+from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
+from eos_audit.sources.canonical import QUARANTINE_REASON, RAW, increment_sequence
 
-OUTPUT_KINDS = (
-    "findings",
-    "quarantine",
-    "partition_stats",
-    "transactions",
-    "producers",
-    "sessions",
-)
+log = logging.getLogger(__name__)
+
+OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions", "sessions",
+                "producer_state")  # fmt: skip
 
 
-def _nullable(schema: T.StructType) -> T.StructType:
-    """The schema with every field nullable.
-
-    Spark cannot cast into non-nullable fields; the sinks pin the contract's nullability.
-    """
-    return T.StructType([T.StructField(f.name, f.dataType, True) for f in schema.fields])
+def _nullable(data_type: T.DataType) -> T.DataType:
+    """The type with every field and element nullable, however deep (the sinks pin the
+    contract's nullability; Spark cannot cast into non-nullable fields)."""
+    if isinstance(data_type, T.StructType):
+        return T.StructType(
+            [T.StructField(f.name, _nullable(f.dataType), True) for f in data_type.fields]
+        )
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
 
 
 FINDINGS_N = _nullable(FINDINGS)
 QUARANTINE_N = _nullable(QUARANTINE)
-PARTITION_STATS_N = _nullable(PARTITION_STATS)
+TRANSACTION_STRUCT = _nullable(TRANSACTIONS)
+PRODUCER_STATE_N = _nullable(PRODUCER_STATE)
+PARTITION_STATS_N = _nullable(
+    T.StructType([*PARTITION_STATS.fields, T.StructField("producers", T.LongType(), True)])
+)
+# One partial summary of a producer epoch (the kernel flushes one whenever a producer's epoch
+# changes); `sessions_of` merges the partials of one epoch.
+SESSION_STRUCT = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.IntegerType(), True),
+        T.StructField("producer_id", T.LongType(), True),
+        T.StructField("producer_epoch", T.IntegerType(), True),
+        T.StructField("first_offset", T.LongType(), True),
+        T.StructField("last_offset", T.LongType(), True),
+        T.StructField("first_sequence_offset", T.LongType(), True),
+        T.StructField("first_sequence", T.IntegerType(), True),
+        T.StructField("last_sequence_offset", T.LongType(), True),
+        T.StructField("last_sequence", T.IntegerType(), True),
+        T.StructField("batches", T.LongType(), True),
+        T.StructField("records", T.LongType(), True),
+        T.StructField("first_timestamp", T.LongType(), True),
+        T.StructField("last_timestamp", T.LongType(), True),
+    ]
+)
 OUTPUT_RECORD = T.StructType(
     [
         T.StructField("kind", T.StringType(), False),
@@ -77,22 +79,11 @@ OUTPUT_RECORD = T.StructType(
         T.StructField("quarantine", QUARANTINE_N, True),
         T.StructField("partition_stats", PARTITION_STATS_N, True),
         T.StructField("transaction", TRANSACTION_STRUCT, True),
-        # One per producer of a partition (its last row): the partition summary counts them.
-        T.StructField(
-            "producer",
-            T.StructType(
-                [
-                    T.StructField("topic", T.StringType(), True),
-                    T.StructField("partition", T.IntegerType(), True),
-                    T.StructField("producer_id", T.LongType(), True),
-                ]
-            ),
-            True,
-        ),
-        # One per producer epoch of a partition (rules.sessions): the producer_sessions table.
         T.StructField("session", SESSION_STRUCT, True),
+        T.StructField("producer_state", PRODUCER_STATE_N, True),
     ]
 )
+KERNEL_OUTPUT = from_arrow_schema(OUTPUT_ARROW)
 
 
 def _record(kind: str, **values: Column) -> Column:
@@ -106,489 +97,368 @@ def _record(kind: str, **values: Column) -> Column:
     return F.struct(*fields)
 
 
-def _audited_rows(batches_df: DataFrame) -> DataFrame:
-    # Several replicas of a partition: rank 0 is audited, the others are compared with it.
+# ------------------------------------------------------------------------------------------------
+# Inputs as replay rows
+# ------------------------------------------------------------------------------------------------
+def _control_type_code(control_type: Column) -> Column:
+    return (
+        F.when(control_type == "COMMIT", F.lit(int(ControlType.COMMIT)))
+        .when(control_type == "ABORT", F.lit(int(ControlType.ABORT)))
+        .when(control_type.isNotNull(), F.lit(int(ControlType.OTHER)))
+        .otherwise(F.lit(int(ControlType.NONE)))
+    )
+
+
+def _replay_row(**values: Column) -> list[Column]:
+    """The REPLAY_SCHEMA columns from the given values; the others are null."""
+    return [
+        (values[f.name] if f.name in values else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in REPLAY_SCHEMA.fields
+    ]
+
+
+def batch_rows(batches_df: DataFrame) -> DataFrame:
+    """Audited batches (and other replicas' copies, and quarantined rows) as replay rows."""
     rank = (
         F.coalesce(F.col("_replica_rank"), F.lit(0))
         if "_replica_rank" in batches_df.columns
         else F.lit(0)
     )
-    replica = F.col("_replica") if "_replica" in batches_df.columns else F.lit(None).cast("string")
+    replica = F.col("_replica") if "_replica" in batches_df.columns else F.lit(None)
     return batches_df.select(
-        *RECORD_BATCH.fieldNames(),
-        QUARANTINE_REASON,
-        RAW,
-        F.col(QUARANTINE_REASON).isNull().alias("_is_valid"),
-        F.when(rank > 0, F.lit(KIND_REPLICA)).otherwise(F.lit(KIND_AUDITED)).alias("_kind"),
-        rank.cast("int").alias("_replica_rank"),
-        replica.alias("_replica"),
-        F.lit(None).cast("int").alias("_ckpt_leader_epoch"),
-        F.lit(None).cast("long").alias("_seed_txn_first_offset"),
-        # Coverage end: where the log known to the state ends after this batch; missing batches
-        # after it may have been deleted only if it is below the log start (LOG_START cause).
-        (F.col("last_offset") + 1).alias("_cause_offset"),
+        *_replay_row(
+            topic=F.col("topic"),
+            partition=F.col("partition"),
+            kind=F.when(rank > 0, F.lit(int(RowKind.REPLICA))).otherwise(
+                F.lit(int(RowKind.AUDITED))
+            ),
+            base_offset=F.col("base_offset"),
+            last_offset=F.col("last_offset"),
+            producer_id=F.col("producer_id"),
+            producer_epoch=F.col("producer_epoch"),
+            base_sequence=F.col("base_sequence"),
+            last_sequence=F.col("last_sequence"),
+            record_count=F.col("record_count"),
+            is_transactional=F.col("is_transactional"),
+            is_control=F.col("is_control"),
+            control_type=_control_type_code(F.col("control_type")),
+            coordinator_epoch=F.col("coordinator_epoch"),
+            leader_epoch=F.col("partition_leader_epoch"),
+            magic=F.col("magic"),
+            timestamp=F.col("max_timestamp"),
+            crc_valid=F.col("crc_valid"),
+            source=F.col("source"),
+            replica=replica,
+            quarantine_reason=F.col(QUARANTINE_REASON),
+            raw=F.col(RAW),
+        )
     )
-
-
-def _typed_nulls() -> dict[str, Column]:
-    """A null of the right type for every record-batch column."""
-    return {f.name: F.lit(None).cast(f.dataType) for f in RECORD_BATCH.fields}
 
 
 def seed_rows(seeds_df: DataFrame) -> DataFrame:
-    """Turn seeded producer state into replay rows that stand before the audited batches.
+    """Seeded producer state: each cached batch, then the entry itself (docs/rules.md#seeded-state).
 
-    Each cached batch becomes a data row (kind 0, an applied batch of the seeded epoch) and the
-    state itself one row (kind 1) carrying epoch, coordinator epoch, open transaction and last
-    timestamp; the producer-state windows read them like any earlier row of the producer.
+    The cached batches are applied data batches of the seeded epoch; the entry carries the epoch,
+    coordinator epoch, open transaction and last timestamp.
     """
-
-    def common(kind: int, **columns: Column) -> list[Column]:
-        base = {
-            "topic": F.col("topic"),
-            "partition": F.col("partition"),
-            "base_offset": F.lit(None).cast("long"),
-            "last_offset": F.lit(None).cast("long"),
-            "producer_id": F.col("producer_id"),
-            "producer_epoch": F.col("producer_epoch"),
-            "base_sequence": F.lit(-1),
-            "last_sequence": F.lit(-1),
-            "record_count": F.lit(None).cast("int"),
-            "is_transactional": F.lit(False),
-            "is_control": F.lit(False),
-            "control_type": F.lit(None).cast("string"),
-            "coordinator_epoch": F.lit(None).cast("int"),
-            "partition_leader_epoch": F.lit(None).cast("int"),
-            "magic": F.lit(2),
-            "max_timestamp": F.col("last_timestamp"),
-            "crc_valid": F.lit(None).cast("boolean"),
-            "source": F.concat(F.lit("seed:"), F.coalesce(F.col("source"), F.lit("state"))),
-        }
-        base.update(columns)
-        return [
-            *[base[f.name].cast(f.dataType).alias(f.name) for f in RECORD_BATCH.fields],
-            F.lit(None).cast("string").alias(QUARANTINE_REASON),
-            F.lit(None).cast("string").alias(RAW),
-            F.lit(True).alias("_is_valid"),
-            F.lit(kind).alias("_kind"),
-            F.lit(0).alias("_replica_rank"),
-            F.lit(None).cast("string").alias("_replica"),
-            F.lit(None).cast("int").alias("_ckpt_leader_epoch"),
-        ]
-
-    batches = seeds_df.select("*", F.explode_outer("batches").alias("_b")).where(
-        F.col("_b").isNotNull()
-    )
-    batch_rows = batches.select(
-        *common(
-            KIND_SEED_BATCH,
+    common = {
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
+        "is_transactional": F.lit(False),
+        "is_control": F.lit(False),
+        "magic": F.lit(2),
+        "timestamp": F.col("last_timestamp"),
+        "source": F.concat(F.lit("seed:"), F.coalesce(F.col("source"), F.lit("state"))),
+    }
+    batches = seeds_df.select("*", F.explode("batches").alias("_b")).select(
+        *_replay_row(
+            **common,
+            kind=F.lit(int(RowKind.SEED_BATCH)),
             base_offset=F.col("_b.base_offset"),
             last_offset=F.col("_b.last_offset"),
             base_sequence=F.col("_b.base_sequence"),
             last_sequence=F.col("_b.last_sequence"),
-        ),
-        F.lit(None).cast("long").alias("_seed_txn_first_offset"),
-        # A seed's coverage ends at state_offset (null: right before the log, so never below
-        # the log start).
-        F.col("state_offset").alias("_cause_offset"),
+            coverage_end=F.col("state_offset"),
+        )
     )
-    state_rows = seeds_df.select(
-        *common(KIND_SEED_STATE, coordinator_epoch=F.col("coordinator_epoch")),
-        F.col("txn_first_offset").alias("_seed_txn_first_offset"),
-        F.lit(None).cast("long").alias("_cause_offset"),
+    entries = seeds_df.select(
+        *_replay_row(
+            **common,
+            kind=F.lit(int(RowKind.SEED_STATE)),
+            base_sequence=F.lit(-1),
+            last_sequence=F.lit(-1),
+            coordinator_epoch=F.col("coordinator_epoch"),
+            value=F.col("txn_first_offset"),
+        )
     )
-    return batch_rows.unionByName(state_rows)
+    return batches.unionByName(entries)
 
 
 def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
-    """Leader-epoch checkpoint entries as rows of the partition window (§3.3).
-
-    An entry stands at its start offset, before the batch there (rank -1), so the partition window
-    reads the epoch in force at every batch with a running "last entry" and no join.
-    """
-    values = _typed_nulls()
-    values.update(
-        topic=F.col("topic").cast("string"),
-        partition=F.col("partition").cast("int"),
-        base_offset=F.col("start_offset").cast("long"),
-        last_offset=F.col("start_offset").cast("long"),
-        producer_id=F.lit(-1).cast("long"),
-        producer_epoch=F.lit(-1),
-        base_sequence=F.lit(-1),
-        is_transactional=F.lit(False),
-        is_control=F.lit(False),
-        source=F.lit("leader-epoch-checkpoint"),
-    )
+    """Leader-epoch checkpoint entries, each at its start offset (docs/rules.md#leader-epoch-mismatch)."""
     return leader_epochs_df.select(
-        *[values[f.name].alias(f.name) for f in RECORD_BATCH.fields],
-        F.lit(None).cast("string").alias(QUARANTINE_REASON),
-        F.lit(None).cast("string").alias(RAW),
-        F.lit(True).alias("_is_valid"),
-        F.lit(KIND_EPOCH_ENTRY).alias("_kind"),
-        F.lit(-1).alias("_replica_rank"),
-        F.lit(None).cast("string").alias("_replica"),
-        F.col("leader_epoch").cast("int").alias("_ckpt_leader_epoch"),
-        F.lit(None).cast("long").alias("_seed_txn_first_offset"),
-        F.lit(None).cast("long").alias("_cause_offset"),
+        *_replay_row(
+            topic=F.col("topic"),
+            partition=F.col("partition"),
+            kind=F.lit(int(RowKind.LEADER_EPOCH_ENTRY)),
+            base_offset=F.col("start_offset"),
+            value=F.col("leader_epoch"),
+            source=F.lit("leader-epoch-checkpoint"),
+        )
     )
+
+
+def checkpoint_rows(log_starts_df: DataFrame | None, high_watermarks_df: DataFrame | None):
+    """Log-start and high-watermark checkpoint values, at the start of their partition."""
+    frames = []
+    for df, kind, column in (
+        (log_starts_df, RowKind.LOG_START_CHECKPOINT, "log_start_offset"),
+        (high_watermarks_df, RowKind.HIGH_WATERMARK_CHECKPOINT, "high_watermark"),
+    ):
+        if df is not None:
+            frames.append(
+                df.select(
+                    *_replay_row(
+                        topic=F.col("topic"),
+                        partition=F.col("partition"),
+                        kind=F.lit(int(kind)),
+                        value=F.col(column),
+                        source=F.lit(f"checkpoint:{column}"),
+                    )
+                )
+            )
+    return frames
 
 
 def ack_rows(acks_df: DataFrame) -> DataFrame:
-    """Client acknowledgements (schemas/acks.json, valid rows) as rows of the one pass.
+    """Successful client acknowledgements (docs/rules.md#acked-write-lost), before the log.
 
-    A successful acknowledgement stands at its acknowledged offset, after the batches there, and
-    carries the batch identity (producer, epoch, base sequence) that `rules.acked_writes` looks up.
-    Failed sends (offset null) stay out: `rules.acks` classifies them from the acknowledgements
-    alone.
+    Failed sends are classified from the acknowledgements alone (rules.acks).
     """
-    from eos_audit.sources.canonical import increment_sequence
-
     count = F.coalesce(F.col("record_count"), F.lit(1))
-    values = _typed_nulls()
-    values.update(
-        topic=F.col("topic"),
-        partition=F.col("partition"),
-        base_offset=F.col("offset"),
-        last_offset=F.col("offset") + count - 1,
-        producer_id=F.col("producer_id"),
-        producer_epoch=F.col("producer_epoch"),
-        base_sequence=F.col("base_sequence"),
-        last_sequence=F.when(
-            F.col("base_sequence") >= 0, increment_sequence(F.col("base_sequence"), count - 1)
-        ).otherwise(F.lit(-1)),
-        record_count=count,
-        is_transactional=F.lit(False),
-        is_control=F.lit(False),
-        magic=F.lit(2),
-        max_timestamp=F.unix_millis(F.col("event_time")),
-        source=F.col("source"),
-    )
-    return acks_df.where(F.col("offset").isNotNull()).select(
-        *[values[f.name].cast(f.dataType).alias(f.name) for f in RECORD_BATCH.fields],
-        F.lit(True).alias("_is_valid"),
-        F.lit(KIND_ACK).alias("_kind"),
-        # After every replica's copy at the same offset in the partition window.
-        F.lit(1_000_000).alias("_replica_rank"),
-        F.col("error").alias("_ack_error"),
-        # Printed in findings as UTC whatever the session's time zone.
-        F.date_format(
-            F.to_utc_timestamp(F.col("event_time"), F.current_timezone()),
-            "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
-        ).alias("_ack_event_time"),
-    )
-
-
-def checkpoint_rows(
-    log_starts_df: DataFrame | None, high_watermarks_df: DataFrame | None
-) -> DataFrame | None:
-    """Log-start and high-watermark checkpoint values as rows of the partition window.
-
-    Like the seeds, they enter the one pass as rows, so no join (and no exchange) is needed; the
-    partition window takes their maximum over the whole partition.
-    """
-    frames = []
-    for df, column, value in (
-        (log_starts_df, "_ckpt_log_start", "log_start_offset"),
-        (high_watermarks_df, "_ckpt_high_watermark", "high_watermark"),
-    ):
-        if df is None:
-            continue
-        values = _typed_nulls()
-        values.update(
-            topic=F.col("topic").cast("string"),
-            partition=F.col("partition").cast("int"),
-            base_offset=F.col(value).cast("long"),
-            last_offset=F.col(value).cast("long"),
-            producer_id=F.lit(-1).cast("long"),
-            producer_epoch=F.lit(-1),
-            base_sequence=F.lit(-1),
-            is_transactional=F.lit(False),
-            is_control=F.lit(False),
-            source=F.lit(f"checkpoint:{value}"),
+    return acks_df.where(F.col("offset").isNotNull() & F.col("error").isNull()).select(
+        *_replay_row(
+            topic=F.col("topic"),
+            partition=F.col("partition"),
+            kind=F.lit(int(RowKind.ACK)),
+            base_offset=F.col("offset"),
+            last_offset=F.col("offset") + count - 1,
+            producer_id=F.col("producer_id"),
+            producer_epoch=F.col("producer_epoch"),
+            base_sequence=F.col("base_sequence"),
+            last_sequence=F.when(
+                F.col("base_sequence") >= 0, increment_sequence(F.col("base_sequence"), count - 1)
+            ).otherwise(F.lit(-1)),
+            record_count=count,
+            value=F.unix_millis(F.col("event_time")),
+            source=F.col("source"),
         )
-        frames.append(
-            df.select(
-                *[values[f.name].alias(f.name) for f in RECORD_BATCH.fields],
-                F.lit(True).alias("_is_valid"),
-                F.lit(KIND_CHECKPOINT).alias("_kind"),
-                F.lit(-2).alias("_replica_rank"),
-                F.col(value).cast("long").alias(column),
-            )
-        )
-    if not frames:
-        return None
-    rows = frames[0]
-    for other in frames[1:]:
-        rows = rows.unionByName(other, allowMissingColumns=True)
-    return rows
-
-
-def _early_rules(config: AuditConfig, *, with_acks: bool) -> list[Column]:
-    """The rules that read only the partition window (and the acknowledgement window)."""
-    rules = [
-        offset_overlap(config),
-        leader_epoch_regression(config),
-        leader_epoch_mismatch(config),
-        corrupt_batch(config),
-        replica_divergence(config),
-    ]
-    if with_acks:
-        rules += [acked_write_lost(config), acked_offset_mismatch(config)]
-    return rules
-
-
-def _late_rules(config: AuditConfig, as_of_ms: int | None) -> list[Column]:
-    """The findings read off the finished rows: producer state and HANGING_TRANSACTION."""
-    return [F.col("_f_producer_state"), hanging_transaction(config, as_of_ms)]
-
-
-def _finding_records(late_rules: list[Column], run_id: str) -> Column:
-    found = F.filter(
-        F.concat(
-            F.coalesce(F.col("_f_early"), F.array().cast(T.ArrayType(FINDING_STRUCT, True))),
-            F.array(*late_rules).cast(T.ArrayType(FINDING_STRUCT, True)),
-        ),
-        lambda f: f.isNotNull(),
-    )
-
-    def record(f: Column) -> Column:
-        finding_id = F.sha2(
-            F.concat_ws(
-                "|",
-                f["finding_type"],
-                F.col("topic"),
-                F.col("partition").cast("string"),
-                F.col("base_offset").cast("string"),
-                F.col("_p_occurrence").cast("string"),
-            ),
-            256,
-        ).substr(1, 32)
-        values = {
-            "finding_id": finding_id,
-            "run_id": F.lit(run_id),
-            "finding_type": f["finding_type"],
-            "severity": f["severity"],
-            "cause": f["cause"],
-            "kafka_error": f["kafka_error"],
-            "expected_sequence": f["expected_sequence"],
-            "previous_offset": f["previous_offset"],
-            "detail": f["detail"],
-            "spec_ref": f["spec_ref"],
-            "evidence": f["evidence"],
-            "batch_timestamp": F.col("max_timestamp"),
-            "base_offset": F.coalesce(f["at_base_offset"], F.col("base_offset")),
-            "last_offset": F.coalesce(f["at_last_offset"], F.col("last_offset")),
-        }
-        return _record(
-            "findings",
-            finding=F.struct(
-                *[
-                    values.get(n, F.col(n)).cast(FINDINGS[n].dataType).alias(n)
-                    for n in FINDINGS.fieldNames()
-                ]
-            ),
-        )
-
-    return F.transform(found, record)
-
-
-def _rejected() -> Column:
-    return F.col("_kind").isin(KIND_AUDITED, KIND_REPLICA) & ~F.col("_is_valid")
-
-
-def _quarantine_struct() -> Column:
-    """The quarantine row of a rejected batch, null for every other row."""
-    quarantine = F.struct(
-        F.sha2(F.concat_ws("|", F.col(RAW), F.col("source")), 256)
-        .substr(1, 32)
-        .alias("quarantine_id"),
-        F.lit(None).cast("string").alias("run_id"),  # stamped by `_quarantine_records`
-        F.lit("record_batch").alias("input"),
-        F.col(QUARANTINE_REASON).alias("reason"),
-        F.col("source"),
-        F.col("topic"),
-        F.col("partition").cast("long").alias("partition"),
-        F.col("base_offset"),
-        F.col(RAW).alias("raw"),
-    ).cast(QUARANTINE_N)
-    return F.when(_rejected(), quarantine)
-
-
-def _quarantine_records(run_id: str) -> Column:
-    quarantine = F.col("_quarantine")
-    return F.when(
-        quarantine.isNotNull(),
-        F.array(_record("quarantine", quarantine=quarantine.withField("run_id", F.lit(run_id)))),
-    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
-
-
-def _partition_stats_struct() -> Column:
-    """The partition's statistics on its last row, null on every other row."""
-    stats = F.struct(
-        F.col("topic"),
-        F.col("partition"),
-        F.col("_p_first_offset").alias("first_offset"),
-        F.col("_p_last_offset").alias("last_offset"),
-        F.col("_p_batches").alias("batches"),
-        F.col("_p_replica_batches").alias("replica_batches"),
-        F.col("_p_batches_with_pid").alias("batches_with_producer_id"),
-        F.col("_p_records").alias("records"),
-        F.col("_p_max_timestamp").alias("max_timestamp"),
-    ).cast(PARTITION_STATS_N)
-    return F.when(_last_of_partition(), stats)
-
-
-def _partition_stats_records() -> Column:
-    stats = F.col("_partition_stats")
-    return F.when(
-        stats.isNotNull(),
-        F.array(_record("partition_stats", partition_stats=stats)),
-    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
-
-
-def _last_of_partition() -> Column:
-    return (
-        F.col("_p_is_last")
-        & ((F.col("_p_batches") + F.col("_p_replica_batches")) > 0)
-        & F.col("topic").isNotNull()
-        & F.col("partition").isNotNull()
     )
 
 
-def _last_of_producer() -> Column:
-    return (
-        (F.col("_kind") == KIND_AUDITED) & F.col("_pkey").isNotNull() & F.col("_is_producer_last")
-    )
-
-
-def _producer_records() -> Column:
-    last_of_producer = _last_of_producer()
-    producer = F.struct(F.col("topic"), F.col("partition"), F.col("producer_id"))
-    return F.when(last_of_producer, F.array(_record("producers", producer=producer))).otherwise(
-        F.array().cast(T.ArrayType(OUTPUT_RECORD))
-    )
-
-
-def _session_records() -> Column:
-    session = F.col("_producer_session")
-    return F.when(session.isNotNull(), F.array(_record("sessions", session=session))).otherwise(
-        F.array().cast(T.ArrayType(OUTPUT_RECORD))
-    )
-
-
-def _transaction_records(config: AuditConfig, run_id: str, as_of_ms: int | None) -> Column:
-    transaction = transaction_record(config, run_id, as_of_ms)
-    return F.when(
-        transaction.isNotNull(), F.array(_record("transactions", transaction=transaction))
-    ).otherwise(F.array().cast(T.ArrayType(OUTPUT_RECORD)))
-
-
-# Columns nothing reads once the partition window's rules and statistics are evaluated
-# (`_f_early`, `_partition_stats`, `_quarantine`). Dropping them narrows every later Window
-# operator and sort, which copy whole rows: row width is what the audit's time goes into.
-_PARTITION_ONLY = (
-    "_p_prev_max_last_offset", "_p_prev_max_leader_epoch", "_p_first_offset", "_p_is_last",
-    "_p_batches", "_p_batches_with_pid", "_p_records", "_p_last_offset", "_p_max_timestamp",
-    "_p_log_end", "_log_start_checkpoint", "_hw", "_p_replica_batches", "_p_epoch_entry",
-    "_p_primary_prev", "_p_same_start", "_ckpt_log_start", "_ckpt_high_watermark",
-    "_ckpt_leader_epoch", "_replica_rank", "_replica", "partition_leader_epoch", RAW,
-    QUARANTINE_REASON, "_ack_error", "_ack_event_time", "_ack_log_batches", "_ack_at_or_below",
-    "_ack_log_offset",
-)  # fmt: skip
-# Read only by `with_replay_roles`.
-_ROLE_ONLY = ("magic", "crc_valid")
-# Read only while the sessions are cut (`with_sessions`).
-_EXPIRY_ONLY = ("_prev_ts", "_log_txn_open")
-# Read only by the epoch summaries (their window's order, the record count).
-_SUMMARY_ONLY = ("_dup_key", "record_count")
-# Read only by the producer-state rules, evaluated into `_f_producer_state` before transactions.
-_PRODUCER_RULES_ONLY = (
-    "_expired", "_cur_epoch", "_prev_row_offset", "_dup_of_offset", "_last_seq",
-    "_last_seq_offset", "_last_seq_cause_offset", "_cache_oldest_evicted",
-    "_state_coordinator_epoch", "_txn_first_offset", "_is_compacted", "_seq_checked",
-    "_cause_offset", "_p_log_start", "is_control", "_is_data",
-)  # fmt: skip
-
-
-def with_rules(
+def replay_rows(
     batches_df: DataFrame,
-    config: AuditConfig,
     *,
     seeds_df: DataFrame | None = None,
     log_starts_df: DataFrame | None = None,
     high_watermarks_df: DataFrame | None = None,
     leader_epochs_df: DataFrame | None = None,
     acks_df: DataFrame | None = None,
-    prune: bool = False,
 ) -> DataFrame:
-    """Every row with the window facts the rules read, and the rules evaluated as they complete.
-
-    Rows: audited and quarantined batches, seeded state, other replicas' copies, leader-epoch
-    checkpoint entries, client acknowledgements. Added as soon as their inputs exist:
-    `_f_early` (the partition and acknowledgement rules' findings, null when there are none),
-    `_partition_stats`, `_quarantine` and `_f_producer_state`.
-
-    Args:
-        batches_df: `to_canonical` output.
-        config: the run configuration.
-        seeds_df: optional seeded producer state.
-        log_starts_df: optional log-start checkpoint values.
-        high_watermarks_df: optional high-watermark checkpoint values.
-        leader_epochs_df: optional leader-epoch checkpoint entries.
-        acks_df: optional client acknowledgements (valid rows).
-        prune: drop each window fact once nothing later reads it (the audit); off, every fact
-            stays for inspection (the rule tests read them). Values are the same either way.
+    """Every input as replay rows, shuffled once by (topic, partition) and sorted in replay order.
 
     Returns:
-        The rows with their facts.
-
+        Rows in `REPLAY_SCHEMA`, each (topic, partition) whole inside one Spark partition.
     """
-    # Every input enters the one pass as rows; columns a kind of row lacks are null.
-    rows = _audited_rows(batches_df).withColumns(
-        {
-            "_ckpt_log_start": F.lit(None).cast("long"),
-            "_ckpt_high_watermark": F.lit(None).cast("long"),
-        }
-    )
+    rows = batch_rows(batches_df)
     extra = [
         seed_rows(seeds_df) if seeds_df is not None else None,
         epoch_entry_rows(leader_epochs_df) if leader_epochs_df is not None else None,
-        checkpoint_rows(log_starts_df, high_watermarks_df),
+        *checkpoint_rows(log_starts_df, high_watermarks_df),
         ack_rows(acks_df) if acks_df is not None else None,
     ]
     for more in extra:
         if more is not None:
-            rows = rows.unionByName(more, allowMissingColumns=True)
-
-    def pruned(df: DataFrame, columns: tuple[str, ...]) -> DataFrame:
-        return df.drop(*columns) if prune else df
-
-    rows = rows.transform(with_partition_context)
-    if acks_df is not None:
-        rows = rows.transform(with_ack_matches)
-    early = _early_rules(config, with_acks=acks_df is not None)
-    rows = rows.withColumns(
-        {
-            # Several partition rules may fire on one batch; most batches fire none.
-            "_f_early": F.when(F.coalesce(*early).isNotNull(), F.array(*early)),
-            "_partition_stats": _partition_stats_struct(),
-            "_quarantine": _quarantine_struct(),
-        }
-    ).transform(pruned, _PARTITION_ONLY)
-    # The producer-state steps in dependency order, with the epoch summaries between the duplicate
-    # window and the applied-state window: they share the duplicate window's sort.
-    rows = (
-        rows.transform(with_replay_roles, config)
-        .transform(pruned, _ROLE_ONLY)
-        .transform(with_sessions, config)
-        .transform(pruned, _EXPIRY_ONLY)
-        .transform(with_duplicates)
-        .transform(with_sessions_summary)
-        .transform(pruned, _SUMMARY_ONLY)
-        .transform(with_applied_state)
+            rows = rows.unionByName(more)
+    preamble_end = int(RowKind.LEADER_EPOCH_ENTRY)
+    order = {
+        "order_kind": F.when(F.col("kind") < preamble_end, F.col("kind")).otherwise(
+            F.lit(preamble_end)
+        ),
+        "replica_rank": F.col("replica"),
+    }
+    return rows.repartition("topic", "partition").sortWithinPartitions(
+        *[order.get(name, F.col(name)) for name in REPLAY_ORDER]
     )
-    rows = rows.withColumn("_f_producer_state", producer_state_finding(config))
-    return rows.transform(pruned, _PRODUCER_RULES_ONLY).transform(with_transactions)
+
+
+def replay_settings(config: AuditConfig, as_of_ms: int | None) -> ReplaySettings:
+    """The run's configuration as the executors' kernel reads it."""
+
+    def regex(patterns: tuple[str, ...]) -> str | None:
+        return "|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns) if patterns else None
+
+    version = config.cluster.version
+    if version < (1, 0):
+        unknown_error = KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER
+    elif version < (2, 5):
+        unknown_error = KafkaError.UNKNOWN_PRODUCER_ID
+    else:  # KIP-360: accepted since 2.5 (docs/rules.md#unknown-producer)
+        unknown_error = KafkaError.NONE
+    return ReplaySettings(
+        expiration_ms=config.cluster.effective_expiration_ms,
+        hanging_after_ms=config.transactions.max_timeout_ms + config.transactions.grace_ms,
+        as_of_ms=as_of_ms,
+        unknown_producer_error=int(unknown_error),
+        compacted_regex=regex(config.topics.compacted),
+        coordinator_regex=regex(config.topics.coordinator),
+    )
+
+
+_warned_uncompiled = False
+
+
+def _warn_if_uncompiled() -> None:
+    global _warned_uncompiled
+    if importlib.util.find_spec("numba") is None and not _warned_uncompiled:
+        _warned_uncompiled = True
+        log.warning(
+            "numba is not installed: the replay kernel runs as plain Python, several times slower "
+            "(pip install numba, or the eos-audit[local] extra)"
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernel records as output records
+# ------------------------------------------------------------------------------------------------
+def _name_of(code: Column, enum: type) -> Column:
+    """An enum code as its name; NONE (0) and null as null."""
+    out = F.lit(None).cast("string")
+    for member in reversed(list(enum)):
+        if member.value != 0:
+            out = F.when(code == member.value, F.lit(member.name)).otherwise(out)
+    return out
+
+
+def _finding_values() -> dict[str, Column]:
+    f = F.col("finding")
+    values = {
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "source": F.col("source"),
+        "replica": F.col("replica"),
+        "control_type": F.coalesce(_name_of(F.col("control_type"), ControlType), F.lit("Transaction")),
+        "cause": _name_of(f["cause"], Cause),
+        "kafka_error": _name_of(f["kafka_error"], KafkaError),
+        "batch_timestamp": f["timestamp"],
+    }
+    for name in ("producer_id", "producer_epoch", "base_offset", "last_offset", "base_sequence",
+                 "last_sequence", "expected_sequence", "previous_offset"):  # fmt: skip
+        values[name] = f[name]
+    return values
+
+
+def _finding_of(config: AuditConfig, run_id: str) -> Column:
+    """The findings-table struct of a kernel finding, through the one finding builder."""
+    f = F.col("finding")
+    out = F.lit(None).cast(FINDINGS_N)
+    for code, kind in sorted(BY_CODE.items(), reverse=True):
+        if not kind.facts and code > 17:
+            continue  # raised outside the kernel
+        values = _finding_values()
+        for k, fact in enumerate(kind.facts):
+            values[fact] = f[f"fact{k}"]
+        if "acknowledged_ms" in kind.facts:
+            values["acknowledged_at"] = F.date_format(
+                F.to_utc_timestamp(F.timestamp_millis(f["fact0"]), F.current_timezone()),
+                "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
+            )
+        if "log_end_offset" in kind.facts:
+            values["log_last_offset"] = f["fact2"] - 1
+        if "measured_at_export" in kind.facts:
+            values["age_measured_at"] = F.when(f["fact2"] == 1, "export_time").otherwise("log_end")
+        built = finding_struct(
+            kind.name,
+            config,
+            run_id,
+            identity=[F.col("topic"), F.col("partition"), f["base_offset"], f["occurrence"]],
+            values=values,
+        ).cast(FINDINGS_N)
+        out = F.when(f["finding_code"] == code, built).otherwise(out)
+    return out
+
+
+def _transaction_of(run_id: str) -> Column:
+    t = F.col("transaction")
+    transaction_id = F.sha2(
+        F.concat_ws(
+            "|",
+            F.col("topic"),
+            F.col("partition").cast("string"),
+            t["producer_id"].cast("string"),
+            t["first_offset"].cast("string"),
+        ),
+        256,
+    ).substr(1, 32)
+    values = {
+        "run_id": F.lit(run_id),
+        "transaction_id": transaction_id,
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "outcome": _name_of(t["outcome"], ControlType),
+    }
+    return F.struct(
+        *[
+            (values[f.name] if f.name in values else t[f.name]).cast(f.dataType).alias(f.name)
+            for f in TRANSACTION_STRUCT.fields
+        ]
+    )
+
+
+def _with_topic(struct_name: str, schema: T.StructType) -> Column:
+    s = F.col(struct_name)
+    values = {"topic": F.col("topic"), "partition": F.col("partition")}
+    return F.struct(
+        *[
+            (values[f.name] if f.name in values else s[f.name]).cast(f.dataType).alias(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
+def _producer_state_of() -> Column:
+    s = F.col("state")
+    values = {
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "source": F.lit("replay"),
+        "run_id": F.lit(None),
+    }
+    return F.struct(
+        *[
+            (values[f.name] if f.name in values else s[f.name]).cast(f.dataType).alias(f.name)
+            for f in PRODUCER_STATE_N.fields
+        ]
+    )
+
+
+def _quarantine_of(run_id: str) -> Column:
+    q = F.col("quarantine")
+    return F.struct(
+        F.sha2(F.concat_ws("|", q["raw"], F.col("source")), 256).substr(1, 32).alias(
+            "quarantine_id"
+        ),
+        F.lit(run_id).alias("run_id"),
+        F.lit("record_batch").alias("input"),
+        q["reason"].alias("reason"),
+        F.col("source"),
+        F.col("topic"),
+        F.col("partition"),
+        q["base_offset"],
+        q["raw"],
+    ).cast(QUARANTINE_N)
 
 
 def audit(
@@ -603,10 +473,11 @@ def audit(
     acks_df: DataFrame | None = None,
     as_of_ms: int | None = None,
 ) -> DataFrame:
-    """Run every rule over the batches and return the tagged output records.
+    """Replay every partition and return the tagged output records.
 
     Args:
-        batches_df: `to_canonical` output (canonical columns, `quarantine_reason`, `raw`).
+        batches_df: `to_canonical` output (canonical columns, `quarantine_reason`, `raw`, and for
+            broker exports `_replica` and `_replica_rank`).
         config: the run configuration.
         run_id: the run id stamped on every row.
         seeds_df: optional producer state (schemas.PRODUCER_STATE) that precedes the audited log.
@@ -622,41 +493,37 @@ def audit(
     Returns:
         One row per output record: `kind` (one of OUTPUT_KINDS) and one non-null struct of that
         kind's schema.
-
     """
-    ruled = with_rules(
+    _warn_if_uncompiled()
+    rows = replay_rows(
         batches_df,
-        config,
         seeds_df=seeds_df,
         log_starts_df=log_starts_df,
         high_watermarks_df=high_watermarks_df,
         leader_epochs_df=leader_epochs_df,
         acks_df=acks_df,
-        prune=True,
     )
-    late = _late_rules(config, as_of_ms)
-    records = F.concat(
-        _finding_records(late, run_id),
-        _quarantine_records(run_id),
-        _partition_stats_records(),
-        _transaction_records(config, run_id, as_of_ms),
-        _producer_records(),
-        _session_records(),
+    emitted = rows.mapInArrow(replay_partitions(replay_settings(config, as_of_ms)), KERNEL_OUTPUT)
+    record = F.col("record")
+    out = (
+        F.when(record == "finding", _record("findings", finding=_finding_of(config, run_id)))
+        .when(record == "quarantine", _record("quarantine", quarantine=_quarantine_of(run_id)))
+        .when(
+            record == "partition_stats",
+            _record("partition_stats", partition_stats=_with_topic("partition_stats",
+                                                                   PARTITION_STATS_N)),
+        )
+        .when(record == "transaction", _record("transactions", transaction=_transaction_of(run_id)))
+        .when(record == "session", _record("sessions", session=_with_topic("session",
+                                                                           SESSION_STRUCT)))
+        .otherwise(_record("producer_state", producer_state=_producer_state_of()))
     )
-    # Most rows emit nothing. Dropping them first with plain (generated-code) conditions spares
-    # them the records' array functions, which Spark evaluates without generated code.
-    emits = (
-        F.col("_f_early").isNotNull()
-        | F.coalesce(*late).isNotNull()
-        | F.col("_quarantine").isNotNull()
-        | F.col("_partition_stats").isNotNull()
-        | F.col("_txn_end").isNotNull()
-        | _last_of_producer()
-        | F.col("_producer_session").isNotNull()
-    )
-    return ruled.where(emits).select(F.explode(records).alias("r")).select("r.*")
+    return emitted.select(out.alias("r")).select("r.*")
 
 
+# ------------------------------------------------------------------------------------------------
+# Slices of the output records
+# ------------------------------------------------------------------------------------------------
 def findings_of(records_df: DataFrame) -> DataFrame:
     """The findings table rows of an `audit` result."""
     return records_df.where(F.col("kind") == "findings").select("finding.*")
@@ -670,6 +537,46 @@ def quarantine_of(records_df: DataFrame) -> DataFrame:
 def partition_stats_of(records_df: DataFrame) -> DataFrame:
     """The per-partition statistics of an `audit` result."""
     return records_df.where(F.col("kind") == "partition_stats").select("partition_stats.*")
+
+
+def transactions_of(records_df: DataFrame) -> DataFrame:
+    """The transactions table rows of an `audit` result."""
+    return records_df.where(F.col("kind") == "transactions").select("transaction.*")
+
+
+def producer_state_of(records_df: DataFrame) -> DataFrame:
+    """The final producer state of an `audit` result (schemas.PRODUCER_STATE)."""
+    return records_df.where(F.col("kind") == "producer_state").select("producer_state.*")
+
+
+SESSION_KEYS = ["topic", "partition", "producer_id", "producer_epoch"]
+
+
+def sessions_of(records_df: DataFrame) -> DataFrame:
+    """One summary per producer epoch of an `audit` result (its partial summaries merged)."""
+    s = records_df.where(F.col("kind") == "sessions").select("session.*")
+    first = F.min(
+        F.when(
+            F.col("first_sequence_offset").isNotNull(),
+            F.struct("first_sequence_offset", "first_sequence"),
+        )
+    )
+    last = F.max(
+        F.when(
+            F.col("last_sequence_offset").isNotNull(),
+            F.struct("last_sequence_offset", "last_sequence"),
+        )
+    )
+    return s.groupBy(*SESSION_KEYS).agg(
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        first["first_sequence"].alias("first_sequence"),
+        last["last_sequence"].alias("last_sequence"),
+        F.sum("batches").alias("batches"),
+        F.sum("records").alias("records"),
+        F.min("first_timestamp").alias("first_timestamp"),
+        F.max("last_timestamp").alias("last_timestamp"),
+    )
 
 
 def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
@@ -696,16 +603,6 @@ def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
         F.lit(None).cast("string").alias("raw"),
     ).cast(QUARANTINE_N)
     return problems_df.select(_record("quarantine", quarantine=quarantine).alias("r")).select("r.*")
-
-
-def sessions_of(records_df: DataFrame) -> DataFrame:
-    """The per producer epoch summaries of an `audit` result (before findings are added)."""
-    return records_df.where(F.col("kind") == "sessions").select("session.*")
-
-
-def transactions_of(records_df: DataFrame) -> DataFrame:
-    """The transactions table rows of an `audit` result."""
-    return records_df.where(F.col("kind") == "transactions").select("transaction.*")
 
 
 def finding_records_of(findings_df: DataFrame) -> DataFrame:

@@ -158,16 +158,23 @@ def read_batches(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
 
 
 def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame | None:
-    """Seeded producer state from Parquet or JSON files in the `producer_state` contract."""
+    """Seeded producer state in the `producer_state` contract.
+
+    Each path is Parquet or JSON lines, or a `producer_state` Delta table an earlier run wrote
+    (its latest run's rows: the state that run's replay ended in).
+    """
     if not paths:
         return None
     frames = []
     for path in paths:
+        if (Path(path) / "_delta_log").is_dir():
+            frames.append(_latest_run_state(spark, path))
+            continue
         fmt = detect_format(path)
         if fmt not in ("parquet", "json"):
             raise InputSchemaError(
                 f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
-                "contract (schemas/producer_state.json)"
+                "contract (schemas/producer_state.json), or a producer_state Delta table"
             )
         reader = spark.read.schema(PRODUCER_STATE)
         frames.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
@@ -175,6 +182,25 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFram
     for other in frames[1:]:
         df = df.unionByName(other)
     return df
+
+
+def _latest_run_state(spark: SparkSession, path: str) -> DataFrame:
+    """The rows of the latest run of a producer_state Delta table, read on the executors.
+
+    Without Delta in the session, delta-rs lists the table's current data files and Spark reads
+    them, so the table is read as Delta defines it (removed files stay unread).
+    """
+    if session_has_delta(spark):
+        table = spark.read.format("delta").load(path).select(*PRODUCER_STATE.fieldNames())
+    else:
+        from deltalake import DeltaTable
+
+        files = DeltaTable(path).file_uris()
+        if not files:
+            return spark.createDataFrame([], PRODUCER_STATE)
+        table = spark.read.schema(PRODUCER_STATE).parquet(*files)
+    latest = table.agg(F.max("run_id")).first()[0]  # one value: which run to continue from
+    return table.where(F.col("run_id") == latest)
 
 
 def export_time_ms(export_time: str | None) -> int | None:
@@ -399,6 +425,11 @@ def run_audit(
             ("partition_summary", partition_summary(staged, run_id), PARTITION_SUMMARY),
             ("producer_sessions", producer_sessions(staged, run_id), PRODUCER_SESSIONS),
             ("list_offsets_errors", offset_errors, LIST_OFFSETS_ERRORS),
+            (
+                "producer_state",
+                engine.producer_state_of(staged).withColumn("run_id", F.lit(run_id)),
+                PRODUCER_STATE,
+            ),
         ):
             result.tables[table] = writer.replace_run(table, df, schema, run_id)
             log.info("run %s: wrote %s", run_id, result.tables[table])

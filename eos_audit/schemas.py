@@ -123,6 +123,13 @@ PRODUCER_STATE_COLUMNS: list[Column] = [
     Column(
         "source", T.StringType(), True, "where the state came from (snapshot file, previous run)"
     ),
+    Column(
+        "run_id",
+        T.StringType(),
+        True,
+        "the audit run whose replay ended in this state (the producer_state table); null in "
+        "state from elsewhere. Given the table, --producer-state seeds from its latest run",
+    ),
 ]
 PRODUCER_STATE = _struct(PRODUCER_STATE_COLUMNS)
 
@@ -173,7 +180,9 @@ FINDINGS_COLUMNS: list[Column] = [
         "evidence: offset of the earlier batch the finding relates to",
     ),
     Column("detail", T.StringType(), False, "one readable sentence"),
-    Column("spec_ref", T.StringType(), False, "the Kafka rule, as a section of kafka_rules.md"),
+    Column(
+        "spec_ref", T.StringType(), False, "the rule, as a section of docs/rules.md in this repository"
+    ),
     Column(
         "evidence",
         T.MapType(T.StringType(), T.StringType(), True),
@@ -443,6 +452,7 @@ OUTPUT_TABLES: dict[str, T.StructType] = {
     "partition_summary": PARTITION_SUMMARY,
     "producer_sessions": PRODUCER_SESSIONS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS,
+    "producer_state": PRODUCER_STATE,
 }
 
 

@@ -27,13 +27,6 @@ def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
         Rows in the `partition_summary` contract.
     """
     stats = engine.partition_stats_of(staged)
-    producers = (
-        staged.where(F.col("kind") == "producers")
-        .groupBy(
-            F.col("producer.topic").alias("topic"), F.col("producer.partition").alias("partition")
-        )
-        .agg(F.countDistinct("producer.producer_id").alias("producers"))
-    )
     findings = (
         engine.findings_of(staged)
         .groupBy("topic", "partition")
@@ -44,9 +37,7 @@ def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
             ]
         )
     )
-    joined = stats.join(producers, ["topic", "partition"], "left").join(
-        findings, ["topic", "partition"], "left"
-    )
+    joined = stats.join(findings, ["topic", "partition"], "left")
     counts = ["producers", *[f"findings_{s.lower()}" for s in SEVERITY_ORDER]]
     return joined.select(
         F.lit(run_id).alias("run_id"),

@@ -95,6 +95,7 @@ def seeds_df(spark: SparkSession, seeds: list[dict]) -> DataFrame:
             "batches": [],
             "state_offset": None,
             "source": "test-seed",
+            "run_id": None,
             "topic": "t",
             "partition": 0,
         }

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.config import DEFAULT_SEVERITIES, AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.rules.common import BENIGN_CAUSES, UNEXPLAINED, sentence
+from eos_audit.findings import BENIGN_CAUSES, UNEXPLAINED, finding_struct, sentence
 from eos_audit.schemas import ACKS, FINDINGS
 from eos_audit.sources.acks import (
     NO_OFFSET,
@@ -52,8 +52,7 @@ from eos_audit.sources.canonical import increment_sequence
 
 CLIENT_SEQUENCE_ERROR = "CLIENT_SEQUENCE_ERROR"
 CAUSE_LOG_START = "LOG_START"
-BENIGN_SEVERITY = "INFO"  # as `eos_audit.rules.common.finding` lowers a benign cause
-SPEC_REF = "§7"
+BENIGN_SEVERITY = "INFO"  # as `eos_audit.findings.severity_of` lowers a benign cause
 KEY = ["topic", "partition", "producer_id"]
 _REQUIRED = ["event_time", "topic", "partition", "producer_id", "producer_epoch", "base_sequence"]
 _OPTIONAL = ["record_count", "offset", "error", "log_start_offset", "source"]
@@ -88,22 +87,6 @@ def _acks(acks_df: DataFrame) -> DataFrame:
         & (F.col("producer_id") >= 0)
         & (acked | F.col("error").isin(*SEQUENCE_ERRORS))
     )
-
-
-def _finding_id() -> Column:
-    return F.sha2(
-        F.concat_ws(
-            "|",
-            F.lit(CLIENT_SEQUENCE_ERROR),
-            F.col("topic"),
-            F.col("partition").cast("string"),
-            F.col("producer_id").cast("string"),
-            F.col("producer_epoch").cast("string"),
-            F.col("base_sequence").cast("string"),
-            F.unix_micros(F.col("event_time")).cast("string"),
-        ),
-        256,
-    ).substr(1, 32)
 
 
 def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
@@ -159,17 +142,7 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
 
     at = F.date_format(F.col("event_time"), _ISO_INSTANT)
     acked_text = F.coalesce(last_acked.cast("string"), F.lit("-1 (none acknowledged before)"))
-    detail = F.concat(
-        sentence(
-            "%s for %s-%s, producer %s epoch %s sequence %s at %s",
-            F.col("error"),
-            F.col("topic"),
-            F.col("partition"),
-            F.col("producer_id"),
-            F.col("producer_epoch"),
-            F.col("base_sequence"),
-            at,
-        ),
+    explanation = (
         F.when(
             is_benign,
             sentence(
@@ -194,7 +167,7 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
                 "told from loss (last acknowledged offset %s)",
                 acked_text,
             )
-        ),
+        )
     )
     evidence = F.map_filter(
         F.create_map(
@@ -211,10 +184,6 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
     )
     span = (F.coalesce(F.col("record_count"), F.lit(1)) - 1).cast("long")
     values = {
-        "finding_id": _finding_id(),
-        "run_id": F.lit(run_id),
-        "finding_type": F.lit(CLIENT_SEQUENCE_ERROR),
-        "severity": severity,
         "cause": cause,
         "kafka_error": F.col("error"),
         "topic": F.col("topic"),
@@ -226,12 +195,22 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
         "last_offset": F.lit(NO_OFFSET),
         "base_sequence": F.col("base_sequence"),
         "last_sequence": increment_sequence(F.col("base_sequence").cast("long"), span),
-        "expected_sequence": F.lit(None),
         "previous_offset": last_acked,
-        "detail": detail,
-        "spec_ref": F.lit(SPEC_REF),
+        "event_time": at,
+        "explanation": explanation,
         "evidence": evidence,
         "batch_timestamp": F.unix_millis(F.col("event_time")),
         "source": F.col("source"),
     }
-    return errors.select(*[values[f.name].cast(f.dataType).alias(f.name) for f in FINDINGS.fields])
+    identity = [
+        F.col("topic"),
+        F.col("partition"),
+        F.col("producer_id"),
+        F.col("producer_epoch"),
+        F.col("base_sequence"),
+        F.unix_micros(F.col("event_time")),
+    ]
+    finding = finding_struct(
+        CLIENT_SEQUENCE_ERROR, config, run_id, identity=identity, values=values, severity=severity
+    )
+    return errors.select(finding.alias("f")).select("f.*")

@@ -43,7 +43,7 @@ from pyspark.sql import types as T
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.rules.common import sentence
+from eos_audit.findings import finding_struct, sentence
 from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import SOURCE_ERROR
 
@@ -57,7 +57,6 @@ CAUSE_TRUNCATION = "TRUNCATION"
 CAUSE_EARLIEST_FAILOVER = "EARLIEST_ACROSS_FAILOVER"
 BENIGN_CAUSES = (CAUSE_TRANSIENT, CAUSE_EARLIEST_FAILOVER)
 BENIGN_SEVERITY = "WARNING"
-SPEC_REF = "§5"
 
 _RANK = {"CRITICAL": 0, "ERROR": 1, "WARNING": 2, "INFO": 3}
 KEY = ["topic", "partition", "spec", "_iso"]
@@ -145,21 +144,6 @@ def list_offsets_error_counts(observations_df: DataFrame, run_id: str) -> DataFr
     )
 
 
-def _finding_id(finding_type: str) -> Column:
-    return F.sha2(
-        F.concat_ws(
-            "|",
-            F.lit(finding_type),
-            F.col("topic"),
-            F.col("partition").cast("string"),
-            F.col("spec"),
-            F.coalesce(F.col("_iso"), F.lit("")),
-            F.unix_micros(F.col("observed_at")).cast("string"),
-        ),
-        256,
-    ).substr(1, 32)
-
-
 def _record(
     finding_type: str,
     run_id: str,
@@ -170,35 +154,32 @@ def _record(
     detail: Column,
     evidence: dict[str, Column],
 ) -> Column:
+    """One finding of an observation, through the one finding builder (`findings`)."""
     evidence_map = F.map_filter(
         F.create_map(*[x for k, v in evidence.items() for x in (F.lit(k), v.cast("string"))]),
         lambda _k, v: v.isNotNull(),
     )
     values = {
-        "finding_id": _finding_id(finding_type),
-        "run_id": F.lit(run_id),
-        "finding_type": F.lit(finding_type),
-        "severity": severity,
-        "cause": cause,
-        "kafka_error": None,
+        "cause": cause if cause is not None else F.lit(None),
         "topic": F.col("topic"),
         "partition": F.col("partition"),
         "base_offset": F.col("offset"),
         "last_offset": F.col("offset"),
-        "previous_offset": previous_offset,
-        "detail": detail,
-        "spec_ref": F.lit(SPEC_REF),
+        "previous_offset": previous_offset if previous_offset is not None else F.lit(None),
+        "text": detail,
         "evidence": evidence_map,
         "batch_timestamp": F.unix_millis(F.col("observed_at")),
         "source": F.col("source"),
     }
-    return F.struct(
-        *[
-            (values.get(f.name) if values.get(f.name) is not None else F.lit(None))
-            .cast(f.dataType)
-            .alias(f.name)
-            for f in FINDINGS.fields
-        ]
+    identity = [
+        F.col("topic"),
+        F.col("partition"),
+        F.col("spec"),
+        F.coalesce(F.col("_iso"), F.lit("")),
+        F.unix_micros(F.col("observed_at")),
+    ]
+    return finding_struct(
+        finding_type, AuditConfig(), run_id, identity=identity, values=values, severity=severity
     )
 
 

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field, fields
 
 MAX_SEQUENCE = 2147483647  # Int.MAX_VALUE, §1.5 sequence arithmetic
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN, §1.2
+# Doc "Verdict of a data batch", step 2: duplicates are looked for among the last 64 applied data
+# batches of the session (docs/rules.md#duplicate-batch), a bounded window.
+DUPLICATE_LOOKBACK = 64
 
 # Finding types.
 OFFSET_OVERLAP = "OFFSET_OVERLAP"
@@ -265,9 +268,14 @@ class ProducerState:
     last_sequence_offset: int | None = None
     # The 5 most recent applied data batches (§1.2 batchMetadata; window of the duplicate rule).
     cache: deque[DataRange] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
-    # Every data batch of the session, any verdict, oldest first (doc verdict step 2 looks at "an
-    # earlier data batch of the same session", not only at the 5 cached ones).
-    session_data: list[DataRange] = field(default_factory=list)
+    # The last DUPLICATE_LOOKBACK applied data batches of the session, oldest first (doc verdict
+    # step 2 looks back over them, not only over the 5 cached ones).
+    session_data: deque[DataRange] = field(
+        default_factory=lambda: deque(maxlen=DUPLICATE_LOOKBACK)
+    )
+    # The sequences a batch that failed its CRC claimed, as (epoch, base, last), or None
+    # (doc "Corrupt batches": a gap of exactly that range is that batch).
+    corrupt_claim: tuple[int, int, int] | None = None
     # Coordinator epoch of the most recent applied marker with a non-null one (or the seed's),
     # else -1.
     coordinator_epoch: int = -1
@@ -426,6 +434,14 @@ def check_sequence(ctx: PartitionContext, state: ProducerState, batch: Batch) ->
     if in_sequence(state.last_sequence, s):
         return None
     expected = expected_after(state.last_sequence)
+    claim = state.corrupt_claim
+    if (
+        claim is not None
+        and claim[0] == batch.producer_epoch
+        and claim[1] == expected
+        and expected_after(claim[2]) == s
+    ):
+        return None  # the missing sequences are the corrupt batch's: CORRUPT_BATCH says it
     distance = (s - expected) % (2**31)
     previous_offset = state.last_sequence_offset if state.last_sequence != -1 else None
     if s == 0:  # expected != 0 here, else s would be in sequence
@@ -607,6 +623,8 @@ def apply_data_batch(
     # transaction when transactional, and counts as the previous applied batch for causes.
     if not coordinator_append:
         state.cache.append(rng)
+        state.session_data.append(rng)
+        state.corrupt_claim = None
         state.last_sequence = rng.last_sequence
         state.last_sequence_offset = rng.base_offset
         state.last_sequence_coverage_end = coverage_end
@@ -647,7 +665,6 @@ def producer_from_seed(seed: Seed) -> Producer:
             base_offset=sb.base_offset,
             last_offset=sb.last_offset,
         )
-        state.session_data.append(rng)
         apply_data_batch(
             state, rng, transactional=False, coordinator_append=False,
             coverage_end=seed.state_offset,
@@ -703,7 +720,6 @@ def replay_producer_batch(
             previous_row_offset=previous_row_offset,
         )
         rng = _data_range(batch)
-        state.session_data.append(rng)
         if verdict is None or verdict.finding_type not in (DUPLICATE_BATCH, FENCED_PRODUCER_EPOCH):
             apply_data_batch(
                 state,
@@ -723,6 +739,36 @@ def replay_producer_batch(
         log.txn_open_in_log = True
 
     return None if verdict is None else _make_finding(ctx, batch, verdict)
+
+
+def remember_corrupt_claim(
+    producers: dict[int, Producer],
+    seeds_by_key: Mapping[tuple[str, int, int], Seed],
+    topic: str,
+    partition: int,
+    batch: Batch,
+) -> None:
+    """Doc "Corrupt batches": a known producer's corrupt data batch claims its sequence range;
+    consecutive corrupt batches of one epoch claim one range together."""
+    pid = batch.producer_id
+    if pid < 0 or batch.base_sequence < 0 or batch.is_control:
+        return
+    if pid not in producers:
+        seed = seeds_by_key.get((topic, partition, pid))
+        if seed is None:
+            return  # an unknown producer: the untrusted header creates no state
+        producers[pid] = producer_from_seed(seed)
+    state = producers[pid].state
+    claim = state.corrupt_claim
+    last = batch.effective_last_sequence
+    if (
+        claim is not None
+        and claim[0] == batch.producer_epoch
+        and expected_after(claim[2]) == batch.base_sequence
+    ):
+        state.corrupt_claim = (claim[0], claim[1], last)
+    else:
+        state.corrupt_claim = (batch.producer_epoch, batch.base_sequence, last)
 
 
 def partition_findings(ctx: PartitionContext, ordered: list[Batch]) -> list[Finding]:
@@ -827,6 +873,8 @@ def replay(
 
         producers: dict[int, Producer] = {}
         for batch in ordered:
+            if batch.crc_valid is False:
+                remember_corrupt_claim(producers, seeds_by_key, topic, partition, batch)
             if not takes_part_in_replay(batch):
                 continue
             pid = batch.producer_id

@@ -17,8 +17,6 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.engine import with_rules
-from eos_audit.rules.producer_state import unknown_producer
 from eos_audit.sources.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -636,23 +634,11 @@ VERSION_ERRORS = {
 }
 
 
-def test_unknown_producer_kafka_error_by_version(spark):
-    # Column level, so all versions share one Spark job: the version only changes the rule column.
-    ruled = with_rules(to_canonical(batches_df(spark, [d(0, seq=5), d(1, seq=6)])), AuditConfig())
-    columns = [
-        unknown_producer(AuditConfig().with_overrides(cluster={"kafka_version": v})).alias(v)
-        for v in VERSION_ERRORS
-    ]
-    first, second = ruled.orderBy("base_offset").select(*columns).collect()
-    for version, error in VERSION_ERRORS.items():
-        found = first[version]
-        assert (found.finding_type, found.severity, found.cause, found.kafka_error) == (
-            UNKNOWN,
-            "CRITICAL",
-            "UNEXPLAINED",
-            error,
-        ), version
-        assert second[version] is None, version
+@pytest.mark.parametrize(("version", "error"), VERSION_ERRORS.items())
+def test_unknown_producer_kafka_error_by_version(spark, version, error):
+    config = AuditConfig().with_overrides(cluster={"kafka_version": version})
+    found = audit_findings(spark, [d(0, seq=5), d(1, seq=6)], config)
+    assert as_tuples(found) == [f(UNKNOWN, 0, "CRITICAL", "UNEXPLAINED", error, 0)]
 
 
 # ------------------------------------------------------------------------------------------------

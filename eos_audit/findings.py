@@ -1,0 +1,334 @@
+"""Every finding type in one registry, and the one builder every rule's findings go through.
+
+The registry holds, per type: its default severity, the error a partition leader returns, the
+section of `docs/rules.md` that states the rule (written into `findings.spec_ref`), one sentence
+saying what it means, and the template of the `detail` sentence. The replay kernel, the client
+acknowledgement rules and the ListOffsets rules all build their rows with `finding_struct`, so
+every finding has the same shape whoever raises it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from eos_audit.config import AuditConfig
+from eos_audit.schemas import FINDINGS
+
+RULES_DOC = "docs/rules.md"
+
+
+class Cause(IntEnum):
+    """Why a finding happened, when the data explains it (docs/rules.md#causes)."""
+
+    NONE = 0
+    LOG_START = 1
+    PRODUCER_EXPIRY = 2
+    COMPACTION = 3
+    UNEXPLAINED = 4
+
+
+# A benign cause lowers a finding's severity to INFO (LIST_OFFSETS_REGRESSION's own benign causes
+# lower it to WARNING, see rules.list_offsets).
+BENIGN_CAUSES = ("LOG_START", "PRODUCER_EXPIRY", "COMPACTION")
+UNEXPLAINED = "UNEXPLAINED"
+
+
+class KafkaError(IntEnum):
+    """The errors a partition leader answers for the batches the replay judges (Errors.java)."""
+
+    NONE = 0
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 1
+    UNKNOWN_PRODUCER_ID = 2
+    INVALID_PRODUCER_EPOCH = 3
+    INVALID_TXN_STATE = 4
+    TRANSACTION_COORDINATOR_FENCED = 5
+    CORRUPT_MESSAGE = 6
+
+
+@dataclass(frozen=True)
+class FindingType:
+    """One kind of violation.
+
+    Attributes:
+        name: UPPER_SNAKE name, the `finding_type` value and the key of `[severity]`.
+        code: the integer the replay kernel emits for it.
+        severity: default severity (configurable per type).
+        anchor: its section in docs/rules.md.
+        meaning: one sentence: what it means for the people reading the findings.
+        detail: template of the `detail` sentence; `{name}` is a findings column or a fact.
+        facts: names of the kernel's facts for this type, in the kernel's order.
+        evidence: the facts (or columns) that go into the `evidence` map.
+        kafka_error: the error a leader returns, when it is always the same.
+    """
+
+    name: str
+    code: int
+    severity: str
+    anchor: str
+    meaning: str
+    detail: str
+    facts: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    kafka_error: str | None = None
+
+    @property
+    def spec_ref(self) -> str:
+        """Where the rule is stated: a section of the repository's rules document."""
+        return f"{RULES_DOC}#{self.anchor}"
+
+
+_TYPES = [
+    FindingType(
+        "OFFSET_OVERLAP", 1, "CRITICAL", "offset-overlap",
+        "Two batches claim the same offsets: corruption or a bad export.",
+        "Batch {base_offset}-{last_offset} starts at or below offset {previous_offset}, already "
+        "covered by an earlier batch of this partition: two batches claim the same offsets.",
+    ),
+    FindingType(
+        "LEADER_EPOCH_REGRESSION", 2, "ERROR", "leader-epoch-regression",
+        "A batch carries a lower leader epoch than an earlier one: a diverged suffix.",
+        "Batch at offset {base_offset} carries leader epoch {leader_epoch}, below leader epoch "
+        "{max_leader_epoch} of an earlier batch: the log holds a suffix written by an older "
+        "leader.",
+        facts=("max_leader_epoch", "leader_epoch"),
+        evidence=("max_leader_epoch", "leader_epoch"),
+    ),
+    FindingType(
+        "CORRUPT_BATCH", 3, "ERROR", "corrupt-batch",
+        "The batch failed CRC-32C verification.",
+        "Batch {base_offset}-{last_offset} failed CRC-32C verification: its bytes changed after "
+        "it was written.",
+        kafka_error="CORRUPT_MESSAGE",
+    ),
+    FindingType(
+        "LEADER_EPOCH_MISMATCH", 4, "ERROR", "leader-epoch-mismatch",
+        "A batch's leader epoch contradicts the partition's leader-epoch checkpoint.",
+        "Batch at offset {base_offset} carries leader epoch {leader_epoch}, but the leader-epoch "
+        "checkpoint says epoch {checkpoint_epoch} started at offset {previous_offset} and was "
+        "still in force.",
+        facts=("checkpoint_epoch", "leader_epoch"),
+        evidence=("checkpoint_epoch", "leader_epoch"),
+    ),
+    FindingType(
+        "REPLICA_DIVERGENCE", 5, "CRITICAL", "replica-divergence",
+        "Another replica holds a different batch below the high watermark.",
+        "Replica {replica} holds batch {base_offset}-{last_offset} (producer {producer_id}, "
+        "sequence {base_sequence}) where the audited replica holds batch {previous_offset}-"
+        "{primary_last_offset} (producer {primary_producer_id}, sequence "
+        "{primary_base_sequence}), below the high watermark {high_watermark}.",
+        facts=("primary_last_offset", "primary_producer_id", "primary_base_sequence",
+               "high_watermark"),
+        evidence=("replica", "high_watermark"),
+    ),
+    FindingType(
+        "DUPLICATE_BATCH", 6, "CRITICAL", "duplicate-batch",
+        "The same producer and epoch wrote the same sequence range twice: consumers see those "
+        "records twice.",
+        "Producer {producer_id} epoch {producer_epoch} wrote sequences {base_sequence}-"
+        "{last_sequence} again at offset {base_offset}; they were first written at offset "
+        "{previous_offset}, so consumers see these records twice.",
+    ),
+    FindingType(
+        "SEQUENCE_GAP", 7, "CRITICAL", "sequence-gap",
+        "Sequences are missing between two batches of one producer epoch.",
+        "Producer {producer_id} epoch {producer_epoch} jumped from sequence {state_last_sequence} "
+        "to {base_sequence}: {missing_sequences} sequence(s) are missing from the log.",
+        facts=("state_last_sequence", "missing_sequences"),
+        evidence=("missing_sequences",),
+        kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ),
+    FindingType(
+        "SEQUENCE_OVERLAP", 8, "ERROR", "sequence-overlap",
+        "A batch starts at or below the producer's last sequence without repeating a batch.",
+        "Producer {producer_id} epoch {producer_epoch} wrote sequences {base_sequence}-"
+        "{last_sequence}, overlapping its last sequence {state_last_sequence} without repeating "
+        "a batch exactly.",
+        facts=("state_last_sequence",),
+        kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ),
+    FindingType(
+        "SEQUENCE_RESET", 9, "ERROR", "sequence-reset",
+        "The sequence went back to 0 without an epoch bump.",
+        "Producer {producer_id} epoch {producer_epoch} restarted at sequence 0 after sequence "
+        "{state_last_sequence} without an epoch bump.",
+        facts=("state_last_sequence",),
+        kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ),
+    FindingType(
+        "NEW_EPOCH_NONZERO_SEQUENCE", 10, "ERROR", "new-epoch-nonzero-sequence",
+        "The first batch of a higher epoch does not start at sequence 0.",
+        "Producer {producer_id} moved from epoch {current_epoch} to {producer_epoch} but its "
+        "first batch starts at sequence {base_sequence}, not 0.",
+        facts=("current_epoch",),
+        kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+    ),
+    FindingType(
+        "UNKNOWN_PRODUCER", 11, "CRITICAL", "unknown-producer",
+        "A producer without state starts at a sequence other than 0.",
+        "Producer {producer_id} has no state here (first seen, or expired) and starts at "
+        "sequence {base_sequence} instead of 0; the log starts at offset {log_start}.",
+        facts=("log_start",),
+    ),
+    FindingType(
+        "FENCED_PRODUCER_EPOCH", 12, "CRITICAL", "fenced-producer-epoch",
+        "A batch or marker below the producer's current epoch: a zombie write.",
+        "Producer {producer_id} wrote at epoch {producer_epoch} after epoch {current_epoch}: a "
+        "zombie write the leader would have rejected with INVALID_PRODUCER_EPOCH.",
+        facts=("current_epoch",),
+        evidence=("current_epoch",),
+        kafka_error="INVALID_PRODUCER_EPOCH",
+    ),
+    FindingType(
+        "COORDINATOR_FENCED", 13, "ERROR", "coordinator-fenced",
+        "A transaction marker from an older coordinator epoch.",
+        "{control_type} marker of producer {producer_id} carries coordinator epoch "
+        "{coordinator_epoch}, below the {coordinator_epoch_seen} of an earlier marker.",
+        facts=("coordinator_epoch", "coordinator_epoch_seen"),
+        evidence=("coordinator_epoch_seen",),
+        kafka_error="TRANSACTION_COORDINATOR_FENCED",
+    ),
+    FindingType(
+        "INVALID_TXN_STATE", 14, "CRITICAL", "invalid-txn-state",
+        "A non-transactional batch while the producer's transaction is open.",
+        "Producer {producer_id} wrote a non-transactional batch while its transaction opened at "
+        "offset {previous_offset} was still open.",
+        kafka_error="INVALID_TXN_STATE",
+    ),
+    FindingType(
+        "HANGING_TRANSACTION", 15, "ERROR", "hanging-transaction",
+        "A transaction still open at the end of the log and older than the transaction timeout "
+        "plus the broker's grace: it pins the last stable offset.",
+        "Producer {producer_id} (epoch {producer_epoch}) has a transaction open since offset "
+        "{first_offset} for {age_ms} ms, past the transaction timeout plus grace: it pins the "
+        "last stable offset, so read_committed consumers stall.",
+        facts=("age_ms", "first_offset", "measured_at_export"),
+        evidence=("age_ms", "first_offset", "age_measured_at"),
+    ),
+    FindingType(
+        "ACKED_WRITE_LOST", 16, "CRITICAL", "acked-write-lost",
+        "A send acknowledged at an offset inside the exported log is not in the log.",
+        "Producer {producer_id} epoch {producer_epoch} was acknowledged sequence {base_sequence} "
+        "at offset {base_offset} on {acknowledged_at}, but the log (offsets {log_start_offset} to "
+        "{log_last_offset}) holds no batch of that producer, epoch and sequence: an acknowledged "
+        "write is lost.",
+        facts=("acknowledged_ms", "log_start_offset", "log_end_offset"),
+        evidence=("acknowledged_at", "log_start_offset", "log_end_offset"),
+    ),
+    FindingType(
+        "ACKED_OFFSET_MISMATCH", 17, "CRITICAL", "acked-offset-mismatch",
+        "The log holds the acknowledged batch at another offset than the one acknowledged.",
+        "Producer {producer_id} epoch {producer_epoch} sequence {base_sequence} was acknowledged "
+        "at offset {base_offset} on {acknowledged_at}, but the log holds that batch at offset "
+        "{previous_offset}: consumers and the application disagree on where the records are.",
+        facts=("acknowledged_ms", "log_batches"),
+        evidence=("acknowledged_at", "log_batches"),
+    ),
+    FindingType(
+        "CLIENT_SEQUENCE_ERROR", 18, "CRITICAL", "client-sequence-error",
+        "A send failed with a sequence error the log does not explain.",
+        "{kafka_error} for {topic}-{partition}, producer {producer_id} epoch {producer_epoch} "
+        "sequence {base_sequence} at {event_time}{explanation}",
+    ),
+    FindingType(
+        "LIST_OFFSETS_REGRESSION", 19, "CRITICAL", "list-offsets-regression",
+        "An observed offset went below an earlier one.",
+        "{text}",
+    ),
+    FindingType(
+        "ACKED_DATA_MISSING_FROM_LOG", 20, "CRITICAL", "acked-data-missing-from-log",
+        "A latest offset observed before the export is above the exported log's end.",
+        "{text}",
+    ),
+]
+REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
+BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}
+assert len(BY_CODE) == len(REGISTRY), "finding type codes must be unique"
+
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def sentence(template: str, *cols: Column) -> Column:
+    """A readable sentence from a printf template; nulls print as 'none'."""
+    return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("none")) for c in cols])
+
+
+def fill_template(template: str, values: dict[str, Column]) -> Column:
+    """Fill a `{name}` template from columns; nulls print as 'none'.
+
+    Raises:
+        KeyError: when the template names a value that is not given.
+    """
+    names = _PLACEHOLDER.findall(template)
+    fmt = _PLACEHOLDER.sub("%s", template.replace("%", "%%"))
+    if not names:
+        return F.lit(template)
+    return F.format_string(
+        fmt, *[F.coalesce(values[n].cast("string"), F.lit("none")) for n in names]
+    )
+
+
+def severity_of(finding_type: str, config: AuditConfig, cause: Column | None) -> Column:
+    """The configured severity, lowered to INFO by a benign cause."""
+    level = F.lit(config.severity.get(finding_type, REGISTRY[finding_type].severity))
+    if cause is None:
+        return level
+    return F.when(cause.isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(level)
+
+
+def finding_struct(
+    finding_type: str,
+    config: AuditConfig,
+    run_id: str,
+    *,
+    identity: list[Column],
+    values: dict[str, Column],
+    severity: Column | None = None,
+) -> Column:
+    """One row of the findings table, as a struct in the FINDINGS contract.
+
+    Args:
+        finding_type: a name in REGISTRY.
+        config: the run configuration (severities).
+        run_id: the run id.
+        identity: what makes the finding unique and stable across runs (hashed into finding_id
+            together with its type).
+        values: findings columns by name, plus the values the type's detail template and
+            evidence name; missing findings columns are null.
+        severity: overrides the configured severity (a rule whose benign level is not INFO).
+
+    Returns:
+        The struct; `detail`, `spec_ref`, `severity`, `finding_id` and `evidence` are filled in.
+    """
+    kind = REGISTRY[finding_type]
+    cause = values.get("cause")
+    filled = dict(values)
+    filled["finding_type"] = F.lit(finding_type)
+    filled["run_id"] = F.lit(run_id)
+    filled["spec_ref"] = F.lit(kind.spec_ref)
+    filled["severity"] = severity if severity is not None else severity_of(
+        finding_type, config, cause
+    )
+    if "kafka_error" not in filled and kind.kafka_error is not None:
+        filled["kafka_error"] = F.lit(kind.kafka_error)
+    filled["detail"] = fill_template(kind.detail, filled)
+    filled["finding_id"] = F.sha2(
+        F.concat_ws("|", F.lit(finding_type), *[c.cast("string") for c in identity]), 256
+    ).substr(1, 32)
+    if "evidence" not in filled and kind.evidence:
+        filled["evidence"] = F.map_filter(
+            F.create_map(
+                *[x for k in kind.evidence for x in (F.lit(k), filled[k].cast("string"))]
+            ),
+            lambda _k, v: v.isNotNull(),
+        )
+    return F.struct(
+        *[
+            (filled[f.name] if f.name in filled else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in FINDINGS.fields
+        ]
+    )

@@ -1,0 +1,1065 @@
+"""The replay kernel: the partition leader's producer-state validation, one row at a time.
+
+Plain sequential Python that mirrors the broker, written in the subset numba compiles: the same
+functions run compiled for an audit (`eos_audit.replay.compiled`) and uncompiled for debugging
+(`EOS_AUDIT_JIT=0`). Each check is named after the Kafka method it replays and cites the section of
+docs/rules.md that states the rule; the edge cases are docs/replay_semantics.md.
+
+The rows of a partition arrive in `rows.REPLAY_ORDER`; state lives in record arrays
+(`replay.state`) and is carried from one Arrow batch to the next. Memory grows with the producers
+(and acknowledgements) of the partition being replayed, never with its batches.
+"""
+
+from __future__ import annotations
+
+import os
+
+from eos_audit.findings import Cause, KafkaError
+from eos_audit.replay.rows import ControlType, RowKind
+from eos_audit.replay.state import (
+    DUPLICATE_LOOKBACK,
+    INT32_MAX,
+    NULL,
+    NUM_BATCHES_TO_RETAIN,
+    SEQUENCE_SPACE,
+)
+
+# Finding codes (findings.REGISTRY); literal so the compiled code sees constants.
+OFFSET_OVERLAP = 1
+LEADER_EPOCH_REGRESSION = 2
+CORRUPT_BATCH = 3
+LEADER_EPOCH_MISMATCH = 4
+REPLICA_DIVERGENCE = 5
+DUPLICATE_BATCH = 6
+SEQUENCE_GAP = 7
+SEQUENCE_OVERLAP = 8
+SEQUENCE_RESET = 9
+NEW_EPOCH_NONZERO_SEQUENCE = 10
+UNKNOWN_PRODUCER = 11
+FENCED_PRODUCER_EPOCH = 12
+COORDINATOR_FENCED = 13
+INVALID_TXN_STATE = 14
+HANGING_TRANSACTION = 15
+ACKED_WRITE_LOST = 16
+ACKED_OFFSET_MISMATCH = 17
+
+NO_CAUSE = int(Cause.NONE)
+LOG_START = int(Cause.LOG_START)
+PRODUCER_EXPIRY = int(Cause.PRODUCER_EXPIRY)
+COMPACTION = int(Cause.COMPACTION)
+UNEXPLAINED = int(Cause.UNEXPLAINED)
+NO_ERROR = int(KafkaError.NONE)
+OUT_OF_ORDER_SEQUENCE_NUMBER = int(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
+INVALID_PRODUCER_EPOCH = int(KafkaError.INVALID_PRODUCER_EPOCH)
+INVALID_TXN_STATE_ERROR = int(KafkaError.INVALID_TXN_STATE)
+TRANSACTION_COORDINATOR_FENCED = int(KafkaError.TRANSACTION_COORDINATOR_FENCED)
+CORRUPT_MESSAGE = int(KafkaError.CORRUPT_MESSAGE)
+
+LOG_START_CHECKPOINT = int(RowKind.LOG_START_CHECKPOINT)
+HIGH_WATERMARK_CHECKPOINT = int(RowKind.HIGH_WATERMARK_CHECKPOINT)
+ACK = int(RowKind.ACK)
+SEED_BATCH = int(RowKind.SEED_BATCH)
+SEED_STATE = int(RowKind.SEED_STATE)
+LEADER_EPOCH_ENTRY = int(RowKind.LEADER_EPOCH_ENTRY)
+AUDITED = int(RowKind.AUDITED)
+REPLICA = int(RowKind.REPLICA)
+OPEN = int(ControlType.OPEN)
+
+# Indexes into `counts`: events written per output, and the room a stop asked for.
+FINDINGS = 0
+TRANSACTIONS = 1
+SESSIONS = 2
+PARTITIONS = 3
+STATES = 4
+ROOM_NEEDED = 5
+ROW_ROOM = 4  # the most events one row can emit into any output
+
+
+# ------------------------------------------------------------------------------------------------
+# Small helpers
+# ------------------------------------------------------------------------------------------------
+def increment_sequence(sequence, delta):
+    """DefaultRecordBatch.incrementSequence: sequences wrap from INT32_MAX to 0."""
+    if sequence > INT32_MAX - delta:
+        return delta - (INT32_MAX - sequence) - 1
+    return sequence + delta
+
+
+def next_expected_sequence(last_sequence):
+    """The sequence a leader expects after `last_sequence` (0 when there is none)."""
+    if last_sequence == -1 or last_sequence == INT32_MAX:
+        return 0
+    return last_sequence + 1
+
+
+def max_or_null(current, value):
+    """The larger of two optional values (NULL is absent)."""
+    if value == NULL:
+        return current
+    if current == NULL or value > current:
+        return value
+    return current
+
+
+def log_start_of(part):
+    """The exported log's start: its first offset, or a higher log-start checkpoint.
+
+    docs/rules.md#causes: DeleteRecords and retention move the log start above the first segment.
+    """
+    return max_or_null(part.first_offset, part.log_start_checkpoint)
+
+
+# ------------------------------------------------------------------------------------------------
+# Emitting
+# ------------------------------------------------------------------------------------------------
+def finding_at(findings, counts, code, rows, i, part, cause, error, expected, previous):
+    """Append a finding about row `i`; the caller fills its facts."""
+    f = findings[counts[FINDINGS]]
+    counts[FINDINGS] += 1
+    f.finding_code = code
+    f.cause = cause
+    f.kafka_error = error
+    f.row = i
+    f.tp_row = i
+    f.partition = part.partition
+    f.producer_id = rows.producer_id[i]
+    f.producer_epoch = rows.producer_epoch[i]
+    f.base_offset = rows.base_offset[i]
+    f.last_offset = rows.last_offset[i]
+    f.base_sequence = rows.base_sequence[i]
+    f.last_sequence = rows.last_sequence[i]
+    f.timestamp = rows.timestamp[i]
+    f.expected_sequence = expected
+    f.previous_offset = previous
+    f.occurrence = part.occurrence
+    for k in range(4):
+        f.facts[k] = NULL
+    return f
+
+
+def finding_without_row(findings, counts, code, tp_row, part):
+    """Append a finding found at the end of a partition (no input row of its own)."""
+    f = findings[counts[FINDINGS]]
+    counts[FINDINGS] += 1
+    f.finding_code = code
+    f.cause = NO_CAUSE
+    f.kafka_error = NO_ERROR
+    f.row = -1
+    f.tp_row = tp_row
+    f.partition = part.partition
+    f.producer_id = NULL
+    f.producer_epoch = NULL
+    f.base_offset = NULL
+    f.last_offset = NULL
+    f.base_sequence = NULL
+    f.last_sequence = NULL
+    f.timestamp = NULL
+    f.expected_sequence = NULL
+    f.previous_offset = NULL
+    f.occurrence = 0
+    for k in range(4):
+        f.facts[k] = NULL
+    return f
+
+
+# ------------------------------------------------------------------------------------------------
+# ProducerStateEntry (docs/rules.md#producer-state-entry)
+# ------------------------------------------------------------------------------------------------
+def clear_entry_session(e):
+    """A new session: the empty entry a broker has for an unknown or expired producer."""
+    e.epoch = -1
+    e.coordinator_epoch = -1
+    e.txn_open = False
+    e.txn_first_offset = NULL
+    e.ring_size = 0
+    e.ring_next = 0
+    e.has_last_data = False
+    e.last_data_epoch = NULL
+    e.last_data_sequence = NULL
+    e.last_data_offset = NULL
+    e.last_data_coverage_end = NULL
+    e.corrupt_claim = False
+
+
+def new_entry(e, producer_id):
+    """A producer seen for the first time in this partition."""
+    e.producer_id = producer_id
+    clear_entry_session(e)
+    e.last_timestamp = NULL
+    e.has_rows = False
+    e.previous_timestamp = NULL
+    e.previous_offset = NULL
+    e.log_txn_open = False
+    e.has_audited = False
+    e.summary_open = False
+
+
+def cache_position(e, epoch, base_sequence, last_sequence):
+    """ProducerStateEntry.findDuplicateBatch, over the look-back window: how many applied batches
+    ago the same epoch and sequence range was written (0: the latest), -1 when it was not.
+
+    docs/rules.md#duplicate-batch: the broker looks at its 5 cached batches only; the audit looks
+    back DUPLICATE_LOOKBACK batches, so a retry the broker no longer recognised is still named.
+    """
+    for back in range(e.ring_size):
+        k = (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
+        if (
+            e.ring_epoch[k] == epoch
+            and e.ring_base_sequence[k] == base_sequence
+            and e.ring_last_sequence[k] == last_sequence
+        ):
+            return back
+    return -1
+
+
+def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset):
+    """ProducerStateEntry.addBatch: the batch becomes the newest of the cache."""
+    k = e.ring_next
+    e.ring_epoch[k] = epoch
+    e.ring_base_sequence[k] = base_sequence
+    e.ring_last_sequence[k] = last_sequence
+    e.ring_base_offset[k] = base_offset
+    e.ring_last_offset[k] = last_offset
+    e.ring_next = (k + 1) % DUPLICATE_LOOKBACK
+    if e.ring_size < DUPLICATE_LOOKBACK:
+        e.ring_size += 1
+
+
+def last_sequence_of(e):
+    """lastSeq of the entry for its current epoch (-1: none, so the next batch must start at 0).
+
+    A marker that raised the epoch emptied the cache (docs/rules.md#transactions).
+    """
+    if e.has_last_data and e.last_data_epoch == e.epoch:
+        return e.last_data_sequence
+    return -1
+
+
+def is_expired(e, timestamp, expiration_ms):
+    """ProducerStateManager.isProducerExpired, read from the log (docs/rules.md#producer-expiry).
+
+    The producer's previous row is older than the expiration and the log shows no transaction open
+    after it; both timestamps must be known.
+    """
+    return (
+        e.has_rows
+        and timestamp != NULL
+        and e.previous_timestamp != NULL
+        and timestamp - e.previous_timestamp >= expiration_ms
+        and not e.log_txn_open
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# The producer-epoch summary (producer_sessions table)
+# ------------------------------------------------------------------------------------------------
+def flush_summary(e, sessions, counts, tp_row, part):
+    if not e.summary_open:
+        return
+    s = sessions[counts[SESSIONS]]
+    counts[SESSIONS] += 1
+    s.tp_row = tp_row
+    s.partition = part.partition
+    s.producer_id = e.producer_id
+    s.producer_epoch = e.summary_epoch
+    s.first_offset = e.summary_first_offset
+    s.last_offset = e.summary_last_offset
+    s.first_sequence_offset = e.summary_first_sequence_offset
+    s.first_sequence = e.summary_first_sequence
+    s.last_sequence_offset = e.summary_last_sequence_offset
+    s.last_sequence = e.summary_last_sequence
+    s.batches = e.summary_batches
+    s.records = e.summary_records
+    s.first_timestamp = e.summary_first_timestamp
+    s.last_timestamp = e.summary_last_timestamp
+    e.summary_open = False
+
+
+def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
+    """Count an audited row into its producer epoch's summary."""
+    epoch = rows.producer_epoch[i]
+    if e.summary_open and e.summary_epoch != epoch:
+        flush_summary(e, sessions, counts, i, part)
+    if not e.summary_open:
+        e.summary_open = True
+        e.summary_epoch = epoch
+        e.summary_first_offset = NULL
+        e.summary_last_offset = NULL
+        e.summary_first_sequence_offset = NULL
+        e.summary_first_sequence = NULL
+        e.summary_last_sequence_offset = NULL
+        e.summary_last_sequence = NULL
+        e.summary_batches = 0
+        e.summary_records = 0
+        e.summary_first_timestamp = NULL
+        e.summary_last_timestamp = NULL
+    base_offset = rows.base_offset[i]
+    last_offset = rows.last_offset[i]
+    e.summary_batches += 1
+    if e.summary_first_offset == NULL or base_offset < e.summary_first_offset:
+        e.summary_first_offset = base_offset
+    e.summary_last_offset = max_or_null(e.summary_last_offset, last_offset)
+    if timestamp != NULL:
+        if e.summary_first_timestamp == NULL or timestamp < e.summary_first_timestamp:
+            e.summary_first_timestamp = timestamp
+        e.summary_last_timestamp = max_or_null(e.summary_last_timestamp, timestamp)
+    if is_data:
+        e.summary_records += record_estimate(rows, i)
+        if rows.base_sequence[i] >= 0:
+            if (
+                e.summary_first_sequence_offset == NULL
+                or base_offset < e.summary_first_sequence_offset
+            ):
+                e.summary_first_sequence_offset = base_offset
+                e.summary_first_sequence = rows.base_sequence[i]
+            last_sequence = rows.last_sequence[i]
+            if (
+                e.summary_last_sequence_offset == NULL
+                or last_offset > e.summary_last_sequence_offset
+                or (
+                    last_offset == e.summary_last_sequence_offset
+                    and last_sequence > e.summary_last_sequence
+                )
+            ):
+                e.summary_last_sequence_offset = last_offset
+                e.summary_last_sequence = last_sequence
+
+
+def record_estimate(rows, i):
+    """Records of a batch; dump-log text without a count: the offsets it spans."""
+    if rows.record_count[i] != NULL:
+        return rows.record_count[i]
+    return rows.last_offset[i] - rows.base_offset[i] + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# ProducerAppendInfo: one producer row (UnifiedLog.analyzeAndValidateProducerState)
+# ------------------------------------------------------------------------------------------------
+def takes_part_in_replay(rows, i):
+    """docs/rules.md#replay-scope: batches with a producer id, magic 2, a CRC that did not fail;
+    a control batch with no records changes nothing."""
+    if rows.producer_id[i] < 0:
+        return False
+    if rows.magic[i] != NULL and rows.magic[i] < 2:
+        return False
+    if rows.crc_valid[i] == 0:
+        return False
+    return not (rows.is_control[i] and rows.record_count[i] == 0)
+
+
+def slot_of(slots, entries, part, producer_id):
+    """The producer's entry slot; -1 when a new producer needs a slot and none is free."""
+    if producer_id in slots:
+        return slots[producer_id]
+    if part.producers >= len(entries):
+        return -1
+    slot = part.producers
+    slots[producer_id] = slot
+    part.producers += 1
+    new_entry(entries[slot], producer_id)
+    return slot
+
+
+def explained_by_corrupt_batch(e, epoch, expected, sequence):
+    """docs/rules.md#corrupt-batch: the missing sequences are exactly those a batch that failed
+    its CRC claimed, so the gap is that batch, already reported as CORRUPT_BATCH."""
+    return (
+        e.corrupt_claim
+        and e.corrupt_epoch == epoch
+        and e.corrupt_base_sequence == expected
+        and next_expected_sequence(e.corrupt_last_sequence) == sequence
+    )
+
+
+def check_sequence(e, rows, i, part, findings, counts):
+    """ProducerAppendInfo.checkSequence, for a data batch of the entry's epoch.
+
+    docs/rules.md#sequence-gap, #sequence-overlap and #sequence-reset: the batch must start right
+    after the last sequence (0 after INT32_MAX, 0 when the entry has none).
+    """
+    last_sequence = last_sequence_of(e)
+    expected = next_expected_sequence(last_sequence)
+    sequence = rows.base_sequence[i]
+    if sequence == expected:
+        return
+    if explained_by_corrupt_batch(e, rows.producer_epoch[i], expected, sequence):
+        return
+    missing = (sequence - expected) % SEQUENCE_SPACE
+    previous = e.last_data_offset if last_sequence != -1 else NULL
+    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
+    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
+    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
+    gap_cause = LOG_START if below_log_start else UNEXPLAINED
+    if sequence == 0:
+        f = finding_at(findings, counts, SEQUENCE_RESET, rows, i, part, gap_cause,
+                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f.facts[0] = last_sequence
+    elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+        # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
+        # the wrap is a gap, not an overlap.
+        f = finding_at(findings, counts, SEQUENCE_OVERLAP, rows, i, part, NO_CAUSE,
+                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f.facts[0] = last_sequence
+    else:
+        cause = COMPACTION if rows.is_compacted[i] else gap_cause
+        f = finding_at(findings, counts, SEQUENCE_GAP, rows, i, part, cause,
+                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f.facts[0] = last_sequence
+        f.facts[1] = missing
+
+
+def check_audited_producer_row(e, rows, i, part, params, findings, counts, expired,
+                               current_epoch, duplicate_back, duplicate_offset):
+    """The verdict of an audited batch: at most one producer-state finding, first match wins.
+
+    UnifiedLog.analyzeAndValidateProducerState and ProducerAppendInfo.append, in the order
+    docs/replay_semantics.md gives ("Verdict of a data batch", "Verdict of a marker").
+    """
+    epoch = rows.producer_epoch[i]
+    sequence = rows.base_sequence[i]
+    is_marker = rows.is_control[i]
+    is_data = not is_marker
+    sequence_checked = is_data and sequence >= 0 and not rows.is_coordinator_topic[i]
+    if epoch < current_epoch:
+        # ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch)
+        f = finding_at(findings, counts, FENCED_PRODUCER_EPOCH, rows, i, part, NO_CAUSE,
+                       INVALID_PRODUCER_EPOCH, NULL, NULL)
+        f.facts[0] = current_epoch
+        return
+    if is_data and duplicate_back >= 0:
+        # ProducerStateEntry.findDuplicateBatch (docs/rules.md#duplicate-batch): within the 5
+        # cached batches the leader answers with the original's offsets and no error.
+        error = NO_ERROR if duplicate_back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
+        finding_at(findings, counts, DUPLICATE_BATCH, rows, i, part, NO_CAUSE, error, NULL,
+                   duplicate_offset)
+        return
+    if sequence_checked and current_epoch >= 0 and epoch == current_epoch:
+        before = counts[FINDINGS]
+        check_sequence(e, rows, i, part, findings, counts)
+        if counts[FINDINGS] > before:
+            return
+    elif sequence_checked and current_epoch >= 0 and epoch > current_epoch and sequence != 0:
+        # checkSequence, new epoch (docs/rules.md#new-epoch-nonzero-sequence)
+        f = finding_at(findings, counts, NEW_EPOCH_NONZERO_SEQUENCE, rows, i, part, NO_CAUSE,
+                       OUT_OF_ORDER_SEQUENCE_NUMBER, 0, NULL)
+        f.facts[0] = current_epoch
+        return
+    elif sequence_checked and current_epoch == -1 and sequence != 0:
+        # checkSequence, no state (docs/rules.md#unknown-producer)
+        log_start = log_start_of(part)
+        if expired:
+            cause = PRODUCER_EXPIRY
+        elif log_start != NULL and log_start > 0:
+            cause = LOG_START
+        elif rows.is_compacted[i]:
+            cause = COMPACTION
+        else:
+            cause = UNEXPLAINED
+        f = finding_at(findings, counts, UNKNOWN_PRODUCER, rows, i, part, cause,
+                       params.unknown_producer_error, 0, e.previous_offset)
+        f.facts[0] = log_start
+        return
+    if is_data and not rows.is_transactional[i] and e.txn_open:
+        # ProducerAppendInfo.appendDataBatch (docs/rules.md#invalid-txn-state)
+        finding_at(findings, counts, INVALID_TXN_STATE, rows, i, part, NO_CAUSE,
+                   INVALID_TXN_STATE_ERROR, NULL, e.txn_first_offset)
+        return
+    coordinator_epoch = rows.coordinator_epoch[i]
+    if is_marker and coordinator_epoch != NULL and coordinator_epoch < e.coordinator_epoch:
+        # ProducerAppendInfo.appendEndTxnMarker (docs/rules.md#coordinator-fenced)
+        f = finding_at(findings, counts, COORDINATOR_FENCED, rows, i, part, NO_CAUSE,
+                       TRANSACTION_COORDINATOR_FENCED, NULL, NULL)
+        f.facts[0] = coordinator_epoch
+        f.facts[1] = e.coordinator_epoch
+
+
+def close_transaction(e, rows, i, part, transactions, counts, timestamp):
+    """appendEndTxnMarker: the marker completes the open transaction (docs/rules.md#transactions)."""
+    t = transactions[counts[TRANSACTIONS]]
+    counts[TRANSACTIONS] += 1
+    t.tp_row = i
+    t.partition = part.partition
+    t.producer_id = e.producer_id
+    t.start_epoch = e.txn_start_epoch
+    t.end_epoch = rows.producer_epoch[i]
+    t.first_offset = e.txn_first_offset
+    t.marker_offset = rows.base_offset[i]
+    t.outcome = rows.control_type[i]
+    t.hanging = False
+    t.batches = e.txn_batches
+    t.first_timestamp = e.txn_first_timestamp
+    t.end_timestamp = timestamp
+    if timestamp != NULL and e.txn_first_timestamp != NULL:
+        t.duration_ms = timestamp - e.txn_first_timestamp
+    else:
+        t.duration_ms = NULL
+    t.coordinator_epoch = rows.coordinator_epoch[i]
+
+
+def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out_transactions,
+                        out_sessions, counts):
+    """One row of a producer: a seeded batch or entry, or an audited batch. Returns False when
+    the producer needs a slot and none is free (the caller grows the entries and calls again)."""
+    slot = slot_of(slots, entries, part, rows.producer_id[i])
+    if slot < 0:
+        return False
+    e = entries[slot]
+    kind = rows.kind[i]
+    audited = kind == AUDITED
+    timestamp = rows.timestamp[i] if rows.timestamp[i] >= 0 else NULL
+    is_marker = rows.is_control[i] and kind != SEED_STATE
+    is_data = not rows.is_control[i] and kind != SEED_STATE
+    epoch = rows.producer_epoch[i]
+    sequence_checked = is_data and rows.base_sequence[i] >= 0 and not rows.is_coordinator_topic[i]
+    is_txn_data = is_data and rows.is_transactional[i]
+
+    expired = audited and is_expired(e, timestamp, params.expiration_ms)
+    if expired:
+        clear_entry_session(e)
+    current_epoch = e.epoch
+    fenced = audited and epoch < current_epoch
+    duplicate_back = -1
+    duplicate_offset = NULL
+    if audited and sequence_checked and not fenced:
+        duplicate_back = cache_position(e, epoch, rows.base_sequence[i], rows.last_sequence[i])
+        if duplicate_back >= 0:
+            k = (e.ring_next - 1 - duplicate_back) % DUPLICATE_LOOKBACK
+            duplicate_offset = e.ring_base_offset[k]
+    applied = not fenced and duplicate_back < 0
+
+    if audited:
+        check_audited_producer_row(e, rows, i, part, params, out_findings, counts, expired,
+                                   current_epoch, duplicate_back, duplicate_offset)
+        if not e.has_audited:
+            e.has_audited = True
+            part.audited_producers += 1
+        summarise(e, rows, i, is_data, timestamp, out_sessions, counts, part)
+
+    # What expiry reads from the log, whatever the verdict.
+    e.has_rows = True
+    e.previous_timestamp = timestamp
+    e.previous_offset = rows.base_offset[i] if kind != SEED_STATE else NULL
+    if is_marker:
+        e.log_txn_open = False
+    elif is_txn_data or (kind == SEED_STATE and rows.value[i] != NULL):
+        e.log_txn_open = True
+    if epoch > e.epoch:
+        e.epoch = epoch  # a fenced row is lower, a duplicate equal: only new epochs raise it
+    if not applied:
+        return True  # a duplicate or a zombie write leaves the state as it was
+
+    e.last_timestamp = timestamp
+    if sequence_checked:
+        add_batch(e, epoch, rows.base_sequence[i], rows.last_sequence[i], rows.base_offset[i],
+                  rows.last_offset[i])
+        e.has_last_data = True
+        e.last_data_epoch = epoch
+        e.last_data_sequence = rows.last_sequence[i]
+        e.last_data_offset = rows.base_offset[i]
+        e.last_data_coverage_end = rows.last_offset[i] + 1 if audited else rows.coverage_end[i]
+        e.corrupt_claim = False
+    if is_marker:
+        if e.txn_open and audited:
+            close_transaction(e, rows, i, part, out_transactions, counts, timestamp)
+        e.txn_open = False
+        e.txn_first_offset = NULL
+        if rows.coordinator_epoch[i] != NULL:
+            e.coordinator_epoch = rows.coordinator_epoch[i]
+    elif kind == SEED_STATE:
+        if rows.coordinator_epoch[i] != NULL:
+            e.coordinator_epoch = rows.coordinator_epoch[i]
+        if rows.value[i] != NULL:
+            e.txn_open = True
+            e.txn_first_offset = rows.value[i]
+            e.txn_first_last_offset = NULL
+            e.txn_first_timestamp = timestamp
+            e.txn_start_epoch = epoch
+            e.txn_batches = 0
+            e.txn_first_occurrence = 0
+    elif is_txn_data:
+        if not e.txn_open:
+            e.txn_open = True
+            e.txn_first_offset = rows.base_offset[i]
+            e.txn_first_last_offset = rows.last_offset[i]
+            e.txn_first_timestamp = timestamp
+            e.txn_start_epoch = epoch
+            e.txn_batches = 0
+            e.txn_first_occurrence = part.occurrence
+        e.txn_batches += 1
+    return True
+
+
+def remember_corrupt_claim(rows, i, entries, slots):
+    """Keep the sequences a corrupt batch claims for its producer (docs/rules.md#corrupt-batch).
+
+    Only for a producer already known: an untrusted header must not create state.
+    """
+    producer_id = rows.producer_id[i]
+    if producer_id < 0 or rows.base_sequence[i] < 0 or rows.is_control[i]:
+        return
+    if producer_id not in slots:
+        return
+    e = entries[slots[producer_id]]
+    epoch = rows.producer_epoch[i]
+    base_sequence = rows.base_sequence[i]
+    extends = (
+        e.corrupt_claim
+        and e.corrupt_epoch == epoch
+        and next_expected_sequence(e.corrupt_last_sequence) == base_sequence
+    )
+    if not extends:
+        e.corrupt_claim = True
+        e.corrupt_epoch = epoch
+        e.corrupt_base_sequence = base_sequence
+    e.corrupt_last_sequence = rows.last_sequence[i]
+
+
+# ------------------------------------------------------------------------------------------------
+# The partition: UnifiedLog's checks of the log itself
+# ------------------------------------------------------------------------------------------------
+def begin_partition(part, partition):
+    part.active = True
+    part.partition = partition
+    part.first_offset = NULL
+    part.max_last_offset = NULL
+    part.max_leader_epoch = NULL
+    part.log_start_checkpoint = NULL
+    part.high_watermark = NULL
+    part.epoch_entry_epoch = NULL
+    part.epoch_entry_start = NULL
+    part.primary_base_offset = NULL
+    part.previous_base_offset = NULL
+    part.occurrence = 0
+    part.previous_ack_offset = NULL
+    part.ack_occurrence = 0
+    part.batches = 0
+    part.replica_batches = 0
+    part.batches_with_producer_id = 0
+    part.records = 0
+    part.max_timestamp = NULL
+    part.latest_timestamp = NULL
+    part.producers = 0
+    part.audited_producers = 0
+    part.acks = 0
+
+
+def count_occurrence(part, base_offset):
+    """How many earlier log rows start at this offset: keeps finding ids unique."""
+    if part.previous_base_offset != NULL and part.previous_base_offset == base_offset:
+        part.occurrence += 1
+    else:
+        part.occurrence = 0
+    part.previous_base_offset = base_offset
+
+
+def check_audited_batch(rows, i, part, findings, counts):
+    """The checks of a batch of the audited replica that need no producer state."""
+    base_offset = rows.base_offset[i]
+    leader_epoch = rows.leader_epoch[i]
+    has_leader_epoch = (rows.magic[i] == NULL or rows.magic[i] >= 2) and leader_epoch != NULL \
+        and leader_epoch >= 0
+    if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
+        # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
+        # overlapping any earlier batch is found.
+        finding_at(findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
+                   part.max_last_offset)
+    if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
+        # docs/rules.md#leader-epoch-regression
+        f = finding_at(findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE,
+                       NO_ERROR, NULL, NULL)
+        f.facts[0] = part.max_leader_epoch
+        f.facts[1] = leader_epoch
+    if has_leader_epoch and part.epoch_entry_epoch != NULL \
+            and leader_epoch != part.epoch_entry_epoch:
+        # docs/rules.md#leader-epoch-mismatch: the checkpoint entry in force at this offset
+        f = finding_at(findings, counts, LEADER_EPOCH_MISMATCH, rows, i, part, NO_CAUSE,
+                       NO_ERROR, NULL, part.epoch_entry_start)
+        f.facts[0] = part.epoch_entry_epoch
+        f.facts[1] = leader_epoch
+    if rows.crc_valid[i] == 0:
+        # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
+        finding_at(findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE,
+                   NULL, NULL)
+    if has_leader_epoch:
+        part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
+
+
+def count_audited_batch(rows, i, part):
+    """The partition's statistics and the audited replica's latest batch."""
+    part.max_last_offset = max_or_null(part.max_last_offset, rows.last_offset[i])
+    part.batches += 1
+    if rows.producer_id[i] >= 0:
+        part.batches_with_producer_id += 1
+    part.records += record_estimate(rows, i)
+    part.max_timestamp = max_or_null(part.max_timestamp, rows.timestamp[i])
+    if rows.timestamp[i] != NULL and rows.timestamp[i] >= 0:
+        part.latest_timestamp = max_or_null(part.latest_timestamp, rows.timestamp[i])
+    part.primary_base_offset = rows.base_offset[i]
+    part.primary_last_offset = rows.last_offset[i]
+    part.primary_producer_id = rows.producer_id[i]
+    part.primary_producer_epoch = rows.producer_epoch[i]
+    part.primary_base_sequence = rows.base_sequence[i]
+    part.primary_is_control = rows.is_control[i]
+    part.primary_is_transactional = rows.is_transactional[i]
+    part.primary_record_count = rows.record_count[i]
+
+
+def check_replica_batch(rows, i, part, findings, counts):
+    """docs/rules.md#replica-divergence: below the high watermark every replica holds the same
+    batches; another replica's batch must match the audited one starting at its offset."""
+    part.replica_batches += 1
+    base_offset = rows.base_offset[i]
+    if part.high_watermark != NULL and base_offset >= part.high_watermark:
+        return
+    same_start = part.primary_base_offset != NULL and part.primary_base_offset == base_offset
+    if same_start:
+        differs = (
+            part.primary_last_offset != rows.last_offset[i]
+            or part.primary_producer_id != rows.producer_id[i]
+            or part.primary_producer_epoch != rows.producer_epoch[i]
+            or part.primary_base_sequence != rows.base_sequence[i]
+            or part.primary_is_control != rows.is_control[i]
+            or part.primary_is_transactional != rows.is_transactional[i]
+            or part.primary_record_count != rows.record_count[i]
+        )
+    else:
+        # no audited batch starts here although one covers this offset
+        differs = part.max_last_offset != NULL and part.max_last_offset >= base_offset
+    if not differs:
+        return
+    f = finding_at(findings, counts, REPLICA_DIVERGENCE, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
+                   part.primary_base_offset)
+    if part.primary_base_offset != NULL:
+        f.facts[0] = part.primary_last_offset
+        f.facts[1] = part.primary_producer_id
+        f.facts[2] = part.primary_base_sequence
+    f.facts[3] = part.high_watermark
+
+
+# ------------------------------------------------------------------------------------------------
+# Client acknowledgements (docs/rules.md#acked-write-lost): registered before the log, matched
+# against its batches, judged at the end of the partition.
+# ------------------------------------------------------------------------------------------------
+def register_ack(rows, i, part, acks, ack_index):
+    """Returns False when the acknowledgement array is full (the caller grows it)."""
+    if part.acks >= len(acks):
+        return False
+    offset = rows.base_offset[i]
+    if part.previous_ack_offset != NULL and part.previous_ack_offset == offset:
+        part.ack_occurrence += 1
+    else:
+        part.ack_occurrence = 0
+    part.previous_ack_offset = offset
+    k = part.acks
+    part.acks += 1
+    a = acks[k]
+    a.producer_id = rows.producer_id[i]
+    a.producer_epoch = rows.producer_epoch[i]
+    a.base_sequence = rows.base_sequence[i]
+    a.last_sequence = rows.last_sequence[i]
+    a.offset = offset
+    a.last_offset = rows.last_offset[i]
+    a.acknowledged_ms = rows.value[i]
+    a.occurrence = part.ack_occurrence
+    a.log_batches = 0
+    a.log_min_offset = NULL
+    a.log_has_exact = False
+    key = (a.producer_id, a.producer_epoch, a.base_sequence)
+    a.next_same_batch = ack_index[key] if key in ack_index else -1
+    ack_index[key] = k
+    return True
+
+
+def match_acks(rows, i, acks, ack_index):
+    """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
+    if rows.producer_id[i] < 0 or rows.base_sequence[i] < 0:
+        return
+    key = (rows.producer_id[i], rows.producer_epoch[i], rows.base_sequence[i])
+    if key not in ack_index:
+        return
+    k = ack_index[key]
+    base_offset = rows.base_offset[i]
+    while k >= 0:
+        a = acks[k]
+        a.log_batches += 1
+        if a.log_min_offset == NULL or base_offset < a.log_min_offset:
+            a.log_min_offset = base_offset
+        if base_offset == a.offset:
+            a.log_has_exact = True
+        k = a.next_same_batch
+
+
+def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
+    """ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH for the checkable acknowledgements: inside
+    [log start, log end) of the exported log (below it retention deleted it, at or past its end
+    it was made after the export)."""
+    if part.batches == 0:
+        return
+    log_start = log_start_of(part)
+    log_end = part.max_last_offset + 1
+    for k in range(part.acks):
+        a = acks[k]
+        if a.producer_id < 0 or a.base_sequence < 0:
+            continue
+        if a.offset < log_start or a.offset >= log_end:
+            continue
+        if a.log_batches == 0:
+            f = finding_without_row(findings, counts, ACKED_WRITE_LOST, tp_row, part)
+            f.cause = COMPACTION if is_compacted else UNEXPLAINED
+            f.facts[1] = log_start
+            f.facts[2] = log_end
+        elif not a.log_has_exact:
+            f = finding_without_row(findings, counts, ACKED_OFFSET_MISMATCH, tp_row, part)
+            f.previous_offset = a.log_min_offset
+            f.facts[1] = a.log_batches
+        else:
+            continue
+        f.producer_id = a.producer_id
+        f.producer_epoch = a.producer_epoch
+        f.base_offset = a.offset
+        f.last_offset = a.last_offset
+        f.base_sequence = a.base_sequence
+        f.last_sequence = a.last_sequence
+        f.timestamp = a.acknowledged_ms
+        f.occurrence = a.occurrence
+        f.facts[0] = a.acknowledged_ms
+
+
+# ------------------------------------------------------------------------------------------------
+# The end of a partition: what is still open, the summaries and the final producer state
+# ------------------------------------------------------------------------------------------------
+def room_to_finish(part):
+    """Events the end of the partition may emit into any one output."""
+    return part.producers + part.acks + 2
+
+
+def finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
+                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
+                     is_compacted):
+    """Emit the partition's end-of-log records and forget its state."""
+    judge_acks(part, acks, out_findings, counts, tp_row, is_compacted)
+    clock = params.as_of_ms if params.as_of_ms != NULL else part.latest_timestamp
+    log_end = part.max_last_offset + 1 if part.max_last_offset != NULL else NULL
+    for slot in range(part.producers):
+        e = entries[slot]
+        flush_summary(e, out_sessions, counts, tp_row, part)
+        if e.txn_open and e.has_audited:
+            emit_open_transaction(e, part, out_findings, out_transactions, counts, tp_row, clock,
+                                  params)
+        emit_final_state(e, part, out_states, counts, tp_row, log_end)
+    if part.batches + part.replica_batches > 0:
+        p = out_partitions[counts[PARTITIONS]]
+        counts[PARTITIONS] += 1
+        p.tp_row = tp_row
+        p.partition = part.partition
+        p.first_offset = part.first_offset
+        p.last_offset = part.max_last_offset
+        p.batches = part.batches
+        p.replica_batches = part.replica_batches
+        p.batches_with_producer_id = part.batches_with_producer_id
+        p.records = part.records if part.batches > 0 else NULL
+        p.max_timestamp = part.max_timestamp
+        p.producers = part.audited_producers
+    slots.clear()
+    ack_index.clear()
+    part.active = False
+
+
+def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock, params):
+    """An OPEN transaction, and HANGING_TRANSACTION when it is older than the transaction timeout
+    plus the broker's grace (docs/rules.md#hanging-transaction)."""
+    age = NULL
+    if clock != NULL and e.txn_first_timestamp != NULL:
+        age = clock - e.txn_first_timestamp
+    hanging = age != NULL and age > params.hanging_after_ms
+    t = transactions[counts[TRANSACTIONS]]
+    counts[TRANSACTIONS] += 1
+    t.tp_row = tp_row
+    t.partition = part.partition
+    t.producer_id = e.producer_id
+    t.start_epoch = e.txn_start_epoch
+    t.end_epoch = NULL
+    t.first_offset = e.txn_first_offset
+    t.marker_offset = NULL
+    t.outcome = OPEN
+    t.hanging = hanging
+    t.batches = e.txn_batches
+    t.first_timestamp = e.txn_first_timestamp
+    t.end_timestamp = NULL
+    t.duration_ms = age
+    t.coordinator_epoch = NULL
+    if hanging:
+        f = finding_without_row(findings, counts, HANGING_TRANSACTION, tp_row, part)
+        f.producer_id = e.producer_id
+        f.producer_epoch = e.txn_start_epoch
+        f.base_offset = e.txn_first_offset
+        f.last_offset = (
+            e.txn_first_last_offset if e.txn_first_last_offset != NULL else e.txn_first_offset
+        )
+        f.previous_offset = e.txn_first_offset
+        f.timestamp = e.txn_first_timestamp
+        f.occurrence = e.txn_first_occurrence
+        f.facts[0] = age
+        f.facts[1] = e.txn_first_offset
+        f.facts[2] = 1 if params.as_of_ms != NULL else 0
+
+
+def emit_final_state(e, part, states, counts, tp_row, log_end):
+    """The entry as a broker would snapshot it: a producer_state row that seeds the next run."""
+    s = states[counts[STATES]]
+    counts[STATES] += 1
+    s.tp_row = tp_row
+    s.partition = part.partition
+    s.producer_id = e.producer_id
+    s.producer_epoch = e.epoch
+    s.coordinator_epoch = e.coordinator_epoch if e.coordinator_epoch >= 0 else NULL
+    s.txn_first_offset = e.txn_first_offset if e.txn_open else NULL
+    s.last_timestamp = e.last_timestamp
+    s.state_offset = log_end
+    # The cache: the newest NUM_BATCHES_TO_RETAIN batches of the current epoch, oldest first.
+    cached = 0
+    for back in range(min(e.ring_size, NUM_BATCHES_TO_RETAIN)):
+        k = (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
+        if e.ring_epoch[k] != e.epoch:
+            break
+        cached += 1
+    s.cached = cached
+    for j in range(NUM_BATCHES_TO_RETAIN):
+        if j < cached:
+            k = (e.ring_next - cached + j) % DUPLICATE_LOOKBACK
+            s.base_sequence[j] = e.ring_base_sequence[k]
+            s.last_sequence[j] = e.ring_last_sequence[k]
+            s.base_offset[j] = e.ring_base_offset[k]
+            s.last_offset[j] = e.ring_last_offset[k]
+        else:
+            s.base_sequence[j] = NULL
+            s.last_sequence[j] = NULL
+            s.base_offset[j] = NULL
+            s.last_offset[j] = NULL
+
+
+# ------------------------------------------------------------------------------------------------
+# The loop
+# ------------------------------------------------------------------------------------------------
+def has_room(counts, out_findings, out_transactions, out_sessions, out_partitions, out_states,
+             room):
+    return (
+        len(out_findings) - counts[FINDINGS] >= room
+        and len(out_transactions) - counts[TRANSACTIONS] >= room
+        and len(out_sessions) - counts[SESSIONS] >= room
+        and len(out_partitions) - counts[PARTITIONS] >= room
+        and len(out_states) - counts[STATES] >= room
+    )
+
+
+def replay(rows, start, previous_compacted, params, partition_state, entries, slots, acks,
+           ack_index, out_findings, out_transactions, out_sessions, out_partitions, out_states,
+           counts):
+    """Replay rows[start:] of one Arrow batch; state carries over to the next batch.
+
+    Returns the index of the first row not replayed: the number of rows when all were, else the
+    row at which an output, the producer entries or the acknowledgements ran out of room
+    (`counts[ROOM_NEEDED]` says how much output room it needs); the caller drains or grows them
+    and calls again from there.
+    """
+    part = partition_state[0]
+    n = len(rows.kind)
+    for i in range(start, n):
+        room = ROW_ROOM
+        if rows.tp_start[i] and part.active:
+            room += room_to_finish(part)
+        if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
+                        out_states, room):
+            counts[ROOM_NEEDED] = room
+            return i
+        if rows.tp_start[i]:
+            if part.active:
+                compacted = rows.is_compacted[i - 1] if i > 0 else previous_compacted
+                finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
+                                 out_transactions, out_sessions, out_partitions, out_states,
+                                 counts, i - 1, compacted)
+            begin_partition(part, rows.partition[i])
+        kind = rows.kind[i]
+        if kind == LOG_START_CHECKPOINT:
+            part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows.value[i])
+        elif kind == HIGH_WATERMARK_CHECKPOINT:
+            part.high_watermark = max_or_null(part.high_watermark, rows.value[i])
+        elif kind == ACK:
+            if not register_ack(rows, i, part, acks, ack_index):
+                counts[ROOM_NEEDED] = 0
+                return i
+        elif kind == SEED_BATCH or kind == SEED_STATE:
+            if not replay_producer_row(rows, i, part, entries, slots, params, out_findings,
+                                       out_transactions, out_sessions, counts):
+                counts[ROOM_NEEDED] = 0
+                return i
+        elif kind == LEADER_EPOCH_ENTRY:
+            part.epoch_entry_epoch = rows.value[i]
+            part.epoch_entry_start = rows.base_offset[i]
+        elif kind == AUDITED:
+            if takes_part_in_replay(rows, i) and rows.producer_id[i] not in slots \
+                    and part.producers >= len(entries):
+                counts[ROOM_NEEDED] = 0
+                return i
+            if part.first_offset == NULL:
+                part.first_offset = rows.base_offset[i]  # the exported log starts here
+            count_occurrence(part, rows.base_offset[i])
+            check_audited_batch(rows, i, part, out_findings, counts)
+            if takes_part_in_replay(rows, i):
+                replay_producer_row(rows, i, part, entries, slots, params, out_findings,
+                                    out_transactions, out_sessions, counts)
+            elif rows.crc_valid[i] == 0:
+                remember_corrupt_claim(rows, i, entries, slots)
+            match_acks(rows, i, acks, ack_index)
+            count_audited_batch(rows, i, part)
+        elif kind == REPLICA:
+            count_occurrence(part, rows.base_offset[i])
+            check_replica_batch(rows, i, part, out_findings, counts)
+    return n
+
+
+def finish(partition_state, entries, slots, acks, ack_index, params, out_findings,
+           out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
+           is_compacted):
+    """The end of the input: finish the partition being replayed. Returns False when the outputs
+    lack room (`counts[ROOM_NEEDED]` says how much)."""
+    part = partition_state[0]
+    if not part.active:
+        return True
+    room = room_to_finish(part)
+    if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
+                    out_states, room):
+        counts[ROOM_NEEDED] = room
+        return False
+    finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
+                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
+                     is_compacted)
+    return True
+
+
+KERNEL_FUNCTIONS = [
+    name for name, value in list(globals().items())
+    if callable(value) and getattr(value, "__module__", None) == __name__
+]
+
+
+def _compile() -> None:
+    """Replace every kernel function by its numba-compiled version, in place.
+
+    Compiled functions call each other through this module's globals, so compiling them here,
+    after all are defined, compiles the whole kernel as one program. `EOS_AUDIT_JIT=0` (or numba
+    missing) keeps the plain Python, which is what the unit tests of the state machine exercise.
+    """
+    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
+        return
+    try:
+        import numba
+    except ImportError:  # reported once by replay.runner
+        return
+    for name in KERNEL_FUNCTIONS:
+        globals()[name] = numba.njit(cache=True, nogil=True)(globals()[name])
+
+
+COMPILED = False
+_compile()
+COMPILED = KERNEL_FUNCTIONS != [] and hasattr(globals()["replay"], "py_func")

@@ -1,0 +1,91 @@
+"""What the replay reads: the kinds of rows, their order, and the columns the kernel receives.
+
+Every input of a run enters the one pass as rows of one narrow shape (`REPLAY_SCHEMA`), is shuffled
+once by (topic, partition) and sorted into `REPLAY_ORDER`: first the partition's preamble (what the
+replay must know before the log: checkpoint values, acknowledgements to look for, seeded producer
+state), then the log in offset order. Row kinds are an enum whose values are that order.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pyspark.sql import types as T
+
+
+class RowKind(IntEnum):
+    """Kinds of replay rows, numbered in the order the replay meets them within a partition."""
+
+    # -- the preamble, before the log --
+    LOG_START_CHECKPOINT = 0  # log-start-offset checkpoint value (value: the offset)
+    HIGH_WATERMARK_CHECKPOINT = 1  # replication-offset checkpoint value (value: the offset)
+    ACK = 2  # a successful client acknowledgement (value: its time, epoch ms)
+    SEED_BATCH = 3  # a cached batch of seeded producer state (coverage_end: the state's offset)
+    SEED_STATE = 4  # the seeded entry itself (value: its open transaction's first offset)
+    # -- the log, by offset; at one offset in this order --
+    LEADER_EPOCH_ENTRY = 5  # leader-epoch checkpoint entry (value: the epoch)
+    AUDITED = 6  # a batch of the audited replica
+    REPLICA = 7  # the same offset in another replica, compared with the audited one
+
+
+PREAMBLE_KINDS = (
+    RowKind.LOG_START_CHECKPOINT,
+    RowKind.HIGH_WATERMARK_CHECKPOINT,
+    RowKind.ACK,
+    RowKind.SEED_BATCH,
+    RowKind.SEED_STATE,
+)
+
+
+class ControlType(IntEnum):
+    """A marker's type (ControlRecordType), as the kernel carries it; OPEN for a transaction."""
+
+    NONE = 0
+    COMMIT = 1
+    ABORT = 2
+    OTHER = 3
+    OPEN = 4
+
+
+# The columns the kernel receives, in this order. Integers are int64 (nulls become NULL in the
+# kernel), flags boolean. `topic`, `source` and `replica` are strings the kernel never reads: the
+# few emitted rows pick them up by row index.
+REPLAY_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), True),
+        T.StructField("partition", T.LongType(), True),
+        T.StructField("kind", T.LongType(), False),
+        T.StructField("base_offset", T.LongType(), True),
+        T.StructField("last_offset", T.LongType(), True),
+        T.StructField("producer_id", T.LongType(), True),
+        T.StructField("producer_epoch", T.LongType(), True),
+        T.StructField("base_sequence", T.LongType(), True),
+        T.StructField("last_sequence", T.LongType(), True),
+        T.StructField("record_count", T.LongType(), True),
+        T.StructField("is_transactional", T.BooleanType(), True),
+        T.StructField("is_control", T.BooleanType(), True),
+        T.StructField("control_type", T.LongType(), True),
+        T.StructField("coordinator_epoch", T.LongType(), True),
+        T.StructField("leader_epoch", T.LongType(), True),
+        T.StructField("magic", T.LongType(), True),
+        T.StructField("timestamp", T.LongType(), True),
+        T.StructField("crc_valid", T.BooleanType(), True),
+        T.StructField("value", T.LongType(), True),
+        T.StructField("coverage_end", T.LongType(), True),
+        T.StructField("source", T.StringType(), True),
+        T.StructField("replica", T.StringType(), True),
+        # Quarantined rows ride along only to be written to quarantine (never replayed).
+        T.StructField("quarantine_reason", T.StringType(), True),
+        T.StructField("raw", T.StringType(), True),
+    ]
+)
+# Sorted within (topic, partition): preamble kinds first, then the log by offset. `order_kind`
+# is the kind in the preamble and LEADER_EPOCH_ENTRY for the whole log, so log rows sort by
+# offset first and by kind second. Ties of identical offsets are broken on every other field, so
+# the replay (and every finding id) is independent of the input order.
+REPLAY_ORDER = [
+    "topic", "partition", "order_kind", "base_offset", "kind", "replica_rank", "last_offset",
+    "producer_id", "producer_epoch", "base_sequence", "is_control", "is_transactional",
+    "control_type", "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic",
+    "crc_valid", "source",
+]  # fmt: skip

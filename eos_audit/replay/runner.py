@@ -1,0 +1,427 @@
+"""The Arrow side of the replay: what runs inside `mapInArrow` on the executors.
+
+Each Spark partition holds whole (topic, partition)s, sorted in replay order. For every Arrow batch
+the runner writes the quarantined rows out as they are, turns the others into NumPy columns, runs
+the kernel over them with the state it carried from the previous batch, and turns what the kernel
+emitted into Arrow rows, picking the strings (topic, source) of the few emitted rows by index.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from eos_audit.replay import kernel
+from eos_audit.replay.rows import RowKind
+from eos_audit.replay.state import (
+    ACK,
+    NULL,
+    OUTPUT_DTYPES,
+    OUTPUTS,
+    PARTITION_STATE,
+    PRODUCER_STATE_ENTRY,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Rows(NamedTuple):
+    """The kernel's input: one NumPy column per field of `rows.REPLAY_SCHEMA` it reads."""
+
+    tp_start: np.ndarray  # the first row of a (topic, partition)
+    kind: np.ndarray
+    partition: np.ndarray
+    base_offset: np.ndarray
+    last_offset: np.ndarray
+    producer_id: np.ndarray
+    producer_epoch: np.ndarray
+    base_sequence: np.ndarray
+    last_sequence: np.ndarray
+    record_count: np.ndarray
+    is_transactional: np.ndarray
+    is_control: np.ndarray
+    control_type: np.ndarray
+    coordinator_epoch: np.ndarray
+    leader_epoch: np.ndarray
+    magic: np.ndarray
+    timestamp: np.ndarray
+    crc_valid: np.ndarray  # 1 valid, 0 failed, -1 not checked
+    value: np.ndarray
+    coverage_end: np.ndarray
+    is_compacted: np.ndarray
+    is_coordinator_topic: np.ndarray
+
+
+class Params(NamedTuple):
+    """The run's settings the kernel reads."""
+
+    expiration_ms: int
+    hanging_after_ms: int
+    as_of_ms: int
+    unknown_producer_error: int
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Everything the executors need, picklable."""
+
+    expiration_ms: int
+    hanging_after_ms: int
+    as_of_ms: int | None
+    unknown_producer_error: int
+    compacted_regex: str | None
+    coordinator_regex: str | None
+
+    def params(self) -> Params:
+        return Params(
+            self.expiration_ms,
+            self.hanging_after_ms,
+            NULL if self.as_of_ms is None else self.as_of_ms,
+            self.unknown_producer_error,
+        )
+
+
+_FINDING_FIELDS = [
+    "finding_code", "cause", "kafka_error", "producer_id", "producer_epoch", "base_offset",
+    "last_offset", "base_sequence", "last_sequence", "timestamp", "expected_sequence",
+    "previous_offset", "occurrence",
+]  # fmt: skip
+_SEED_BATCH = pa.struct(
+    [
+        ("base_sequence", pa.int64()),
+        ("last_sequence", pa.int64()),
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+    ]
+)
+
+
+def _fields(dtype: np.dtype, skip: tuple[str, ...] = ("tp_row", "partition")) -> list[pa.Field]:
+    out = []
+    for name in dtype.names:
+        if name in skip:
+            continue
+        base = dtype.fields[name][0]
+        out.append(pa.field(name, pa.bool_() if base == np.bool_ else pa.int64()))
+    return out
+
+
+OUTPUT_ARROW = pa.schema(
+    [
+        ("record", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int64()),
+        ("source", pa.string()),
+        ("replica", pa.string()),
+        ("control_type", pa.int64()),
+        (
+            "finding",
+            pa.struct(
+                [pa.field(n, pa.int64()) for n in _FINDING_FIELDS]
+                + [pa.field(f"fact{k}", pa.int64()) for k in range(4)]
+            ),
+        ),
+        ("transaction", pa.struct(_fields(OUTPUT_DTYPES["transactions"]))),
+        ("session", pa.struct(_fields(OUTPUT_DTYPES["sessions"]))),
+        ("partition_stats", pa.struct(_fields(OUTPUT_DTYPES["partitions"]))),
+        (
+            "state",
+            pa.struct(
+                [
+                    ("producer_id", pa.int64()),
+                    ("producer_epoch", pa.int64()),
+                    ("coordinator_epoch", pa.int64()),
+                    ("txn_first_offset", pa.int64()),
+                    ("last_timestamp", pa.int64()),
+                    ("state_offset", pa.int64()),
+                    ("batches", pa.list_(_SEED_BATCH)),
+                ]
+            ),
+        ),
+        (
+            "quarantine",
+            pa.struct([("reason", pa.string()), ("raw", pa.string()), ("base_offset", pa.int64())]),
+        ),
+    ]
+)
+_STRUCT_COLUMNS = ("finding", "transaction", "session", "partition_stats", "state", "quarantine")
+_RECORD_OF_OUTPUT = {
+    "findings": "finding",
+    "transactions": "transaction",
+    "sessions": "session",
+    "partitions": "partition_stats",
+    "states": "state",
+}
+
+
+def _ints(values: np.ndarray) -> pa.Array:
+    return pa.array(values, type=pa.int64(), mask=values == NULL)
+
+
+def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    return batch.column(name).fill_null(NULL).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _bool_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    return batch.column(name).fill_null(False).to_numpy(zero_copy_only=False).astype(np.bool_)
+
+
+def _topic_flags(topics: pa.Array, regex: str | None) -> np.ndarray:
+    """Whether each row's topic matches the (anchored) regex, computed once per distinct topic."""
+    if regex is None or len(topics) == 0:
+        return np.zeros(len(topics), dtype=np.bool_)
+    encoded = pc.dictionary_encode(topics)
+    matches = pc.match_substring_regex(encoded.dictionary, pattern=f"^(?:{regex})$")
+    flags = matches.fill_null(False).to_numpy(zero_copy_only=False)
+    indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    return flags[indices] if len(flags) else np.zeros(len(topics), dtype=np.bool_)
+
+
+class _Replayer:
+    """The state of one task's replay, carried from Arrow batch to Arrow batch."""
+
+    def __init__(self, settings: ReplaySettings) -> None:
+        self.settings = settings
+        self.params = settings.params()
+        self.part = np.zeros(1, dtype=PARTITION_STATE).view(np.recarray)
+        self.entries = np.zeros(64, dtype=PRODUCER_STATE_ENTRY).view(np.recarray)
+        self.acks = np.zeros(64, dtype=ACK).view(np.recarray)
+        self.slots = _int_dict(scalar_key=True)
+        self.ack_index = _int_dict(scalar_key=False)
+        self.outputs = {
+            name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
+        }
+        self.counts = np.zeros(6, dtype=np.int64)
+        # The (topic, partition) of the previous batch's last row, for records of a partition
+        # that began in an earlier batch.
+        self.previous_topic: str | None = None
+        self.previous_partition: int | None = None
+        self.previous_compacted = False
+
+    def rows_of(self, batch: pa.RecordBatch) -> Rows:
+        topics = batch.column("topic")
+        partitions = _int_column(batch, "partition")
+        tp_start = np.ones(batch.num_rows, dtype=np.bool_)
+        if batch.num_rows > 1:
+            same_topic = pc.equal(topics[1:], topics[:-1]).fill_null(False)
+            same = same_topic.to_numpy(zero_copy_only=False) & (partitions[1:] == partitions[:-1])
+            tp_start[1:] = ~same
+        if batch.num_rows and self.previous_topic is not None:
+            tp_start[0] = not (
+                topics[0].as_py() == self.previous_topic
+                and int(partitions[0]) == self.previous_partition
+            )
+        crc = batch.column("crc_valid")
+        crc_valid = np.where(
+            crc.is_null().to_numpy(zero_copy_only=False),
+            -1,
+            crc.fill_null(True).to_numpy(zero_copy_only=False).astype(np.int64),
+        )
+        ints = {
+            name: _int_column(batch, name)
+            for name in (
+                "kind", "base_offset", "last_offset", "producer_id", "producer_epoch",
+                "base_sequence", "last_sequence", "record_count", "control_type",
+                "coordinator_epoch", "leader_epoch", "magic", "timestamp", "value",
+                "coverage_end",
+            )
+        }  # fmt: skip
+        return Rows(
+            tp_start=tp_start,
+            partition=partitions,
+            is_transactional=_bool_column(batch, "is_transactional"),
+            is_control=_bool_column(batch, "is_control"),
+            crc_valid=crc_valid.astype(np.int64),
+            is_compacted=_topic_flags(topics, self.settings.compacted_regex),
+            is_coordinator_topic=_topic_flags(topics, self.settings.coordinator_regex),
+            **ints,
+        )
+
+    def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batch = None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            rejected = batch.column("quarantine_reason").is_valid()
+            if pc.any(rejected).as_py():
+                yield self.quarantine(batch.filter(rejected))
+                batch = batch.filter(pc.invert(rejected))
+                if batch.num_rows == 0:
+                    continue
+            rows = self.rows_of(batch)
+            start = 0
+            while start < batch.num_rows:
+                start = kernel.replay(
+                    rows, start, self.previous_compacted, self.params, self.part,
+                    self.entries, self.slots, self.acks, self.ack_index,
+                    *self.outputs.values(), self.counts,
+                )  # fmt: skip
+                yield from self.drain(batch)
+                if start < batch.num_rows:
+                    self.grow()
+            self.previous_topic = batch.column("topic")[-1].as_py()
+            self.previous_partition = int(rows.partition[-1])
+            self.previous_compacted = bool(rows.is_compacted[-1])
+        while not kernel.finish(
+            self.part, self.entries, self.slots, self.acks, self.ack_index, self.params,
+            *self.outputs.values(), self.counts, -1, self.previous_compacted,
+        ):  # fmt: skip
+            self.grow()
+        yield from self.drain(batch)
+
+    def grow(self) -> None:
+        """Make room for what stopped the kernel: more producers, acknowledgements or events."""
+        part = self.part[0]
+        if part.producers >= len(self.entries):
+            self.entries = _grown(self.entries, 2 * len(self.entries))
+        if part.acks >= len(self.acks):
+            self.acks = _grown(self.acks, 2 * len(self.acks))
+        need = int(self.counts[kernel.ROOM_NEEDED])
+        for name, events in self.outputs.items():
+            if len(events) < need:
+                self.outputs[name] = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
+
+    def drain(self, batch: pa.RecordBatch | None) -> Iterator[pa.RecordBatch]:
+        """Turn the kernel's events into output rows, and empty the event arrays."""
+        for index, (name, events) in enumerate(self.outputs.items()):
+            n = int(self.counts[index])
+            if n == 0:
+                continue
+            self.counts[index] = 0
+            yield self.records(name, events[:n].copy(), batch)
+
+    def _partition_columns(self, events: np.ndarray, batch: pa.RecordBatch | None):
+        """Topic of each event: from its row of the batch, or the previous batch's last row."""
+        tp_rows = np.asarray(events["tp_row"])
+        known = tp_rows >= 0
+        if batch is None or not known.any():
+            topic = pa.array([self.previous_topic] * len(events), type=pa.string())
+        else:
+            picked = batch.column("topic").take(pa.array(np.where(known, tp_rows, 0)))
+            topic = pc.if_else(pa.array(known), picked, pa.scalar(self.previous_topic, pa.string()))
+        return topic, _ints(np.asarray(events["partition"]))
+
+    def records(self, name: str, events: np.ndarray, batch: pa.RecordBatch | None) -> pa.RecordBatch:
+        n = len(events)
+        topic, partition = self._partition_columns(events, batch)
+        columns: dict[str, pa.Array] = {
+            "record": pa.array([_RECORD_OF_OUTPUT[name]] * n, type=pa.string()),
+            "topic": topic,
+            "partition": partition,
+        }
+        if name == "findings":
+            rows = np.asarray(events["row"])
+            has_row = rows >= 0
+            if batch is not None and has_row.any():
+                take = pa.array(np.where(has_row, rows, 0))
+                mask = pa.array(~has_row)
+                for column in ("source", "replica", "control_type"):
+                    picked = batch.column(column).take(take)
+                    columns[column] = pc.if_else(mask, pa.nulls(n, picked.type), picked)
+            facts = np.asarray(events["facts"])
+            struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
+                _ints(facts[:, k]) for k in range(4)
+            ]
+            columns["finding"] = pa.StructArray.from_arrays(
+                struct_fields, fields=list(OUTPUT_ARROW.field("finding").type)
+            )
+        elif name == "states":
+            columns["state"] = _state_struct(events)
+        else:
+            record = _RECORD_OF_OUTPUT[name]
+            struct_type = OUTPUT_ARROW.field(record).type
+            arrays = []
+            for field in struct_type:
+                values = np.asarray(events[field.name])
+                arrays.append(
+                    pa.array(values, type=pa.bool_())
+                    if field.type == pa.bool_()
+                    else _ints(values)
+                )
+            columns[record] = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
+        return _batch(columns, n)
+
+    def quarantine(self, rejected: pa.RecordBatch) -> pa.RecordBatch:
+        """Rejected batches of the audited or another replica go to quarantine as they are."""
+        kinds = rejected.column("kind")
+        is_batch = pc.is_in(kinds, pa.array([int(RowKind.AUDITED), int(RowKind.REPLICA)]))
+        rejected = rejected.filter(is_batch)
+        n = rejected.num_rows
+        columns = {
+            "record": pa.array(["quarantine"] * n, type=pa.string()),
+            "topic": rejected.column("topic"),
+            "partition": rejected.column("partition"),
+            "source": rejected.column("source"),
+            "quarantine": pa.StructArray.from_arrays(
+                [
+                    rejected.column("quarantine_reason"),
+                    rejected.column("raw"),
+                    rejected.column("base_offset"),
+                ],
+                fields=list(OUTPUT_ARROW.field("quarantine").type),
+            ),
+        }
+        return _batch(columns, n)
+
+
+def _state_struct(events: np.ndarray) -> pa.StructArray:
+    cached = np.asarray(events["cached"])
+    offsets = np.concatenate([[0], np.cumsum(cached)]).astype(np.int32)
+    take = np.arange(cached.max() if len(cached) else 0)
+    keep = take[None, :] < cached[:, None] if len(take) else np.zeros((len(cached), 0), bool)
+    batch_fields = [
+        np.asarray(events[f])[:, : keep.shape[1]][keep]
+        for f in ("base_sequence", "last_sequence", "base_offset", "last_offset")
+    ]
+    items = pa.StructArray.from_arrays(
+        [pa.array(v, type=pa.int64()) for v in batch_fields], fields=list(_SEED_BATCH)
+    )
+    cached_batches = pa.ListArray.from_arrays(pa.array(offsets), items)
+    struct_type = OUTPUT_ARROW.field("state").type
+    arrays = [
+        _ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"
+    ] + [cached_batches]
+    return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
+
+
+def _batch(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
+    arrays = [
+        columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in OUTPUT_ARROW
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_ARROW)
+
+
+def _grown(records: np.ndarray, size: int) -> np.ndarray:
+    bigger = np.zeros(size, dtype=records.dtype).view(np.recarray)
+    bigger[: len(records)] = records
+    return bigger
+
+
+def _int_dict(*, scalar_key: bool):
+    """An int64-valued dict the compiled kernel accepts (a plain dict when it runs uncompiled)."""
+    if not kernel.COMPILED:
+        return {}
+    from numba import typed, types
+
+    key = types.int64 if scalar_key else types.UniTuple(types.int64, 3)
+    return typed.Dict.empty(key_type=key, value_type=types.int64)
+
+
+def replay_partitions(
+    settings: ReplaySettings,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function `mapInArrow` runs over each Spark partition of sorted replay rows."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        started = time.perf_counter()
+        yield from _Replayer(settings).run(batches)
+        log.debug("replayed a task in %.2f s", time.perf_counter() - started)
+
+    return run

@@ -1,0 +1,249 @@
+"""The state the replay keeps, declared once, as NumPy record types the compiled kernel shares.
+
+Each record type is named after its Kafka counterpart and documented field by field. A record
+array is what both the compiled kernel (numba) and plain Python index: `entries[slot].epoch`.
+Integers that may be absent hold `NULL` (the smallest int64), because compiled code has no None.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NULL = np.iinfo(np.int64).min  # "no value" in every int64 field and output column
+INT32_MAX = 2_147_483_647  # sequences are int32 and wrap from here to 0 (docs/rules.md#sequence-gap)
+SEQUENCE_SPACE = 2_147_483_648
+NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (docs/rules.md#duplicate-batch)
+# How many applied data batches of a producer's session the duplicate rule looks back over: the
+# broker's 5 and more, bounded so that memory grows with producers, never with batches
+# (docs/rules.md#duplicate-batch).
+DUPLICATE_LOOKBACK = 64
+
+# ProducerStateEntry (docs/rules.md#producer-state-entry), one per producer id of the partition
+# being replayed, plus what the audit needs beside the broker's fields.
+PRODUCER_STATE_ENTRY = np.dtype(
+    [
+        ("producer_id", np.int64),
+        # -- the broker's entry, for the current session (an expiry starts a new one) --
+        ("epoch", np.int64),  # producerEpoch: highest epoch of the session's rows, -1 if none
+        ("coordinator_epoch", np.int64),  # of the last applied marker (or the seed), -1 if none
+        ("txn_open", np.bool_),  # currentTxnFirstOffset is set
+        ("txn_first_offset", np.int64),  # currentTxnFirstOffset
+        ("last_timestamp", np.int64),  # lastTimestamp: of the last applied row
+        # batchMetadata and the duplicate look-back: the last DUPLICATE_LOOKBACK applied data
+        # batches with sequences, in a ring (the newest at ring_next - 1); the broker's cache is
+        # the newest NUM_BATCHES_TO_RETAIN of them.
+        ("ring_size", np.int64),
+        ("ring_next", np.int64),
+        ("ring_epoch", np.int64, (DUPLICATE_LOOKBACK,)),
+        ("ring_base_sequence", np.int64, (DUPLICATE_LOOKBACK,)),
+        ("ring_last_sequence", np.int64, (DUPLICATE_LOOKBACK,)),
+        ("ring_base_offset", np.int64, (DUPLICATE_LOOKBACK,)),
+        ("ring_last_offset", np.int64, (DUPLICATE_LOOKBACK,)),
+        # lastSeq of the most recent applied data batch of the session, with its epoch, offset and
+        # where the log known to the state ends after it (the LOG_START cause reads it).
+        ("has_last_data", np.bool_),
+        ("last_data_epoch", np.int64),
+        ("last_data_sequence", np.int64),
+        ("last_data_offset", np.int64),
+        ("last_data_coverage_end", np.int64),
+        # -- read from the log whatever the verdicts: what producer expiry looks at --
+        ("has_rows", np.bool_),
+        ("previous_timestamp", np.int64),  # timestamp of the producer's previous row
+        ("previous_offset", np.int64),  # its base offset (NULL for a seeded state entry)
+        ("log_txn_open", np.bool_),  # its last transactional event in the log opened one
+        # -- the sequences a batch that failed its CRC claimed (docs/rules.md#corrupt-batch) --
+        ("corrupt_claim", np.bool_),
+        ("corrupt_epoch", np.int64),
+        ("corrupt_base_sequence", np.int64),
+        ("corrupt_last_sequence", np.int64),
+        # -- the open transaction, for the transactions table --
+        ("txn_first_last_offset", np.int64),
+        ("txn_first_timestamp", np.int64),
+        ("txn_start_epoch", np.int64),
+        ("txn_batches", np.int64),
+        ("txn_first_occurrence", np.int64),
+        # -- the producer epoch being summarised (producer_sessions), flushed when it changes --
+        ("has_audited", np.bool_),
+        ("summary_open", np.bool_),
+        ("summary_epoch", np.int64),
+        ("summary_first_offset", np.int64),
+        ("summary_last_offset", np.int64),
+        ("summary_first_sequence_offset", np.int64),
+        ("summary_first_sequence", np.int64),
+        ("summary_last_sequence_offset", np.int64),
+        ("summary_last_sequence", np.int64),
+        ("summary_batches", np.int64),
+        ("summary_records", np.int64),
+        ("summary_first_timestamp", np.int64),
+        ("summary_last_timestamp", np.int64),
+    ],
+    align=True,
+)
+
+# The partition being replayed (UnifiedLog's view of it, plus running statistics).
+PARTITION_STATE = np.dtype(
+    [
+        ("active", np.bool_),
+        ("partition", np.int64),
+        ("first_offset", np.int64),  # the exported log's first base offset
+        ("max_last_offset", np.int64),  # highest last offset so far (OFFSET_OVERLAP)
+        ("max_leader_epoch", np.int64),  # highest leader epoch so far
+        ("log_start_checkpoint", np.int64),  # highest log-start-offset checkpoint value
+        ("high_watermark", np.int64),  # highest replication-offset checkpoint value
+        ("epoch_entry_epoch", np.int64),  # leader-epoch checkpoint entry in force
+        ("epoch_entry_start", np.int64),
+        # the audited replica's latest batch, compared with other replicas' copies
+        ("primary_base_offset", np.int64),
+        ("primary_last_offset", np.int64),
+        ("primary_producer_id", np.int64),
+        ("primary_producer_epoch", np.int64),
+        ("primary_base_sequence", np.int64),
+        ("primary_is_control", np.bool_),
+        ("primary_is_transactional", np.bool_),
+        ("primary_record_count", np.int64),
+        # occurrence of a base offset among the log's rows (keeps finding ids unique)
+        ("previous_base_offset", np.int64),
+        ("occurrence", np.int64),
+        ("previous_ack_offset", np.int64),
+        ("ack_occurrence", np.int64),
+        # statistics
+        ("batches", np.int64),
+        ("replica_batches", np.int64),
+        ("batches_with_producer_id", np.int64),
+        ("records", np.int64),
+        ("max_timestamp", np.int64),
+        ("latest_timestamp", np.int64),  # highest non-negative timestamp: the log's clock
+        ("producers", np.int64),  # producer slots in use
+        ("audited_producers", np.int64),
+        ("acks", np.int64),  # acknowledgements registered
+    ],
+    align=True,
+)
+
+# A client acknowledgement waiting for the end of its partition (docs/rules.md#acked-write-lost).
+ACK = np.dtype(
+    [
+        ("producer_id", np.int64),
+        ("producer_epoch", np.int64),
+        ("base_sequence", np.int64),
+        ("last_sequence", np.int64),
+        ("offset", np.int64),
+        ("last_offset", np.int64),
+        ("acknowledged_ms", np.int64),
+        ("occurrence", np.int64),
+        ("next_same_batch", np.int64),  # next acknowledgement of the same batch, -1 at the end
+        ("log_batches", np.int64),  # batches of the log with its producer, epoch and sequence
+        ("log_min_offset", np.int64),
+        ("log_has_exact", np.bool_),  # one of them is at the acknowledged offset
+    ],
+    align=True,
+)
+
+# ---- what the kernel emits; every field is int64 (NULL when absent) or bool ----
+FINDING_EVENT = np.dtype(
+    [
+        ("finding_code", np.int64),
+        ("cause", np.int64),
+        ("kafka_error", np.int64),
+        ("row", np.int64),  # the row of the input batch it is about, -1 when none
+        ("tp_row", np.int64),  # a row of its partition in the input batch, -1: the previous one
+        ("partition", np.int64),
+        ("producer_id", np.int64),
+        ("producer_epoch", np.int64),
+        ("base_offset", np.int64),
+        ("last_offset", np.int64),
+        ("base_sequence", np.int64),
+        ("last_sequence", np.int64),
+        ("timestamp", np.int64),
+        ("expected_sequence", np.int64),
+        ("previous_offset", np.int64),
+        ("occurrence", np.int64),
+        ("facts", np.int64, (4,)),  # named per type by findings.REGISTRY[...].facts
+    ],
+    align=True,
+)
+
+TRANSACTION_EVENT = np.dtype(
+    [
+        ("tp_row", np.int64),
+        ("partition", np.int64),
+        ("producer_id", np.int64),
+        ("start_epoch", np.int64),
+        ("end_epoch", np.int64),
+        ("first_offset", np.int64),
+        ("marker_offset", np.int64),
+        ("outcome", np.int64),  # ControlType code, or OPEN
+        ("hanging", np.bool_),
+        ("batches", np.int64),
+        ("first_timestamp", np.int64),
+        ("end_timestamp", np.int64),
+        ("duration_ms", np.int64),
+        ("coordinator_epoch", np.int64),
+    ],
+    align=True,
+)
+
+SESSION_EVENT = np.dtype(
+    [
+        ("tp_row", np.int64),
+        ("partition", np.int64),
+        ("producer_id", np.int64),
+        ("producer_epoch", np.int64),
+        ("first_offset", np.int64),
+        ("last_offset", np.int64),
+        ("first_sequence_offset", np.int64),
+        ("first_sequence", np.int64),
+        ("last_sequence_offset", np.int64),
+        ("last_sequence", np.int64),
+        ("batches", np.int64),
+        ("records", np.int64),
+        ("first_timestamp", np.int64),
+        ("last_timestamp", np.int64),
+    ],
+    align=True,
+)
+
+PARTITION_EVENT = np.dtype(
+    [
+        ("tp_row", np.int64),
+        ("partition", np.int64),
+        ("first_offset", np.int64),
+        ("last_offset", np.int64),
+        ("batches", np.int64),
+        ("replica_batches", np.int64),
+        ("batches_with_producer_id", np.int64),
+        ("records", np.int64),
+        ("max_timestamp", np.int64),
+        ("producers", np.int64),
+    ],
+    align=True,
+)
+
+# The final state of a producer: a row of the producer_state table, which seeds the next run.
+STATE_EVENT = np.dtype(
+    [
+        ("tp_row", np.int64),
+        ("partition", np.int64),
+        ("producer_id", np.int64),
+        ("producer_epoch", np.int64),
+        ("coordinator_epoch", np.int64),
+        ("txn_first_offset", np.int64),
+        ("last_timestamp", np.int64),
+        ("state_offset", np.int64),
+        ("cached", np.int64),
+        ("base_sequence", np.int64, (NUM_BATCHES_TO_RETAIN,)),
+        ("last_sequence", np.int64, (NUM_BATCHES_TO_RETAIN,)),
+        ("base_offset", np.int64, (NUM_BATCHES_TO_RETAIN,)),
+        ("last_offset", np.int64, (NUM_BATCHES_TO_RETAIN,)),
+    ],
+    align=True,
+)
+
+OUTPUTS = ("findings", "transactions", "sessions", "partitions", "states")
+OUTPUT_DTYPES = {
+    "findings": FINDING_EVENT,
+    "transactions": TRANSACTION_EVENT,
+    "sessions": SESSION_EVENT,
+    "partitions": PARTITION_EVENT,
+    "states": STATE_EVENT,
+}
