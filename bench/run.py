@@ -6,18 +6,16 @@ session and best of `--repeat` runs each:
 
 - floor: Spark reads the same columns, shuffles them by (topic, partition) and sorts them by
   (topic, partition, base_offset) into the no-op sink: the least any audit must do;
-- minimum: the floor plus the two orders the rules cannot do without, as the engine issue asks
-  for them (window functions, one shuffle): one window in log order per partition (a running
-  maximum of earlier last offsets, as OFFSET_OVERLAP needs) and one per producer (the previous
-  batch's next sequence, as SEQUENCE_GAP needs), keeping the rows either flags. Two sorts and two
-  Window operators: no audit built that way can be faster, so minimum/floor bounds what
-  audit/floor can reach on this machine;
-- audit: the whole engine (validation, every rule, one shuffle) into the no-op sink;
-- pipeline: `run_audit`, i.e. the audit plus staging and the Delta writes of findings, quarantine
-  and the run record (reported for the largest size only unless --pipeline-all).
+- transfer: the audit's own input side (validation, the replay rows, the shuffle and the sort in
+  replay order) and a `mapInArrow` that only receives the rows the kernel receives: the least an
+  Arrow-based replay can cost;
+- audit: the whole engine (validation, the compiled replay of every rule, the output records)
+  into the no-op sink;
+- pipeline: `run_audit`, i.e. the audit plus staging and the Delta writes (largest size only).
 
-Printed: batches per second for each, and the minimum/floor and audit/floor ratios. Results are
-appended to bench/results/results.jsonl.
+With `--processes`, the largest size is also timed as whole processes: the `eos-audit audit` CLI
+end to end (read, audit, Delta writes) next to a bare Spark job that reads and sorts the same data.
+Printed: batches per second and the ratios; appended to bench/results/results.jsonl.
 """
 
 from __future__ import annotations
@@ -86,6 +84,44 @@ def timed(action, repeat: int) -> float:
     return best
 
 
+BARE_JOB = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master("local[*]").config("spark.ui.enabled", "false").getOrCreate()
+(spark.read.parquet(sys.argv[1]).repartition("topic", "partition")
+ .sortWithinPartitions("topic", "partition", "base_offset")
+ .write.format("noop").mode("overwrite").save())
+"""
+
+
+def processes(rows: int) -> dict:
+    """The CLI end to end and a bare Spark job over the same data, each a whole process."""
+    import subprocess
+    import sys
+
+    data = HERE / "data" / f"batches-{rows}"
+    warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-cli-"))
+    venv_bin = Path(sys.executable).parent
+    try:
+        start = time.perf_counter()
+        subprocess.run(
+            [str(venv_bin / "eos-audit"), "audit", "--batches", str(data), "--warehouse",
+             str(warehouse), "--fail-on", "never"], check=True, capture_output=True,
+        )  # fmt: skip
+        cli_s = time.perf_counter() - start
+    finally:
+        shutil.rmtree(warehouse, ignore_errors=True)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", BARE_JOB, str(data)], check=True, capture_output=True)
+    bare_s = time.perf_counter() - start
+    print(
+        f"{rows:>11,} batches as processes: eos-audit audit {cli_s:7.2f}s, bare read+sort job "
+        f"{bare_s:7.2f}s ({cli_s / bare_s:4.2f}x)",
+        flush=True,
+    )
+    return {"rows": rows, "cli_s": round(cli_s, 2), "bare_job_s": round(bare_s, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -94,12 +130,15 @@ def main() -> None:
     parser.add_argument(
         "--no-audit",
         action="store_true",
-        help="time only the floor and the minimum (a quick look at what the target allows)",
+        help="time only the floor and the transfer line (a quick look at what the target allows)",
+    )
+    parser.add_argument(
+        "--processes",
+        action="store_true",
+        help="also time the CLI end to end and a bare read-and-sort Spark job, as processes",
     )
     args = parser.parse_args()
 
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
 
     from eos_audit import engine
     from eos_audit.config import AuditConfig
@@ -123,26 +162,17 @@ def main() -> None:
              .sortWithinPartitions("topic", "partition", "base_offset")
              .write.format("noop").mode("overwrite").save())
 
-        def minimum(data=data, columns=columns):
-            log_order = Window.partitionBy("topic", "partition").orderBy("base_offset")
-            producer_order = Window.partitionBy("topic", "partition", "producer_id").orderBy(
-                "base_offset"
-            )
-            earlier = log_order.rowsBetween(Window.unboundedPreceding, -1)
-            next_sequence = F.col("base_sequence") + F.col("record_count")
-            (
-                spark.read.parquet(str(data))
-                .select(*columns)
-                .withColumn("_prev_max_last", F.max("last_offset").over(earlier))
-                .withColumn("_expected", F.lag(next_sequence).over(producer_order))
-                .where(
-                    (F.col("base_offset") <= F.col("_prev_max_last"))
-                    | (F.col("base_sequence") != F.col("_expected"))
-                )
-                .write.format("noop")
-                .mode("overwrite")
-                .save()
-            )
+        def transfer(data=data):
+            batches = read_tabular(spark, [str(data)], "parquet")
+            schema = "n long"
+
+            def receive(batches_in):
+                for batch in batches_in:
+                    batch.num_rows  # noqa: B018 - receive, nothing more
+                return iter(())
+
+            (engine.replay_rows(batches).mapInArrow(receive, schema)
+             .write.format("noop").mode("overwrite").save())
 
         def audit(data=data):
             batches = read_tabular(spark, [str(data)], "parquet")
@@ -150,21 +180,22 @@ def main() -> None:
                 "overwrite").save()
 
         floor_s = timed(floor, args.repeat)
-        minimum_s = timed(minimum, args.repeat)
+        transfer_s = timed(transfer, args.repeat)
         result = {"rows": rows, "cores": cores, "floor_s": round(floor_s, 2),
-                  "minimum_s": round(minimum_s, 2),
-                  "minimum_ratio": round(minimum_s / floor_s, 2),
+                  "transfer_s": round(transfer_s, 2),
+                  "transfer_ratio": round(transfer_s / floor_s, 2),
                   "floor_batches_per_s": int(rows / floor_s)}
         if args.no_audit:
             print(
-                f"{rows:>11,} batches  floor {floor_s:7.2f}s  minimum {minimum_s:7.2f}s  "
-                f"minimum/floor {minimum_s / floor_s:4.2f}",
+                f"{rows:>11,} batches  floor {floor_s:7.2f}s  transfer {transfer_s:7.2f}s  "
+                f"transfer/floor {transfer_s / floor_s:4.2f}",
                 flush=True,
             )
             results.append(result)
             continue
         audit_s = timed(audit, args.repeat)
         result.update({"audit_s": round(audit_s, 2), "ratio": round(audit_s / floor_s, 2),
+                       "audit_transfer_ratio": round(audit_s / transfer_s, 2),
                        "audit_batches_per_s": int(rows / audit_s)})
         if args.pipeline_all or rows == max(args.rows):
             warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-"))
@@ -179,13 +210,14 @@ def main() -> None:
             result["pipeline_batches_per_s"] = int(rows / pipeline_s)
         print(
             f"{rows:>11,} batches  floor {floor_s:7.2f}s ({rows / floor_s:>10,.0f}/s)  "
-            f"minimum {minimum_s:7.2f}s (minimum/floor {minimum_s / floor_s:4.2f})  "
-            f"audit {audit_s:7.2f}s ({rows / audit_s:>10,.0f}/s)  audit/floor "
-            f"{audit_s / floor_s:4.2f}"
+            f"transfer {transfer_s:7.2f}s  audit {audit_s:7.2f}s ({rows / audit_s:>10,.0f}/s)  "
+            f"audit/floor {audit_s / floor_s:4.2f}  audit/transfer {audit_s / transfer_s:4.2f}"
             + (f"  pipeline {result['pipeline_s']:7.2f}s" if "pipeline_s" in result else ""),
             flush=True,
         )
         results.append(result)
+    if args.processes:
+        results.append(processes(max(args.rows)))
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     with (out / "results.jsonl").open("a") as f:

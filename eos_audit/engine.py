@@ -32,8 +32,10 @@ OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions", "se
 
 
 def _nullable(data_type: T.DataType) -> T.DataType:
-    """The type with every field and element nullable, however deep (the sinks pin the
-    contract's nullability; Spark cannot cast into non-nullable fields)."""
+    """The type with every field and element nullable, however deep.
+
+    Spark cannot cast into non-nullable fields; the sinks pin the contract's nullability.
+    """
     if isinstance(data_type, T.StructType):
         return T.StructType(
             [T.StructField(f.name, _nullable(f.dataType), True) for f in data_type.fields]
@@ -197,7 +199,10 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
 
 
 def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
-    """Leader-epoch checkpoint entries, each at its start offset (docs/rules.md#leader-epoch-mismatch)."""
+    """Leader-epoch checkpoint entries, each at its start offset.
+
+    See docs/rules.md#leader-epoch-mismatch.
+    """
     return leader_epochs_df.select(
         *_replay_row(
             topic=F.col("topic"),
@@ -349,7 +354,9 @@ def _finding_values() -> dict[str, Column]:
         "partition": F.col("partition"),
         "source": F.col("source"),
         "replica": F.col("replica"),
-        "control_type": F.coalesce(_name_of(F.col("control_type"), ControlType), F.lit("Transaction")),
+        "control_type": F.coalesce(
+            _name_of(F.col("control_type"), ControlType), F.lit("Transaction")
+        ),
         "cause": _name_of(f["cause"], Cause),
         "kafka_error": _name_of(f["kafka_error"], KafkaError),
         "batch_timestamp": f["timestamp"],

@@ -36,7 +36,7 @@ def _struct(columns: list[Column]) -> T.StructType:
 
 
 # --------------------------------------------------------------------------------------------
-# Canonical input: one row per Kafka record batch (kafka_rules.md §2.1 for the header fields).
+# Canonical input: one row per Kafka record batch (rules.md#corrupt-batch for the header fields).
 # --------------------------------------------------------------------------------------------
 RECORD_BATCH_COLUMNS: list[Column] = [
     Column("topic", T.StringType(), False, "topic name"),
@@ -181,7 +181,10 @@ FINDINGS_COLUMNS: list[Column] = [
     ),
     Column("detail", T.StringType(), False, "one readable sentence"),
     Column(
-        "spec_ref", T.StringType(), False, "the rule, as a section of docs/rules.md in this repository"
+        "spec_ref",
+        T.StringType(),
+        False,
+        "the rule, as a section of this repository's docs/rules.md",
     ),
     Column(
         "evidence",

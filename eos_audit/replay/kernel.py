@@ -195,8 +195,10 @@ def new_entry(e, producer_id):
 
 
 def cache_position(e, epoch, base_sequence, last_sequence):
-    """ProducerStateEntry.findDuplicateBatch, over the look-back window: how many applied batches
-    ago the same epoch and sequence range was written (0: the latest), -1 when it was not.
+    """ProducerStateEntry.findDuplicateBatch over the look-back window.
+
+    Returns how many applied batches ago the same epoch and sequence range was written (0: the
+    latest), or -1 when it was not.
 
     docs/rules.md#duplicate-batch: the broker looks at its 5 cached batches only; the audit looks
     back DUPLICATE_LOOKBACK batches, so a retry the broker no longer recognised is still named.
@@ -226,7 +228,7 @@ def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset):
 
 
 def last_sequence_of(e):
-    """lastSeq of the entry for its current epoch (-1: none, so the next batch must start at 0).
+    """The entry's lastSeq for its current epoch (-1: none, so the next batch must start at 0).
 
     A marker that raised the epoch emptied the cache (docs/rules.md#transactions).
     """
@@ -254,6 +256,7 @@ def is_expired(e, timestamp, expiration_ms):
 # The producer-epoch summary (producer_sessions table)
 # ------------------------------------------------------------------------------------------------
 def flush_summary(e, sessions, counts, tp_row, part):
+    """Emit the producer epoch's summary, if one is open."""
     if not e.summary_open:
         return
     s = sessions[counts[SESSIONS]]
@@ -290,7 +293,7 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
         e.summary_last_sequence_offset = NULL
         e.summary_last_sequence = NULL
         e.summary_batches = 0
-        e.summary_records = 0
+        e.summary_records = NULL  # markers only: no records
         e.summary_first_timestamp = NULL
         e.summary_last_timestamp = NULL
     base_offset = rows.base_offset[i]
@@ -304,6 +307,8 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
             e.summary_first_timestamp = timestamp
         e.summary_last_timestamp = max_or_null(e.summary_last_timestamp, timestamp)
     if is_data:
+        if e.summary_records == NULL:
+            e.summary_records = 0
         e.summary_records += record_estimate(rows, i)
         if rows.base_sequence[i] >= 0:
             if (
@@ -336,8 +341,11 @@ def record_estimate(rows, i):
 # ProducerAppendInfo: one producer row (UnifiedLog.analyzeAndValidateProducerState)
 # ------------------------------------------------------------------------------------------------
 def takes_part_in_replay(rows, i):
-    """docs/rules.md#replay-scope: batches with a producer id, magic 2, a CRC that did not fail;
-    a control batch with no records changes nothing."""
+    """Whether the batch takes part in the producer replay (docs/rules.md#replay-scope).
+
+    Batches with a producer id, magic 2 and a CRC that did not fail; a control batch with no
+    records changes nothing.
+    """
     if rows.producer_id[i] < 0:
         return False
     if rows.magic[i] != NULL and rows.magic[i] < 2:
@@ -361,8 +369,11 @@ def slot_of(slots, entries, part, producer_id):
 
 
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
-    """docs/rules.md#corrupt-batch: the missing sequences are exactly those a batch that failed
-    its CRC claimed, so the gap is that batch, already reported as CORRUPT_BATCH."""
+    """Whether a batch that failed its CRC explains the gap (docs/rules.md#corrupt-batch).
+
+    The missing sequences are exactly those it claimed, so the gap is that batch, already
+    reported as CORRUPT_BATCH.
+    """
     return (
         e.corrupt_claim
         and e.corrupt_epoch == epoch
@@ -474,7 +485,10 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
 
 
 def close_transaction(e, rows, i, part, transactions, counts, timestamp):
-    """appendEndTxnMarker: the marker completes the open transaction (docs/rules.md#transactions)."""
+    """appendEndTxnMarker: the marker completes the open transaction.
+
+    See docs/rules.md#transactions.
+    """
     t = transactions[counts[TRANSACTIONS]]
     counts[TRANSACTIONS] += 1
     t.tp_row = i
@@ -498,8 +512,11 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
 
 def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out_transactions,
                         out_sessions, counts):
-    """One row of a producer: a seeded batch or entry, or an audited batch. Returns False when
-    the producer needs a slot and none is free (the caller grows the entries and calls again)."""
+    """One row of a producer: a seeded batch or entry, or an audited batch.
+
+    Returns False when the producer needs a slot and none is free (the caller grows the entries
+    and calls again).
+    """
     slot = slot_of(slots, entries, part, rows.producer_id[i])
     if slot < 0:
         return False
@@ -618,6 +635,7 @@ def remember_corrupt_claim(rows, i, entries, slots):
 # The partition: UnifiedLog's checks of the log itself
 # ------------------------------------------------------------------------------------------------
 def begin_partition(part, partition):
+    """A new (topic, partition): nothing known yet."""
     part.active = True
     part.partition = partition
     part.first_offset = NULL
@@ -656,8 +674,8 @@ def check_audited_batch(rows, i, part, findings, counts):
     """The checks of a batch of the audited replica that need no producer state."""
     base_offset = rows.base_offset[i]
     leader_epoch = rows.leader_epoch[i]
-    has_leader_epoch = (rows.magic[i] == NULL or rows.magic[i] >= 2) and leader_epoch != NULL \
-        and leader_epoch >= 0
+    magic = rows.magic[i]
+    has_leader_epoch = (magic == NULL or magic >= 2) and leader_epoch != NULL and leader_epoch >= 0
     if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
         # overlapping any earlier batch is found.
@@ -705,8 +723,11 @@ def count_audited_batch(rows, i, part):
 
 
 def check_replica_batch(rows, i, part, findings, counts):
-    """docs/rules.md#replica-divergence: below the high watermark every replica holds the same
-    batches; another replica's batch must match the audited one starting at its offset."""
+    """Compare another replica's batch with the audited one (docs/rules.md#replica-divergence).
+
+    Below the high watermark every replica holds the same batches, so it must match the audited
+    batch starting at its offset.
+    """
     part.replica_batches += 1
     base_offset = rows.base_offset[i]
     if part.high_watermark != NULL and base_offset >= part.high_watermark:
@@ -741,7 +762,10 @@ def check_replica_batch(rows, i, part, findings, counts):
 # against its batches, judged at the end of the partition.
 # ------------------------------------------------------------------------------------------------
 def register_ack(rows, i, part, acks, ack_index):
-    """Returns False when the acknowledgement array is full (the caller grows it)."""
+    """Remember an acknowledgement until the end of its partition.
+
+    Returns False when the acknowledgement array is full (the caller grows it).
+    """
     if part.acks >= len(acks):
         return False
     offset = rows.base_offset[i]
@@ -765,7 +789,8 @@ def register_ack(rows, i, part, acks, ack_index):
     a.log_min_offset = NULL
     a.log_has_exact = False
     key = (a.producer_id, a.producer_epoch, a.base_sequence)
-    a.next_same_batch = ack_index[key] if key in ack_index else -1
+    # not dict.get: compiled, it would type the result as optional
+    a.next_same_batch = ack_index[key] if key in ack_index else -1  # noqa: SIM401
     ack_index[key] = k
     return True
 
@@ -790,9 +815,11 @@ def match_acks(rows, i, acks, ack_index):
 
 
 def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
-    """ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH for the checkable acknowledgements: inside
-    [log start, log end) of the exported log (below it retention deleted it, at or past its end
-    it was made after the export)."""
+    """ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH for the checkable acknowledgements.
+
+    Checkable: inside [log start, log end) of the exported log (below it retention deleted it,
+    at or past its end it was made after the export).
+    """
     if part.batches == 0:
         return
     log_start = log_start_of(part)
@@ -866,8 +893,11 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
 
 
 def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock, params):
-    """An OPEN transaction, and HANGING_TRANSACTION when it is older than the transaction timeout
-    plus the broker's grace (docs/rules.md#hanging-transaction)."""
+    """An OPEN transaction, and HANGING_TRANSACTION when it is too old.
+
+    Too old: older than the transaction timeout plus the broker's grace
+    (docs/rules.md#hanging-transaction).
+    """
     age = NULL
     if clock != NULL and e.txn_first_timestamp != NULL:
         age = clock - e.txn_first_timestamp
@@ -943,6 +973,7 @@ def emit_final_state(e, part, states, counts, tp_row, log_end):
 # ------------------------------------------------------------------------------------------------
 def has_room(counts, out_findings, out_transactions, out_sessions, out_partitions, out_states,
              room):
+    """Whether every output has room for `room` more events."""
     return (
         len(out_findings) - counts[FINDINGS] >= room
         and len(out_transactions) - counts[TRANSACTIONS] >= room
@@ -988,7 +1019,7 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
             if not register_ack(rows, i, part, acks, ack_index):
                 counts[ROOM_NEEDED] = 0
                 return i
-        elif kind == SEED_BATCH or kind == SEED_STATE:
+        elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best
             if not replay_producer_row(rows, i, part, entries, slots, params, out_findings,
                                        out_transactions, out_sessions, counts):
                 counts[ROOM_NEEDED] = 0
@@ -1021,8 +1052,10 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
 def finish(partition_state, entries, slots, acks, ack_index, params, out_findings,
            out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
            is_compacted):
-    """The end of the input: finish the partition being replayed. Returns False when the outputs
-    lack room (`counts[ROOM_NEEDED]` says how much)."""
+    """The end of the input: finish the partition being replayed.
+
+    Returns False when the outputs lack room (`counts[ROOM_NEEDED]` says how much).
+    """
     part = partition_state[0]
     if not part.active:
         return True

@@ -8,10 +8,13 @@ emitted into Arrow rows, picking the strings (topic, source) of the few emitted 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
@@ -80,6 +83,7 @@ class ReplaySettings:
     coordinator_regex: str | None
 
     def params(self) -> Params:
+        """The settings as the kernel's argument."""
         return Params(
             self.expiration_ms,
             self.hanging_after_ms,
@@ -187,14 +191,16 @@ def _topic_flags(topics: pa.Array, regex: str | None) -> np.ndarray:
 class _Replayer:
     """The state of one task's replay, carried from Arrow batch to Arrow batch."""
 
-    def __init__(self, settings: ReplaySettings) -> None:
+    def __init__(self, settings: ReplaySettings, replay_kernel: ModuleType = kernel) -> None:
+        # The compiled kernel; tests pass the plain-Python one (`uncompiled_kernel`).
+        self.kernel = replay_kernel
         self.settings = settings
         self.params = settings.params()
         self.part = np.zeros(1, dtype=PARTITION_STATE).view(np.recarray)
         self.entries = np.zeros(64, dtype=PRODUCER_STATE_ENTRY).view(np.recarray)
         self.acks = np.zeros(64, dtype=ACK).view(np.recarray)
-        self.slots = _int_dict(scalar_key=True)
-        self.ack_index = _int_dict(scalar_key=False)
+        self.slots = _int_dict(replay_kernel, scalar_key=True)
+        self.ack_index = _int_dict(replay_kernel, scalar_key=False)
         self.outputs = {
             name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
         }
@@ -258,7 +264,7 @@ class _Replayer:
             rows = self.rows_of(batch)
             start = 0
             while start < batch.num_rows:
-                start = kernel.replay(
+                start = self.kernel.replay(
                     rows, start, self.previous_compacted, self.params, self.part,
                     self.entries, self.slots, self.acks, self.ack_index,
                     *self.outputs.values(), self.counts,
@@ -269,7 +275,7 @@ class _Replayer:
             self.previous_topic = batch.column("topic")[-1].as_py()
             self.previous_partition = int(rows.partition[-1])
             self.previous_compacted = bool(rows.is_compacted[-1])
-        while not kernel.finish(
+        while not self.kernel.finish(
             self.part, self.entries, self.slots, self.acks, self.ack_index, self.params,
             *self.outputs.values(), self.counts, -1, self.previous_compacted,
         ):  # fmt: skip
@@ -308,7 +314,10 @@ class _Replayer:
             topic = pc.if_else(pa.array(known), picked, pa.scalar(self.previous_topic, pa.string()))
         return topic, _ints(np.asarray(events["partition"]))
 
-    def records(self, name: str, events: np.ndarray, batch: pa.RecordBatch | None) -> pa.RecordBatch:
+    def records(
+        self, name: str, events: np.ndarray, batch: pa.RecordBatch | None
+    ) -> pa.RecordBatch:
+        """The output rows of one kind of event."""
         n = len(events)
         topic, partition = self._partition_columns(events, batch)
         columns: dict[str, pa.Array] = {
@@ -404,14 +413,32 @@ def _grown(records: np.ndarray, size: int) -> np.ndarray:
     return bigger
 
 
-def _int_dict(*, scalar_key: bool):
+def _int_dict(replay_kernel: ModuleType, *, scalar_key: bool):
     """An int64-valued dict the compiled kernel accepts (a plain dict when it runs uncompiled)."""
-    if not kernel.COMPILED:
+    if not replay_kernel.COMPILED:
         return {}
     from numba import typed, types
 
     key = types.int64 if scalar_key else types.UniTuple(types.int64, 3)
     return typed.Dict.empty(key_type=key, value_type=types.int64)
+
+
+def uncompiled_kernel() -> ModuleType:
+    """A second copy of the kernel module, left as plain Python (for tests and debugging)."""
+    spec = importlib.util.spec_from_file_location(
+        "eos_audit.replay._kernel_uncompiled", kernel.__file__
+    )
+    module = importlib.util.module_from_spec(spec)
+    previous = os.environ.get("EOS_AUDIT_JIT")
+    os.environ["EOS_AUDIT_JIT"] = "0"
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if previous is None:
+            del os.environ["EOS_AUDIT_JIT"]
+        else:
+            os.environ["EOS_AUDIT_JIT"] = previous
+    return module
 
 
 def replay_partitions(

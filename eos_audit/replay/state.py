@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 NULL = np.iinfo(np.int64).min  # "no value" in every int64 field and output column
-INT32_MAX = 2_147_483_647  # sequences are int32 and wrap from here to 0 (docs/rules.md#sequence-gap)
+# Sequences are int32 and wrap from INT32_MAX to 0 (docs/rules.md#sequence-gap).
+INT32_MAX = 2_147_483_647
 SEQUENCE_SPACE = 2_147_483_648
-NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN (docs/rules.md#duplicate-batch)
+# ProducerStateEntry.NUM_BATCHES_TO_RETAIN (docs/rules.md#duplicate-batch).
+NUM_BATCHES_TO_RETAIN = 5
 # How many applied data batches of a producer's session the duplicate rule looks back over: the
 # broker's 5 and more, bounded so that memory grows with producers, never with batches
 # (docs/rules.md#duplicate-batch).

@@ -1,4 +1,4 @@
-"""The client rule over producer acknowledgements (kafka_rules.md §7; KIP-360 seed, item 4).
+"""The client rule over producer acknowledgements (docs/rules.md#client-sequence-error, KIP-360).
 
 A producer told UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER by a partition leader has
 lost its state there. Either retention or DeleteRecords removed the producer's batches from the
@@ -35,13 +35,13 @@ producer_id) over the acknowledgements, which are small: no UDF, no collect.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.config import DEFAULT_SEVERITIES, AuditConfig
 from eos_audit.errors import InputSchemaError
 from eos_audit.findings import BENIGN_CAUSES, UNEXPLAINED, finding_struct, sentence
-from eos_audit.schemas import ACKS, FINDINGS
+from eos_audit.schemas import ACKS
 from eos_audit.sources.acks import (
     NO_OFFSET,
     SEQUENCE_ERRORS,

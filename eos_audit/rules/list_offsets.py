@@ -1,4 +1,4 @@
-"""Rules over ListOffsets observations (kafka_rules.md §5; KIP-207, KIP-360).
+"""Rules over ListOffsets observations (docs/rules.md#list-offsets-regression; KIP-207, KIP-360).
 
 Observations (`eos_audit.sources.list_offsets.LIST_OFFSETS`) are grouped per key (topic, partition,
 spec, isolation) and ordered by `observed_at`, in ONE window specification: the small observation
@@ -44,7 +44,7 @@ from pyspark.sql import types as T
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
 from eos_audit.findings import finding_struct, sentence
-from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
+from eos_audit.schemas import LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import SOURCE_ERROR
 
 REGRESSION = "LIST_OFFSETS_REGRESSION"
@@ -119,8 +119,9 @@ def list_offsets_error_counts(observations_df: DataFrame, run_id: str) -> DataFr
     """How many ListOffsets answers failed, per partition, spec and error: the errors table.
 
     Errors (OFFSET_NOT_AVAILABLE while a new leader's high watermark catches up, KIP-207;
-    LEADER_NOT_AVAILABLE; ...) are retriable answers, not regressions (§5), but a partition that
-    answers them for an hour is worth a look.
+    LEADER_NOT_AVAILABLE; ...) are retriable answers, not regressions
+    (docs/rules.md#list-offsets-regression), but a partition that answers them for an hour is worth
+    a look.
 
     Args:
         observations_df: `read_list_offsets` output (rows with `_source_error` are skipped).

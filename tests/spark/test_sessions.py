@@ -6,7 +6,6 @@ from chispa import assert_df_equality
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.rules.sessions import SESSION_STRUCT
 from eos_audit.sources.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -47,7 +46,9 @@ def test_one_summary_per_producer_epoch(spark):
             ("t", 0, 2, 8, 9, 9, None, None, 1, None, ts + 9, ts + 9),
             ("t", 0, 3, 2, 11, 11, 41, 41, 1, 1, ts + 11, ts + 11),
         ],
-        SESSION_STRUCT,
+        "topic string, partition int, producer_id long, producer_epoch int, first_offset long, "
+        "last_offset long, first_sequence int, last_sequence int, batches long, records long, "
+        "first_timestamp long, last_timestamp long",
     )
     assert_df_equality(
         engine.sessions_of(rec), expected, ignore_row_order=True, ignore_nullable=True

@@ -1,0 +1,209 @@
+"""The replay kernel's plain Python, driven directly with Arrow batches (no Spark, no compiler).
+
+These are the state machine's edge cases (docs/replay_semantics.md): sequence wraparound, the
+5-batch cache and the duplicate look-back, markers of transactions v1 and v2, expiry, seeded state,
+coordinator appends, corrupt batches, and state carried from one Arrow batch to the next. The
+same functions run compiled in every Spark test; here they run as written.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from eos_audit.findings import BY_CODE, Cause, KafkaError
+from eos_audit.replay.rows import REPLAY_SCHEMA, ControlType, RowKind
+from eos_audit.replay.runner import ReplaySettings, _Replayer, uncompiled_kernel
+from eos_audit.replay.state import DUPLICATE_LOOKBACK
+
+ARROW = to_arrow_schema(REPLAY_SCHEMA)
+KERNEL = uncompiled_kernel()
+MAX = 2_147_483_647
+DAY = 86_400_000
+TS = 1_700_000_000_000
+SETTINGS = ReplaySettings(
+    expiration_ms=DAY,
+    hanging_after_ms=1_200_000,
+    as_of_ms=None,
+    unknown_producer_error=int(KafkaError.NONE),
+    compacted_regex=None,
+    coordinator_regex="__consumer_offsets|__transaction_state",
+)
+
+
+def test_the_kernel_under_test_is_plain_python():
+    assert not KERNEL.COMPILED
+    assert not hasattr(KERNEL.replay, "py_func")
+
+
+def row(kind=RowKind.AUDITED, **values) -> dict:
+    out = dict.fromkeys(ARROW.names)
+    out.update(topic="t", partition=0, kind=int(kind), is_transactional=False, is_control=False)
+    out.update(values)
+    return out
+
+
+def data(offset, seq, n=1, *, pid=1, epoch=0, ts=None, txn=False, **values) -> dict:
+    last_seq = seq if seq < 0 else (seq + n - 1) % (MAX + 1)
+    return row(
+        base_offset=offset, last_offset=offset + n - 1, producer_id=pid, producer_epoch=epoch,
+        base_sequence=seq, last_sequence=last_seq, record_count=n, magic=2,
+        timestamp=TS + offset if ts is None else ts, is_transactional=txn, **values,
+    )
+
+
+def marker(offset, *, pid=1, epoch=0, coordinator=0, commit=True) -> dict:
+    kind = ControlType.COMMIT if commit else ControlType.ABORT
+    return row(
+        base_offset=offset, last_offset=offset, producer_id=pid, producer_epoch=epoch,
+        base_sequence=-1, last_sequence=-1, record_count=1, magic=2, timestamp=TS + offset,
+        is_transactional=True, is_control=True, control_type=int(kind),
+        coordinator_epoch=coordinator,
+    )
+
+
+def replay(rows: list[dict], *, batch_size: int | None = None, settings=SETTINGS) -> dict:
+    """Run the uncompiled kernel; return its records by kind (findings as readable tuples)."""
+    size = batch_size or max(len(rows), 1)
+    batches = [
+        pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW)
+        for i in range(0, len(rows), size)
+    ]
+    out: dict[str, list] = {}
+    for batch in _Replayer(settings, KERNEL).run(iter(batches)):
+        for record in batch.to_pylist():
+            kind = record["record"]
+            if kind == "finding":
+                f = record["finding"]
+                out.setdefault(kind, []).append(
+                    (
+                        BY_CODE[f["finding_code"]].name,
+                        f["base_offset"],
+                        Cause(f["cause"]).name if f["cause"] else None,
+                        KafkaError(f["kafka_error"]).name if f["kafka_error"] else None,
+                        f["expected_sequence"],
+                        f["previous_offset"],
+                    )
+                )
+            else:
+                out.setdefault(kind, []).append(record)
+    return out
+
+
+def findings(rows, **kw) -> list[tuple]:
+    return replay(rows, **kw).get("finding", [])
+
+
+OOS = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+def test_a_clean_producer_gives_nothing_whatever_the_arrow_batch_size():
+    rows = [data(i * 2, i * 2, n=2) for i in range(10)]
+    for size in (1, 3, 10):
+        assert findings(rows, batch_size=size) == []
+
+
+def test_wraparound_continues_at_zero_and_a_skip_past_it_is_a_gap():
+    assert findings([data(0, MAX - 1, n=2), data(2, 0, n=3)]) == [
+        ("UNKNOWN_PRODUCER", 0, "UNEXPLAINED", None, 0, None)
+    ]
+    # MAX then 2: sequences 0 and 1 are missing, a gap (not an overlap) measured modulo 2^31
+    assert findings([data(0, MAX - 1, n=2), data(2, 2)])[1:] == [
+        ("SEQUENCE_GAP", 2, "UNEXPLAINED", OOS, 0, 0)
+    ]
+
+
+def test_the_five_batch_cache_decides_the_kafka_error_of_a_duplicate():
+    rows = [data(i, i) for i in range(7)]
+    in_cache = findings([*rows, data(7, 2)])  # 5th most recent: still cached
+    beyond = findings([*rows, data(7, 1)])  # 6th most recent: evicted, the leader says OOS
+    assert in_cache == [("DUPLICATE_BATCH", 7, None, None, None, 2)]
+    assert beyond == [("DUPLICATE_BATCH", 7, None, OOS, None, 1)]
+
+
+def test_a_repeat_beyond_the_look_back_is_what_the_broker_sees():
+    rows = [data(i, i) for i in range(DUPLICATE_LOOKBACK + 2)]
+    end = len(rows)
+    assert findings([*rows, data(end, 2)]) == [("DUPLICATE_BATCH", end, None, OOS, None, 2)]
+    assert findings([*rows, data(end, 1)]) == [("SEQUENCE_OVERLAP", end, None, OOS, end, end - 1)]
+
+
+def test_markers_v1_continue_the_sequence_and_v2_restart_it():
+    v1 = [data(0, 0, txn=True), marker(1), data(2, 1, txn=True), marker(3)]
+    v2 = [data(0, 0, txn=True), marker(1, epoch=1), data(2, 0, epoch=1, txn=True),
+          marker(3, epoch=2)]  # fmt: skip
+    assert findings(v1) == []
+    assert findings(v2) == []
+    # after a v2 marker the old sequence does not continue: the new epoch must start at 0
+    assert findings([data(0, 0, txn=True), marker(1, epoch=1), data(2, 1, epoch=1)]) == [
+        ("SEQUENCE_GAP", 2, "UNEXPLAINED", OOS, 0, None)
+    ]
+    transactions = replay(v2)["transaction"]
+    assert [(t["transaction"]["first_offset"], t["transaction"]["marker_offset"])
+            for t in transactions] == [(0, 1), (2, 3)]  # fmt: skip
+
+
+def test_expiry_forgets_the_producer_unless_a_transaction_is_open():
+    expired = [data(0, 0, ts=TS), data(1, 5, ts=TS + DAY)]
+    assert findings(expired) == [("UNKNOWN_PRODUCER", 1, "PRODUCER_EXPIRY", None, 0, 0)]
+    open_txn = [data(0, 0, ts=TS, txn=True), data(1, 5, ts=TS + DAY, txn=True)]
+    assert findings(open_txn) == [
+        ("SEQUENCE_GAP", 1, "UNEXPLAINED", OOS, 1, 0),
+        # and open for a day at the end of the log
+        ("HANGING_TRANSACTION", 0, None, None, None, 0),
+    ]
+
+
+def test_seeded_state_continues_and_a_zombie_is_fenced():
+    seed = [
+        row(RowKind.SEED_BATCH, producer_id=1, producer_epoch=3, base_sequence=0,
+            last_sequence=9, base_offset=0, last_offset=9, timestamp=TS, magic=2),
+        row(RowKind.SEED_STATE, producer_id=1, producer_epoch=3, base_sequence=-1,
+            last_sequence=-1, coordinator_epoch=7, timestamp=TS, magic=2),
+    ]  # fmt: skip
+    assert findings([*seed, data(10, 10, epoch=3)]) == []
+    assert findings([*seed, data(10, 10, epoch=2)]) == [
+        ("FENCED_PRODUCER_EPOCH", 10, None, "INVALID_PRODUCER_EPOCH", None, None)
+    ]
+    state = replay([*seed, data(10, 10, epoch=3)])["state"][0]["state"]
+    assert (state["producer_epoch"], state["coordinator_epoch"]) == (3, 7)
+    assert state["state_offset"] == 11
+    assert [b["base_sequence"] for b in state["batches"]] == [0, 10]
+
+
+def test_coordinator_appends_take_no_cache_slot_and_get_no_sequence_check():
+    rows = [data(0, 0), data(1, -1), data(2, 1), data(3, -1)]
+    assert findings(rows) == []
+    offsets = replay(rows, settings=SETTINGS)["state"][0]["state"]["batches"]
+    assert [b["base_offset"] for b in offsets] == [0, 2]
+
+
+def test_a_corrupt_batch_explains_exactly_its_own_gap():
+    corrupt = data(1, 1, n=2, crc_valid=False)
+    assert findings([data(0, 0), corrupt, data(3, 3)]) == [
+        ("CORRUPT_BATCH", 1, None, "CORRUPT_MESSAGE", None, None)
+    ]
+    # a gap larger than what the corrupt batch claims is still reported
+    assert ("SEQUENCE_GAP", 3, "UNEXPLAINED", OOS, 1, 0) in findings(
+        [data(0, 0), corrupt, data(3, 5)]
+    )
+
+
+def test_state_grows_with_producers_and_survives_every_arrow_batch_boundary():
+    # 200 producers (beyond the 64 first allocated), each with a gap, split into batches of 7
+    rows = [data(i, 0, pid=p) for i, p in enumerate(range(200))]
+    rows += [data(200 + i, 2, pid=p) for i, p in enumerate(range(200))]
+    found = findings(rows, batch_size=7)
+    assert len(found) == 200
+    assert {f[0] for f in found} == {"SEQUENCE_GAP"}
+    stats = replay(rows, batch_size=7)["partition_stats"]
+    assert [s["partition_stats"]["producers"] for s in stats] == [200]
+
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_partitions_split_across_arrow_batches_are_replayed_apart(size):
+    rows = [data(0, 0), data(1, 1), {**data(0, 3), "partition": 1}, {**data(1, 4), "partition": 1}]
+    replayed = replay(rows, batch_size=size)
+    assert replayed["finding"] == [("UNKNOWN_PRODUCER", 0, "UNEXPLAINED", None, 0, None)]
+    assert [r["partition"] for r in replayed["finding"] and replayed["partition_stats"]] == [0, 1]
