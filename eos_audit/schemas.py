@@ -86,10 +86,10 @@ REQUIRED_INPUT_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if not c.nullable
 # --------------------------------------------------------------------------------------------
 SEED_BATCH = T.StructType(
     [
-        T.StructField("base_sequence", T.IntegerType(), False),
-        T.StructField("last_sequence", T.IntegerType(), False),
-        T.StructField("base_offset", T.LongType(), False),
-        T.StructField("last_offset", T.LongType(), False),
+        T.StructField("base_sequence", T.IntegerType(), True),
+        T.StructField("last_sequence", T.IntegerType(), True),
+        T.StructField("base_offset", T.LongType(), True),
+        T.StructField("last_offset", T.LongType(), True),
     ]
 )
 PRODUCER_STATE_COLUMNS: list[Column] = [
@@ -109,7 +109,7 @@ PRODUCER_STATE_COLUMNS: list[Column] = [
     Column("last_timestamp", T.LongType(), True, "timestamp of the producer's last write, ms"),
     Column(
         "batches",
-        T.ArrayType(SEED_BATCH, False),
+        T.ArrayType(SEED_BATCH, True),
         True,
         "the last (at most 5) data batches of the current epoch, oldest first",
     ),
