@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eos_audit.config import AuditConfig, glob_to_java_regex
-from eos_audit.findings import BY_CODE, Cause, KafkaError, finding_struct
+from eos_audit.findings import REGISTRY, REPLAYED, Cause, KafkaError, finding_struct
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
@@ -371,9 +371,8 @@ def _finding_of(config: AuditConfig, run_id: str) -> Column:
     """The findings-table struct of a kernel finding, through the one finding builder."""
     f = F.col("finding")
     out = F.lit(None).cast(FINDINGS_N)
-    for code, kind in sorted(BY_CODE.items(), reverse=True):
-        if not kind.facts and code > 17:
-            continue  # raised outside the kernel
+    for kind in (REGISTRY[name] for name in reversed(REPLAYED)):
+        code = kind.code
         values = _finding_values()
         for k, fact in enumerate(kind.facts):
             values[fact] = f[f"fact{k}"]

@@ -246,6 +246,10 @@ _TYPES = [
     ),
 ]
 REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
+# The types the replay kernel raises (the others come from the acknowledgements and ListOffsets
+# observations alone).
+_NOT_REPLAYED = ("CLIENT_SEQUENCE_ERROR", "LIST_OFFSETS_REGRESSION", "ACKED_DATA_MISSING_FROM_LOG")
+REPLAYED = tuple(t.name for t in _TYPES if t.name not in _NOT_REPLAYED)
 BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}
 assert len(BY_CODE) == len(REGISTRY), "finding type codes must be unique"
 

@@ -199,8 +199,8 @@ def _latest_run_state(spark: SparkSession, path: str) -> DataFrame:
         if not files:
             return spark.createDataFrame([], PRODUCER_STATE)
         table = spark.read.schema(PRODUCER_STATE).parquet(*files)
-    latest = table.agg(F.max("run_id")).first()[0]  # one value: which run to continue from
-    return table.where(F.col("run_id") == latest)
+    # A scalar subquery: Spark picks the latest run while it reads, nothing comes to the driver.
+    return table.where(F.col("run_id") == table.agg(F.max("run_id")).scalar())
 
 
 def export_time_ms(export_time: str | None) -> int | None:

@@ -38,9 +38,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.config import DEFAULT_SEVERITIES, AuditConfig
+from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.findings import BENIGN_CAUSES, UNEXPLAINED, finding_struct, sentence
+from eos_audit.findings import UNEXPLAINED, finding_struct, sentence
 from eos_audit.schemas import ACKS
 from eos_audit.sources.acks import (
     NO_OFFSET,
@@ -52,7 +52,6 @@ from eos_audit.sources.canonical import increment_sequence
 
 CLIENT_SEQUENCE_ERROR = "CLIENT_SEQUENCE_ERROR"
 CAUSE_LOG_START = "LOG_START"
-BENIGN_SEVERITY = "INFO"  # as `eos_audit.findings.severity_of` lowers a benign cause
 KEY = ["topic", "partition", "producer_id"]
 _REQUIRED = ["event_time", "topic", "partition", "producer_id", "producer_epoch", "base_sequence"]
 _OPTIONAL = ["record_count", "offset", "error", "log_start_offset", "source"]
@@ -135,10 +134,6 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
     has_log_start = F.coalesce(log_start >= 0, F.lit(False))
     is_benign = has_log_start & (log_start > compared)
     cause = F.when(is_benign, F.lit(CAUSE_LOG_START)).otherwise(F.lit(UNEXPLAINED))
-    level = (config.severity or {}).get(
-        CLIENT_SEQUENCE_ERROR, DEFAULT_SEVERITIES[CLIENT_SEQUENCE_ERROR]
-    )
-    severity = F.when(cause.isin(*BENIGN_CAUSES), F.lit(BENIGN_SEVERITY)).otherwise(F.lit(level))
 
     at = F.date_format(F.col("event_time"), _ISO_INSTANT)
     acked_text = F.coalesce(last_acked.cast("string"), F.lit("-1 (none acknowledged before)"))
@@ -211,6 +206,6 @@ def client_error_findings(acks_df: DataFrame, config: AuditConfig, run_id: str) 
         F.unix_micros(F.col("event_time")),
     ]
     finding = finding_struct(
-        CLIENT_SEQUENCE_ERROR, config, run_id, identity=identity, values=values, severity=severity
+        CLIENT_SEQUENCE_ERROR, config, run_id, identity=identity, values=values
     )
     return errors.select(finding.alias("f")).select("f.*")

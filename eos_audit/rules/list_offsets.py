@@ -147,6 +147,7 @@ def list_offsets_error_counts(observations_df: DataFrame, run_id: str) -> DataFr
 
 def _record(
     finding_type: str,
+    config: AuditConfig,
     run_id: str,
     *,
     severity: Column,
@@ -180,7 +181,7 @@ def _record(
         F.unix_micros(F.col("observed_at")),
     ]
     return finding_struct(
-        finding_type, AuditConfig(), run_id, identity=identity, values=values, severity=severity
+        finding_type, config, run_id, identity=identity, values=values, severity=severity
     )
 
 
@@ -285,6 +286,7 @@ def list_offsets_findings(
         drop,
         _record(
             REGRESSION,
+            config,
             run_id,
             severity=F.when(cause.isin(*BENIGN_CAUSES), F.lit(_benign(level))).otherwise(
                 F.lit(level)
@@ -328,6 +330,7 @@ def list_offsets_findings(
         F.col("_above") & F.coalesce(F.col("_above_before") == 0, F.lit(True)),
         _record(
             ACKED_DATA_MISSING,
+            config,
             run_id,
             severity=F.lit(severity_of(ACKED_DATA_MISSING, config)),
             cause=None,
