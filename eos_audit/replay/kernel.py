@@ -73,6 +73,8 @@ SESSIONS = 2
 PARTITIONS = 3
 STATES = 4
 ROOM_NEEDED = 5
+ACKS_SEEN = 6  # acknowledgements registered by the task so far: the next one's ordinal
+COUNTS = 7
 ROW_ROOM = 4  # the most events one row can emit into any output
 
 
@@ -133,6 +135,7 @@ def finding_at(findings, counts, code, rows, i, part, cause, error, expected, pr
     f.expected_sequence = expected
     f.previous_offset = previous
     f.occurrence = part.occurrence
+    f.ack_ordinal = NULL
     for k in range(4):
         f.facts[k] = NULL
     return f
@@ -158,6 +161,7 @@ def finding_without_row(findings, counts, code, tp_row, part):
     f.expected_sequence = NULL
     f.previous_offset = NULL
     f.occurrence = 0
+    f.ack_ordinal = NULL
     for k in range(4):
         f.facts[k] = NULL
     return f
@@ -762,7 +766,7 @@ def check_replica_batch(rows, i, part, findings, counts):
 # Client acknowledgements (docs/rules.md#acked-write-lost): registered before the log, matched
 # against its batches, judged at the end of the partition.
 # ------------------------------------------------------------------------------------------------
-def register_ack(rows, i, part, acks, ack_index):
+def register_ack(rows, i, part, acks, ack_index, counts):
     """Remember an acknowledgement until the end of its partition.
 
     Returns False when the acknowledgement array is full (the caller grows it).
@@ -786,6 +790,8 @@ def register_ack(rows, i, part, acks, ack_index):
     a.last_offset = rows.last_offset[i]
     a.acknowledged_ms = rows.value[i]
     a.occurrence = part.ack_occurrence
+    a.ordinal = counts[ACKS_SEEN]
+    counts[ACKS_SEEN] += 1
     a.log_batches = 0
     a.log_min_offset = NULL
     a.log_has_exact = False
@@ -850,6 +856,7 @@ def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
         f.last_sequence = a.last_sequence
         f.timestamp = a.acknowledged_ms
         f.occurrence = a.occurrence
+        f.ack_ordinal = a.ordinal
         f.facts[0] = a.acknowledged_ms
 
 
@@ -1011,13 +1018,14 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                                  out_transactions, out_sessions, out_partitions, out_states,
                                  counts, i - 1, compacted)
             begin_partition(part, rows.partition[i])
+            part.first_ack_ordinal = counts[ACKS_SEEN]
         kind = rows.kind[i]
         if kind == LOG_START_CHECKPOINT:
             part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows.value[i])
         elif kind == HIGH_WATERMARK_CHECKPOINT:
             part.high_watermark = max_or_null(part.high_watermark, rows.value[i])
         elif kind == ACK:
-            if not register_ack(rows, i, part, acks, ack_index):
+            if not register_ack(rows, i, part, acks, ack_index, counts):
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best

@@ -204,7 +204,11 @@ class _Replayer:
         self.outputs = {
             name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
         }
-        self.counts = np.zeros(6, dtype=np.int64)
+        self.counts = np.zeros(replay_kernel.COUNTS, dtype=np.int64)
+        # Sources of the acknowledgements of the partition being replayed, by task-wide ordinal:
+        # their findings are emitted at the partition's end, when their rows' batch may be gone.
+        self.ack_sources: dict[int, str | None] = {}
+        self.acks_seen = 0
         # The (topic, partition) of the previous batch's last row, for records of a partition
         # that began in an earlier batch.
         self.previous_topic: str | None = None
@@ -262,6 +266,7 @@ class _Replayer:
                 if batch.num_rows == 0:
                     continue
             rows = self.rows_of(batch)
+            self.remember_ack_sources(batch, rows)
             start = 0
             while start < batch.num_rows:
                 start = self.kernel.replay(
@@ -281,6 +286,19 @@ class _Replayer:
         ):  # fmt: skip
             self.grow()
         yield from self.drain(batch)
+
+    def remember_ack_sources(self, batch: pa.RecordBatch, rows: Rows) -> None:
+        """Keep the source of each acknowledgement under the ordinal the kernel will give it.
+
+        The kernel numbers acknowledgements in the order it registers them, which is row order.
+        """
+        (ack_rows,) = np.nonzero(rows.kind == int(RowKind.ACK))
+        if len(ack_rows) == 0:
+            return
+        sources = batch.column("source").take(pa.array(ack_rows)).to_pylist()
+        for source in sources:
+            self.ack_sources[self.acks_seen] = source
+            self.acks_seen += 1
 
     def grow(self) -> None:
         """Make room for what stopped the kernel: more producers, acknowledgements or events."""
@@ -302,6 +320,10 @@ class _Replayer:
                 continue
             self.counts[index] = 0
             yield self.records(name, events[:n].copy(), batch)
+        # Acknowledgements of finished partitions are judged: forget their sources.
+        first_kept = int(self.part[0].first_ack_ordinal) if self.part[0].active else self.acks_seen
+        for ordinal in [o for o in self.ack_sources if o < first_kept]:
+            del self.ack_sources[ordinal]
 
     def _partition_columns(self, events: np.ndarray, batch: pa.RecordBatch | None):
         """Topic of each event: from its row of the batch, or the previous batch's last row."""
@@ -334,6 +356,14 @@ class _Replayer:
                 for column in ("source", "replica", "control_type"):
                     picked = batch.column(column).take(take)
                     columns[column] = pc.if_else(mask, pa.nulls(n, picked.type), picked)
+            ack_ordinals = np.asarray(events["ack_ordinal"])
+            if (ack_ordinals != NULL).any():
+                from_acks = pa.array(
+                    [self.ack_sources.get(int(o)) if o != NULL else None for o in ack_ordinals],
+                    type=pa.string(),
+                )
+                columns["source"] = pc.coalesce(columns.get("source", pa.nulls(n, pa.string())),
+                                                from_acks)
             facts = np.asarray(events["facts"])
             struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
                 _ints(facts[:, k]) for k in range(4)

@@ -118,6 +118,7 @@ PARTITION_STATE = np.dtype(
         ("producers", np.int64),  # producer slots in use
         ("audited_producers", np.int64),
         ("acks", np.int64),  # acknowledgements registered
+        ("first_ack_ordinal", np.int64),  # the task-wide ordinal of its first acknowledgement
     ],
     align=True,
 )
@@ -133,6 +134,7 @@ ACK = np.dtype(
         ("last_offset", np.int64),
         ("acknowledged_ms", np.int64),
         ("occurrence", np.int64),
+        ("ordinal", np.int64),  # task-wide: the runner keeps its source under this number
         ("next_same_batch", np.int64),  # next acknowledgement of the same batch, -1 at the end
         ("log_batches", np.int64),  # batches of the log with its producer, epoch and sequence
         ("log_min_offset", np.int64),
@@ -160,6 +162,7 @@ FINDING_EVENT = np.dtype(
         ("expected_sequence", np.int64),
         ("previous_offset", np.int64),
         ("occurrence", np.int64),
+        ("ack_ordinal", np.int64),  # the acknowledgement it is about (its source), NULL if none
         ("facts", np.int64, (4,)),  # named per type by findings.REGISTRY[...].facts
     ],
     align=True,

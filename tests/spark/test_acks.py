@@ -525,7 +525,7 @@ def test_full_finding(spark, scenarios):
                 "2026-11-21T03:00:10.000000Z: the response's log start offset 200 is above the "
                 "producer's last acknowledged offset 109, so retention or DeleteRecords removed "
                 "its state",
-                "§7",
+                "docs/rules.md#client-sequence-error",
                 {
                     "last_acked_offset": "109",
                     "log_start_offset": "200",

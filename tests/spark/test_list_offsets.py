@@ -531,7 +531,14 @@ def test_regression_evidence(ruled):
         kip["producer_id"],
         kip["source"],
         kip["batch_timestamp"],
-    ) == ("r1", "§5", 90, None, "kip207@2", int(at(2).timestamp() * 1000))
+    ) == (
+        "r1",
+        "docs/rules.md#list-offsets-regression",
+        90,
+        None,
+        "kip207@2",
+        int(at(2).timestamp() * 1000),
+    )
     (trunc,) = [r for r in ruled["log_end"] if r["topic"] == "truncated"]
     assert "recovered_at" not in trunc["evidence"]
     assert trunc["detail"].endswith("never back at the earlier offset in the observations")
