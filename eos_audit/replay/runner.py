@@ -209,6 +209,7 @@ class _Replayer:
         # their findings are emitted at the partition's end, when their rows' batch may be gone.
         self.ack_sources: dict[int, str | None] = {}
         self.acks_seen = 0
+        self.oldest_ack_source = 0
         # The (topic, partition) of the previous batch's last row, for records of a partition
         # that began in an earlier batch.
         self.previous_topic: str | None = None
@@ -307,7 +308,7 @@ class _Replayer:
             self.entries = _grown(self.entries, 2 * len(self.entries))
         if part.acks >= len(self.acks):
             self.acks = _grown(self.acks, 2 * len(self.acks))
-        need = int(self.counts[kernel.ROOM_NEEDED])
+        need = int(self.counts[self.kernel.ROOM_NEEDED])
         for name, events in self.outputs.items():
             if len(events) < need:
                 self.outputs[name] = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
@@ -321,9 +322,11 @@ class _Replayer:
             self.counts[index] = 0
             yield self.records(name, events[:n].copy(), batch)
         # Acknowledgements of finished partitions are judged: forget their sources.
+        # Ordinals are consecutive, so the oldest are dropped from the front.
         first_kept = int(self.part[0].first_ack_ordinal) if self.part[0].active else self.acks_seen
-        for ordinal in [o for o in self.ack_sources if o < first_kept]:
-            del self.ack_sources[ordinal]
+        while self.oldest_ack_source < first_kept:
+            self.ack_sources.pop(self.oldest_ack_source, None)
+            self.oldest_ack_source += 1
 
     def _partition_columns(self, events: np.ndarray, batch: pa.RecordBatch | None):
         """Topic of each event: from its row of the batch, or the previous batch's last row."""

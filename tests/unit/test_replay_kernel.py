@@ -207,3 +207,32 @@ def test_partitions_split_across_arrow_batches_are_replayed_apart(size):
     replayed = replay(rows, batch_size=size)
     assert replayed["finding"] == [("UNKNOWN_PRODUCER", 0, "UNEXPLAINED", None, 0, None)]
     assert [r["partition"] for r in replayed["finding"] and replayed["partition_stats"]] == [0, 1]
+
+
+@pytest.mark.parametrize("size", [1, 2, 10])
+def test_acknowledgement_findings_keep_the_source_of_their_acknowledgement(size):
+    def ack(offset, seq, partition, source):
+        return row(RowKind.ACK, partition=partition, base_offset=offset, last_offset=offset,
+                   producer_id=1, producer_epoch=0, base_sequence=seq, last_sequence=seq,
+                   record_count=1, value=TS, source=source)  # fmt: skip
+
+    rows = [
+        ack(1, 1, 0, "ack-lost"),
+        data(0, 0),
+        data(2, 2),
+        ack(0, 0, 1, "ack-moved"),
+        {**data(0, 5), "partition": 1},
+        {**data(1, 0), "partition": 1},
+    ]
+    batches = [
+        pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW)
+        for i in range(0, len(rows), size)
+    ]
+    found = {
+        (r["partition"], BY_CODE[r["finding"]["finding_code"]].name): r["source"]
+        for b in _Replayer(SETTINGS, KERNEL).run(iter(batches))
+        for r in b.to_pylist()
+        if r["record"] == "finding"
+        and BY_CODE[r["finding"]["finding_code"]].name.startswith("ACKED")
+    }
+    assert found == {(0, "ACKED_WRITE_LOST"): "ack-lost", (1, "ACKED_OFFSET_MISMATCH"): "ack-moved"}
