@@ -283,15 +283,15 @@ _SCHEMAS = {
     "offset_checkpoint": OFFSET_CHECKPOINT_SCHEMA,
 }
 
+# The seed batch struct as the contract declares it (names, types and nullability), so the
+# snapshot data source returns exactly the schema Spark expects.
 _ARROW_SEED_BATCH = pa.struct(
     [
-        pa.field("base_sequence", pa.int32(), nullable=False),
-        pa.field("last_sequence", pa.int32(), nullable=False),
-        pa.field("base_offset", pa.int64(), nullable=False),
-        pa.field("last_offset", pa.int64(), nullable=False),
+        pa.field(f.name, pa.int32() if isinstance(f.dataType, T.IntegerType) else pa.int64(),
+                 nullable=f.nullable)
+        for f in SEED_BATCH.fields
     ]
 )
-assert [f.name for f in _ARROW_SEED_BATCH] == [f.name for f in SEED_BATCH.fields]
 
 
 def _arrow_type(dt: T.DataType) -> pa.DataType:
@@ -302,7 +302,7 @@ def _arrow_type(dt: T.DataType) -> pa.DataType:
     if isinstance(dt, T.LongType):
         return pa.int64()
     if isinstance(dt, T.ArrayType):
-        return pa.list_(pa.field("element", _ARROW_SEED_BATCH, nullable=False))
+        return pa.list_(pa.field("element", _ARROW_SEED_BATCH, nullable=dt.containsNull))
     raise TypeError(dt)
 
 
