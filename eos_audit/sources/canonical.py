@@ -32,14 +32,29 @@ _BOOL_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if isinstance(c.data_type,
 _STRING_COLUMNS = [c.name for c in RECORD_BATCH_COLUMNS if isinstance(c.data_type, T.StringType)]
 
 
+LONG_MAX = 9_223_372_036_854_775_807
+
+
+def _sub(a: Column, b: Column | int) -> Column:
+    """The difference, null instead of an overflow error (Spark ANSI mode raises on overflow)."""
+    return F.try_subtract(a, b if isinstance(b, Column) else F.lit(b))
+
+
+def _add(a: Column, b: Column | int) -> Column:
+    """The sum, null instead of an overflow error."""
+    return F.try_add(a, b if isinstance(b, Column) else F.lit(b))
+
+
 def increment_sequence(base: Column, delta: Column) -> Column:
-    """Kafka's `incrementSequence` (DefaultRecordBatch, kafka_rules.md §1.5) on long columns.
+    """Kafka's `incrementSequence` on long columns (docs/formats.md#sequence-arithmetic).
 
     `s > MAX - k ? k - (MAX - s) - 1 : s + k`, i.e. the sequence wraps from 2147483647 to 0.
+    Every step is overflow-safe: inputs far outside the int32 range give null, never an error, so
+    a row with impossible values reaches quarantine instead of failing the whole job.
     """
-    return F.when(base > F.lit(INT32_MAX) - delta, delta - (F.lit(INT32_MAX) - base) - 1).otherwise(
-        base + delta
-    )
+    limit = F.lit(INT32_MAX)
+    wrapped = _sub(_sub(delta, _sub(limit, base)), 1)
+    return F.when(base > _sub(limit, delta), wrapped).otherwise(_add(base, delta))
 
 
 def is_integer_type(data_type: T.DataType) -> bool:
@@ -164,7 +179,10 @@ def to_canonical(
     pid, epoch = wide["producer_id"], wide["producer_epoch"]
     bseq, lseq = wide["base_sequence"], wide["last_sequence"]
     count, magic = wide["record_count"], F.coalesce(wide["magic"], F.lit(2))
-    span = last - base
+    # Every arithmetic on input values is overflow-safe (null on overflow): Spark's ANSI mode
+    # would otherwise fail the whole job on one row (issue 12, case 1). A null span can only come
+    # from offsets of opposite signs, which the offset checks below already reject.
+    span = _sub(last, base)
 
     for name in REQUIRED_INPUT_COLUMNS:
         problems.append(reason_when(F.col(name).isNull(), f"null {name}"))
@@ -175,6 +193,8 @@ def to_canonical(
         ),
         reason_when(base < 0, _fmt("negative base_offset %s", base)),
         reason_when(last < base, _fmt("last_offset %s below base_offset %s", last, base)),
+        # The log end offset (last + 1) must exist: Kafka's offsets are longs below Long.MAX_VALUE.
+        reason_when(last == F.lit(LONG_MAX), _fmt("last_offset %s leaves no next offset", last)),
         reason_when(
             span > INT32_MAX, _fmt("offset span %s exceeds the int32 lastOffsetDelta", span)
         ),
@@ -191,7 +211,7 @@ def to_canonical(
         reason_when((bseq < -1) | (bseq > INT32_MAX), _fmt("base_sequence %s out of range", bseq)),
         reason_when((lseq < -1) | (lseq > INT32_MAX), _fmt("last_sequence %s out of range", lseq)),
         reason_when(
-            (count < 0) | (count > span + 1),
+            (count < 0) | (_sub(count, 1) > span),
             _fmt("record_count %s impossible for offsets %s-%s", count, base, last),
         ),
         reason_when(~magic.isin(0, 1, 2), _fmt("unknown magic %s", magic)),
@@ -202,7 +222,10 @@ def to_canonical(
             reason_when((value < -1) | (value > INT32_MAX), _fmt(f"{name} %s out of range", value))
         )
 
-    derived_last_seq = F.when(bseq < 0, F.lit(-1)).otherwise(increment_sequence(bseq, span))
+    # Only derived where both inputs are in Kafka's ranges (else the row is quarantined anyway).
+    derived_last_seq = F.when(bseq < 0, F.lit(-1)).when(
+        (bseq <= INT32_MAX) & (span >= 0) & (span <= INT32_MAX), increment_sequence(bseq, span)
+    )
     problems.append(
         reason_when(
             lseq.isNotNull()

@@ -158,3 +158,40 @@ def test_source_error_rows_are_quarantined_with_the_source_reason(spark):
     )
     (row,) = to_canonical(df).collect()
     assert row.quarantine_reason == "truncated batch at byte 4096"
+
+
+LONG_MAX = 9_223_372_036_854_775_807
+LONG_MIN = -9_223_372_036_854_775_808
+LONG_COLUMNS = ("base_offset", "last_offset", "base_sequence", "last_sequence", "record_count")
+
+
+def test_offsets_at_the_long_limits_are_quarantined_not_fatal(spark):
+    # Issue 12, case 1: `record_count > span + 1` overflowed on last_offset = Long.MAX_VALUE and
+    # failed the whole job (ARITHMETIC_OVERFLOW). Every row must be audited or quarantined.
+    wide = T.StructType(
+        [
+            T.StructField(f.name, T.LongType() if f.name in LONG_COLUMNS else f.dataType, True)
+            for f in RECORD_BATCH
+        ]
+    )
+    cases = [
+        (batch(0, LONG_MAX), f"last_offset {LONG_MAX} leaves no next offset"),
+        (data(LONG_MAX - 5, 6, max_timestamp=0), f"last_offset {LONG_MAX} leaves no next offset"),
+        (batch(0, LONG_MAX, record_count=LONG_MIN), "record_count"),
+        (batch(LONG_MIN, LONG_MAX, max_timestamp=0), "negative base_offset"),
+        (batch(5, LONG_MIN), "below base_offset"),
+        (data(0, 2, seq=LONG_MAX, last_sequence=LONG_MIN), "base_sequence"),
+        (data(0, 2, seq=LONG_MIN, record_count=LONG_MAX), "base_sequence"),
+        (
+            data(LONG_MAX - 1, max_timestamp=0),
+            None,
+        ),  # the highest last offset that still has a next offset
+    ]
+    rows = [dict(row, source=f"case{i}") for i, (row, _) in enumerate(cases)]
+    df = spark.createDataFrame([tuple(r[f.name] for f in wide) for r in rows], wide)
+    out = to_canonical(df).orderBy("source").select("quarantine_reason").collect()
+    for (_, expected), row in zip(cases, out, strict=True):
+        if expected is None:
+            assert row.quarantine_reason is None
+        else:
+            assert expected in (row.quarantine_reason or ""), row.quarantine_reason
