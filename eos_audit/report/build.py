@@ -1,0 +1,103 @@
+"""Writing the report of a run next to its tables."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from eos_audit.errors import ConfigError
+from eos_audit.report.data import collect_report_data
+from eos_audit.report.limits import ReportLimits
+from eos_audit.report.overview import RunOverview, build_overview, query_overview
+from eos_audit.report.page import render_report
+from eos_audit.report.tables import TableLocation, resolve_run_id, run_tables
+
+log = logging.getLogger(__name__)
+
+
+def report_path(warehouse: str | Path, run_id: str) -> Path:
+    """Where a run's report goes by default: `<warehouse>/reports/<run_id>.html`.
+
+    Raises:
+        ConfigError: the warehouse is a remote URI (s3://, abfss://...): a report is one local
+            file, so give `output` (a local, DBFS /dbfs/... or /Volumes/... path) instead.
+    """
+    text = str(warehouse)
+    if text.startswith("file:"):
+        text = re.sub(r"^file:/*", "/", text)
+    elif "://" in text:
+        raise ConfigError(
+            f"cannot write the report under {text}: it is not a local path; pass an output "
+            "path (on Databricks a /Volumes/... or /dbfs/... path)"
+        )
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    return Path(text) / "reports" / f"{safe}.html"
+
+
+def write_report(
+    spark: SparkSession,
+    warehouse: str | Path,
+    run_id: str | None = None,
+    output: Path | None = None,
+    *,
+    catalog_schema: str = "",
+    limits: ReportLimits | None = None,
+) -> Path:
+    """Write one self-contained HTML report of a run and return its path.
+
+    Args:
+        spark: the session (the tables are read on its executors with bounded queries).
+        warehouse: the `--warehouse` of the run: its tables are `<warehouse>/<table>` unless
+            `catalog_schema` is given; the report goes to `<warehouse>/reports/<run_id>.html`.
+        run_id: the run; default: the latest finished run.
+        output: where to write the report instead.
+        catalog_schema: read the tables from this catalog schema (Databricks).
+        limits: how much the report shows (default `ReportLimits()`).
+
+    Returns:
+        The path of the written report.
+
+    Raises:
+        InputNotFoundError: no such run, or no finished run.
+        ConfigError: no local place to write the report (see `report_path`).
+    """
+    where = TableLocation(str(warehouse), catalog_schema)
+    run_id = resolve_run_id(spark, where, run_id)
+    path = Path(output) if output is not None else report_path(warehouse, run_id)
+    html = render_report(collect_report_data(spark, where, run_id, limits))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole, then renamed: a reader never sees half a report.
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(html, encoding="utf-8")
+    partial.replace(path)
+    log.info("run %s: report written to %s (%d kB)", run_id, path, len(html) // 1024)
+    return path
+
+
+def run_overview(
+    spark: SparkSession,
+    warehouse: str | Path,
+    run_id: str | None = None,
+    *,
+    catalog_schema: str = "",
+) -> RunOverview:
+    """A recorded run's status, counts per severity and reconciliation checks (a few rows read).
+
+    What a scheduler's last step needs to decide whether the night failed, without the report.
+
+    Args:
+        spark: the session.
+        warehouse: the run's `--warehouse` (its tables, unless `catalog_schema` is given).
+        run_id: the run; default: the latest finished run.
+        catalog_schema: read the tables from this catalog schema (Databricks).
+
+    Raises:
+        InputNotFoundError: no such run, or no finished run.
+    """
+    where = TableLocation(str(warehouse), catalog_schema)
+    run_id = resolve_run_id(spark, where, run_id)
+    limits = ReportLimits()
+    return build_overview(query_overview(run_tables(spark, where, run_id), limits), run_id)

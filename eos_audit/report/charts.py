@@ -1,0 +1,499 @@
+"""One function per chart: its data structure in, a static SVG string out.
+
+Every mark a reader can act on is a link to the finding's evidence row and carries a tooltip;
+colours come from the page's CSS classes (severity, status, outcome), so the SVG stays small.
+"""
+
+from __future__ import annotations
+
+from eos_audit.report.findings import FindingsMatrix, Offender
+from eos_audit.report.list_offsets import OffsetSeries
+from eos_audit.report.partitions import PartitionTimeline
+from eos_audit.report.producers import EpochPlot
+from eos_audit.report.svg import (
+    Scale,
+    axis_x,
+    axis_y,
+    el,
+    esc,
+    fmt_int,
+    fmt_time,
+    link,
+    nice_ticks,
+    padded,
+    svg,
+    time_ticks,
+    title,
+)
+from eos_audit.report.transactions import KINDS, TransactionActivity
+
+WIDTH = 860
+
+
+def _bars(rows: list[tuple[str, str | None, list[tuple[int, str, str]]]], label: str) -> str:
+    """Horizontal stacked bars: per row a label, a link and its (count, CSS class, tip) segments."""
+    height, left, right = 22, 200, WIDTH - 50
+    totals = [sum(n for n, _, _ in segments) for _, _, segments in rows]
+    x = Scale(0, max(totals, default=1) or 1, left, right)
+    parts = []
+    for i, ((text, href, segments), total) in enumerate(zip(rows, totals, strict=True)):
+        y = 6 + i * height
+        parts.append(
+            el(
+                "text",
+                {"x": left - 8, "y": y + 14, "class": "label", "text-anchor": "end"},
+                esc(text),
+            )
+        )
+        start = 0
+        for n, css_class, tip in segments:
+            if not n:
+                continue
+            width = max(x(start + n) - x(start), 1)
+            attrs = {"x": x(start), "y": y + 3, "width": width, "height": 15, "class": css_class}
+            parts.append(link(href, el("rect", attrs, title(tip))))
+            start += n
+        parts.append(
+            el("text", {"x": x(start) + 6, "y": y + 14, "class": "value"}, esc(fmt_int(total)))
+        )
+    return svg(WIDTH, 12 + height * len(rows), label, *parts)
+
+
+def findings_chart(matrix: FindingsMatrix) -> str:
+    """Horizontal bars per finding type, split by severity; each links to the type's findings."""
+    rows = [
+        (
+            t.finding_type,
+            "t-" + t.finding_type,
+            [
+                (
+                    t.counts.get(s, 0),
+                    f"mark bar sev-{s}",
+                    f"{t.finding_type}: {t.counts.get(s)} {s}",
+                )
+                for s in matrix.severities
+            ],
+        )
+        for t in matrix.types
+    ]
+    return _bars(rows, "findings by type and severity")
+
+
+def offenders_chart(offenders: list[Offender], what: str) -> str:
+    """Horizontal bars: findings per producer or partition (split by severity when known)."""
+    rows = []
+    for o in offenders:
+        tip = f"{o.label}: {o.findings} findings; {o.note}"
+        segments = [(n, f"mark bar sev-{s}", tip) for s, n in o.counts.items()] or [
+            (o.findings, "mark bar offender", tip)
+        ]
+        rows.append((o.label, o.href, segments))
+    return _bars(rows, f"top {what} by findings")
+
+
+def partition_chart(tl: PartitionTimeline) -> str:
+    """The log, offsets on x: findings on top, then producer epochs and unfinished transactions."""
+    left, right, lane = 70, WIDTH - 20, 14
+    txn_lanes = max((s.lane for s in tl.transactions), default=-1) + 1
+    marks_y = 18
+    epochs_y = 36
+    txns_y = epochs_y + tl.lanes * lane + (8 if tl.transactions else 0)
+    axis_at = txns_y + txn_lanes * lane + 8
+    height = axis_at + 36
+    x = Scale(*padded(*tl.domain), left, right)
+    parts = []
+    if tl.first_offset is not None and tl.last_offset is not None:
+        parts.append(
+            el(
+                "rect",
+                {
+                    "x": x(tl.first_offset),
+                    "y": epochs_y - 6,
+                    "width": max(x(tl.last_offset) - x(tl.first_offset), 1),
+                    "height": axis_at - epochs_y + 6,
+                    "class": "log",
+                },
+                title(f"audited log: offsets {tl.first_offset}–{tl.last_offset}"),
+            )
+        )
+    parts.append(
+        el(
+            "text",
+            {"x": left - 6, "y": marks_y + 4, "class": "lane-label", "text-anchor": "end"},
+            "findings",
+        )
+    )
+    if tl.epochs:
+        parts.append(
+            el(
+                "text",
+                {"x": left - 6, "y": epochs_y + 9, "class": "lane-label", "text-anchor": "end"},
+                "epochs",
+            )
+        )
+    if tl.transactions:
+        parts.append(
+            el(
+                "text",
+                {"x": left - 6, "y": txns_y + 9, "class": "lane-label", "text-anchor": "end"},
+                "txns",
+            )
+        )
+    for s in tl.epochs:
+        parts.append(
+            el(
+                "rect",
+                {
+                    "x": x(s.start),
+                    "y": epochs_y + s.lane * lane,
+                    "width": max(x(s.end) - x(s.start), 2),
+                    "height": lane - 3,
+                    "class": f"span epoch status-{s.kind}",
+                },
+                title(f"{s.label}: offsets {s.start}–{s.end}, {s.kind}"),
+            )
+        )
+    for s in tl.transactions:
+        parts.append(
+            el(
+                "rect",
+                {
+                    "x": x(s.start),
+                    "y": txns_y + s.lane * lane,
+                    "width": max(x(s.end) - x(s.start), 2),
+                    "height": lane - 4,
+                    "class": f"span txn kind-{s.kind}",
+                },
+                title(f"{s.label}: offsets {s.start}–{s.end}"),
+            )
+        )
+    for m in tl.marks:
+        cx = x(m.start)
+        where = f"offsets {m.start}–{m.end}" if m.end != m.start else f"offset {m.start}"
+        mark = el(
+            "g",
+            {"class": f"mark finding sev-{m.severity}"},
+            el("line", {"x1": cx, "x2": cx, "y1": marks_y + 5, "y2": axis_at, "class": "drop"}),
+            el("circle", {"cx": cx, "cy": marks_y, "r": 5}),
+            title(f"{m.finding_type} ({m.severity}) at {where}"),
+        )
+        parts.append(link(m.href, mark))
+    parts.append(axis_x(x, axis_at, nice_ticks(*tl.domain, count=8), fmt_int, "offset"))
+    return svg(WIDTH, height, f"timeline of {tl.topic}-{tl.partition}", *parts)
+
+
+def epoch_chart(plot: EpochPlot) -> str:
+    """Sequence against offset for one producer epoch, with its findings marked."""
+    width, height, left, top, bottom = 430, 250, 64, 22, 206
+    x = Scale(*padded(*plot.x_domain), left, width - 14)
+    y = Scale(*padded(*plot.y_domain), bottom, top)
+    parts = [
+        axis_x(x, bottom, nice_ticks(*plot.x_domain, count=4), fmt_int, "offset"),
+        axis_y(y, left, nice_ticks(*plot.y_domain, count=4), fmt_int, "sequence"),
+    ]
+    in_log = [p for p in plot.points]
+    if len(in_log) > 1:
+        path = " ".join(
+            f"{x(p.offset):.1f},{y(p.sequence):.1f} {x(p.last_offset):.1f},{y(p.last_sequence):.1f}"
+            for p in in_log
+        )
+        parts.append(el("polyline", {"points": path, "class": "seq-line"}))
+    for p in plot.points:
+        parts.append(
+            el(
+                "line",
+                {
+                    "x1": x(p.offset),
+                    "x2": x(p.last_offset),
+                    "y1": y(p.sequence),
+                    "y2": y(p.last_sequence),
+                    "class": f"batch role-{p.role}",
+                },
+                title(
+                    f"{p.role} batch: offsets {p.offset}–{p.last_offset}, "
+                    f"sequences {p.sequence}–{p.last_sequence}"
+                ),
+            )
+        )
+        parts.append(
+            el(
+                "circle",
+                {"cx": x(p.offset), "cy": y(p.sequence), "r": 2.5, "class": f"point role-{p.role}"},
+            )
+        )
+    for m in plot.marks:
+        cx, cy = x(m.offset), y(m.sequence)
+        tip = title(
+            f"{m.finding_type} ({m.severity}) at offset {m.offset}, sequence {m.sequence}"
+            + (f", expected {m.expected_sequence}" if m.expected_sequence is not None else "")
+            + (
+                f", earlier batch at offset {m.previous_offset}"
+                if m.previous_offset is not None
+                else ""
+            )
+        )
+        shapes = []
+        if m.kind == "gap" and m.expected_sequence is not None:
+            shapes.append(
+                el(
+                    "line",
+                    {
+                        "x1": cx,
+                        "x2": cx,
+                        "y1": y(m.expected_sequence),
+                        "y2": cy,
+                        "class": "gap-bar",
+                    },
+                )
+            )
+            shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 5}))
+        elif m.kind == "duplicate" and m.previous_offset is not None:
+            px = x(m.previous_offset)
+            shapes.append(
+                el(
+                    "path",
+                    {
+                        "d": f"M{px:.1f},{cy:.1f} Q{(px + cx) / 2:.1f},{cy - 40:.1f} "
+                        f"{cx:.1f},{cy:.1f}",
+                        "class": "dup-arc",
+                    },
+                )
+            )
+            shapes.append(el("rect", {"x": cx - 5, "y": cy - 5, "width": 10, "height": 10}))
+        elif m.kind == "fenced":
+            shapes.append(
+                el(
+                    "path",
+                    {
+                        "d": f"M{cx - 6:.1f},{cy - 6:.1f} L{cx + 6:.1f},{cy + 6:.1f} "
+                        f"M{cx - 6:.1f},{cy + 6:.1f} L{cx + 6:.1f},{cy - 6:.1f}",
+                        "class": "cross",
+                    },
+                )
+            )
+        elif m.kind == "lost":
+            shapes.append(
+                el(
+                    "path",
+                    {
+                        "d": f"M{cx:.1f},{cy - 7:.1f} L{cx + 7:.1f},{cy:.1f} "
+                        f"L{cx:.1f},{cy + 7:.1f} L{cx - 7:.1f},{cy:.1f} Z",
+                        "class": "hollow",
+                    },
+                )
+            )
+        else:
+            shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 5}))
+        parts.append(
+            link(m.href, el("g", {"class": f"mark {m.kind} sev-{m.severity}"}, *shapes, tip))
+        )
+    label = (
+        f"sequence against offset, {plot.topic}-{plot.partition} producer "
+        f"{plot.producer_id} epoch {plot.producer_epoch}"
+    )
+    return svg(width, height, label, *parts, css_class="chart small")
+
+
+def transactions_chart(activity: TransactionActivity) -> str:
+    """Transactions started per interval by outcome, then the unfinished ones as bars in time."""
+    left, right, bars_top, bars_bottom, row = 70, WIDTH - 20, 16, 136, 13
+    start, end = activity.start_ms, activity.end_ms
+    if start is None or end is None:
+        return ""
+    spans_top = bars_bottom + 44
+    height = spans_top + row * len(activity.spans) + (36 if activity.spans else 0)
+    x = Scale(*padded(start, end + activity.bucket_ms, 0.0), left, right)
+    tallest = max((sum(b.counts.values()) for b in activity.buckets), default=1) or 1
+    y = Scale(0, tallest, bars_bottom, bars_top)
+    parts = [
+        axis_y(y, left, nice_ticks(0, tallest, 3), fmt_int, "started"),
+        axis_x(
+            x,
+            bars_bottom,
+            time_ticks(start, end, 6),
+            lambda t: fmt_time(t, end - start),
+            "time (UTC)",
+        ),
+    ]
+    for b in activity.buckets:
+        base = 0
+        bx, bw = x(b.start_ms), max(x(b.start_ms + activity.bucket_ms) - x(b.start_ms) - 1, 1)
+        for kind in KINDS:
+            n = b.counts.get(kind, 0)
+            if not n:
+                continue
+            parts.append(
+                el(
+                    "rect",
+                    {
+                        "x": bx,
+                        "y": y(base + n),
+                        "width": bw,
+                        "height": max(y(base) - y(base + n), 1),
+                        "class": f"mark bar kind-{kind}",
+                    },
+                    title(f"{fmt_time(b.start_ms)}: {n} {kind.lower()}"),
+                )
+            )
+            base += n
+    for i, s in enumerate(activity.spans):
+        sy = spans_top + i * row
+        parts.append(
+            el(
+                "rect",
+                {
+                    "x": x(s.start_ms),
+                    "y": sy,
+                    "width": max(x(s.end_ms) - x(s.start_ms), 2),
+                    "height": row - 3,
+                    "class": f"mark span kind-{s.kind}",
+                },
+                title(
+                    f"{s.label}: {s.kind.lower()}, offsets {s.first_offset}–"
+                    f"{s.marker_offset if s.marker_offset is not None else 'open'}, "
+                    f"{s.duration_ms} ms"
+                ),
+            )
+        )
+        # Labels go on the side of the bar that has room.
+        if x(s.start_ms) > (left + right) / 2:
+            where = {"x": x(s.start_ms) - 4, "text-anchor": "end"}
+        else:
+            where = {"x": x(s.end_ms) + 4, "text-anchor": "start"}
+        parts.append(
+            el(
+                "text",
+                {**where, "y": sy + 9, "class": "span-label"},
+                esc(f"{s.label} ({s.kind.lower()})"),
+            )
+        )
+    if activity.spans:
+        parts.append(
+            el(
+                "text",
+                {"x": left, "y": spans_top - 8, "class": "axis-label"},
+                "transactions that did not commit",
+            )
+        )
+    return svg(WIDTH, height, "transactions over time", *parts)
+
+
+def list_offsets_chart(series: OffsetSeries) -> str:
+    """Offsets answered against time: bands of observations, regressions and failed answers."""
+    left, right, top, bottom = 80, WIDTH - 20, 20, 190
+    t0, t1 = series.time_domain
+    o0, o1 = series.offset_domain
+    x = Scale(*padded(t0, t1), left, right)
+    y = Scale(*padded(o0, o1), bottom, top)
+    parts = [
+        axis_x(x, bottom, time_ticks(t0, t1, 6), lambda t: fmt_time(t, t1 - t0), "time (UTC)"),
+        axis_y(y, left, nice_ticks(o0, o1, 4), fmt_int, "offset"),
+    ]
+    for e in series.errors:
+        parts.append(
+            el(
+                "rect",
+                {
+                    "x": x(e.first_ms) - 2,
+                    "y": top,
+                    "width": max(x(e.last_ms) - x(e.first_ms), 0) + 4,
+                    "height": bottom - top,
+                    "class": "error-window",
+                },
+                title(
+                    f"{e.observations} {e.spec} answer(s) failed with {e.error} "
+                    f"({fmt_time(e.first_ms)}–{fmt_time(e.last_ms)})"
+                ),
+            )
+        )
+    for line in series.lines:
+        name = f"{line.spec} {line.isolation or ''}".strip()
+        if len(line.points) > 1:
+            band = [f"{x(p.time_ms):.1f},{y(p.high):.1f}" for p in line.points] + [
+                f"{x(p.time_ms):.1f},{y(p.low):.1f}" for p in reversed(line.points)
+            ]
+            parts.append(el("polygon", {"points": " ".join(band), "class": "obs-band"}))
+            parts.append(
+                el(
+                    "polyline",
+                    {
+                        "points": " ".join(
+                            f"{x(p.time_ms):.1f},{y(p.high):.1f}" for p in line.points
+                        ),
+                        "class": f"obs-line spec-{line.spec}",
+                    },
+                )
+            )
+        for p in line.points:
+            parts.append(
+                el(
+                    "circle",
+                    {"cx": x(p.time_ms), "cy": y(p.high), "r": 2.5, "class": "mark obs"},
+                    title(
+                        f"{name}: {p.low}–{p.high} ({p.observations} observation(s)) "
+                        f"from {fmt_time(p.time_ms)}"
+                    ),
+                )
+            )
+    for m in series.marks:
+        cx, cy = x(m.time_ms), y(m.offset)
+        shapes = []
+        if m.earlier_time_ms is not None and m.earlier_offset is not None:
+            shapes.append(
+                el(
+                    "line",
+                    {
+                        "x1": x(m.earlier_time_ms),
+                        "y1": y(m.earlier_offset),
+                        "x2": cx,
+                        "y2": cy,
+                        "class": "regress",
+                    },
+                )
+            )
+        if m.recovered_ms is not None:
+            shapes.append(
+                el(
+                    "line",
+                    {
+                        "x1": x(m.recovered_ms),
+                        "x2": x(m.recovered_ms),
+                        "y1": top,
+                        "y2": bottom,
+                        "class": "recovered",
+                    },
+                )
+            )
+        if m.log_end_offset is not None:
+            shapes.append(
+                el(
+                    "line",
+                    {
+                        "x1": left,
+                        "x2": right,
+                        "y1": y(m.log_end_offset),
+                        "y2": y(m.log_end_offset),
+                        "class": "log-end",
+                    },
+                )
+            )
+        shapes.append(
+            el(
+                "path",
+                {
+                    "d": f"M{cx:.1f},{cy + 7:.1f} L{cx + 7:.1f},{cy - 5:.1f} "
+                    f"L{cx - 7:.1f},{cy - 5:.1f} Z"
+                },
+            )
+        )
+        tip = (
+            f"{m.finding_type} ({m.severity}{', ' + m.cause if m.cause else ''}): offset "
+            f"{m.offset} at {fmt_time(m.time_ms)}"
+            + (f" after {m.earlier_offset}" if m.earlier_offset is not None else "")
+        )
+        parts.append(
+            link(
+                m.href, el("g", {"class": f"mark regression sev-{m.severity}"}, *shapes, title(tip))
+            )
+        )
+    return svg(WIDTH, 230, f"ListOffsets of {series.topic}-{series.partition}", *parts)

@@ -1,0 +1,32 @@
+"""How much of a run the report shows: it stays a few hundred kilobytes however large the run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """Upper bounds on what the report reads and draws; whatever is cut is said in the report.
+
+    Attributes:
+        findings_per_type: findings listed with their evidence, per finding type.
+        partitions: partitions drawn as a timeline (most findings first).
+        spans_per_partition: producer epochs and unfinished transactions drawn per partition.
+        marks_per_chart: findings marked on one chart.
+        producer_epochs: producer epochs drawn as sequence against offset (violated first).
+        transactions: aborted, open and hanging transactions drawn one by one.
+        time_buckets: columns of a chart over time.
+        offset_series: partitions whose ListOffsets observations are drawn.
+        offenders: producers and partitions in the top-offender lists.
+    """
+
+    findings_per_type: int = 20
+    partitions: int = 16
+    spans_per_partition: int = 40
+    marks_per_chart: int = 80
+    producer_epochs: int = 12
+    transactions: int = 30
+    time_buckets: int = 60
+    offset_series: int = 8
+    offenders: int = 10
