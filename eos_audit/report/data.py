@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
@@ -152,3 +152,31 @@ def left_out(data: ReportData) -> list[str]:
             "regression findings not drawn"
         )
     return lines
+
+
+def relink(data: ReportData) -> ReportData:
+    """Point marks of findings that are not listed at their type's list instead.
+
+    Charts mark the worst findings of each partition and epoch; the evidence section lists the
+    first findings of each type. A mark whose finding is not listed links to its type's list, so
+    no link of the report leads nowhere.
+    """
+    listed = {item.anchor for group in data.groups for item in group.items}
+
+    def fix(mark):
+        if mark.href in listed:
+            return mark
+        return replace(mark, href="t-" + mark.finding_type)
+
+    timelines = replace(
+        data.timelines,
+        timelines=[replace(t, marks=[fix(m) for m in t.marks]) for t in data.timelines.timelines],
+    )
+    epochs = replace(
+        data.epochs, plots=[replace(p, marks=[fix(m) for m in p.marks]) for p in data.epochs.plots]
+    )
+    offsets = replace(
+        data.list_offsets,
+        series=[replace(s, marks=[fix(m) for m in s.marks]) for s in data.list_offsets.series],
+    )
+    return replace(data, timelines=timelines, epochs=epochs, list_offsets=offsets)

@@ -12,7 +12,7 @@ from eos_audit.report.charts import (
     partition_chart,
     transactions_chart,
 )
-from eos_audit.report.data import ReportData, left_out
+from eos_audit.report.data import ReportData, left_out, relink
 from eos_audit.report.findings import FindingGroup, FindingItem
 from eos_audit.report.svg import el, esc, fmt_int, fmt_time
 
@@ -451,6 +451,7 @@ def render_report(data: ReportData) -> str:
     Returns:
         HTML with inline CSS and SVG: it opens anywhere, offline.
     """
+    data = relink(data)
     cut = left_out(data)
     sections = [
         _run_section(data),

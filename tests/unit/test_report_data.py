@@ -1,0 +1,648 @@
+"""The data behind every chart of the report, built from hand-written rows (no Spark)."""
+
+import datetime as dt
+import json
+
+from eos_audit.report.data import ReportData, left_out
+from eos_audit.report.findings import (
+    FindingsMatrix,
+    Offenders,
+    build_finding_groups,
+    build_findings_matrix,
+    build_offenders,
+    partition_anchor,
+)
+from eos_audit.report.limits import ReportLimits
+from eos_audit.report.list_offsets import (
+    ListOffsetsView,
+    build_list_offsets_view,
+    parse_time_ms,
+)
+from eos_audit.report.overview import build_overview
+from eos_audit.report.partitions import (
+    PartitionTimelines,
+    Span,
+    assign_lanes,
+    build_partition_timelines,
+)
+from eos_audit.report.producers import EpochPlots, SeqPoint, build_epoch_plots
+from eos_audit.report.transactions import (
+    TransactionActivity,
+    bucket_width,
+    build_transaction_activity,
+)
+
+T0 = 1_795_219_200_000  # 2026-11-21T00:00:00Z
+
+
+def _run_row(**over):
+    row = {
+        "run_id": "night-1",
+        "started_at": dt.datetime(2026, 11, 21, 3, 0, tzinfo=dt.UTC),
+        "finished_at": dt.datetime(2026, 11, 21, 3, 2, tzinfo=dt.UTC),
+        "status": "SUCCEEDED",
+        "package_version": "0.1.0",
+        "spark_version": "4.2.0",
+        "writer": "delta-rs",
+        "inputs": json.dumps({"batches": ["/x"], "acks": [], "export_time": None}),
+        "configuration": json.dumps({"run": {"fail_on": "critical"}, "topics": {"compacted": []}}),
+        "batches_read": 10,
+        "batches_audited": 9,
+        "batches_quarantined": 1,
+        "findings_critical": 2,
+        "findings_error": 0,
+        "findings_warning": 0,
+        "findings_info": 1,
+        "error": None,
+    }
+    row.update(over)
+    return row
+
+
+def _overview_raw(**run_over):
+    return {
+        "run": _run_row(**run_over),
+        "findings_by_severity": [
+            {"severity": "CRITICAL", "count": 2},
+            {"severity": "INFO", "count": 1},
+        ],
+        "quarantine_by_input": [
+            {"input": "record_batch", "count": 1},
+            {"input": "acks", "count": 3},
+        ],
+        "partitions": {
+            "partitions": 2,
+            "batches": 8,
+            "replica_batches": 1,
+            "batches_with_producer_id": 6,
+            "partitions_below_full": 1,
+        },
+        "lowest_coverage": [{"topic": "t", "partition": 1, "batches": 4, "coverage": 0.5}],
+    }
+
+
+def test_overview_checks_reconcile_and_coverage():
+    o = build_overview(_overview_raw(), "night-1")
+    assert all(c.ok for c in o.checks), [c for c in o.checks if not c.ok]
+    assert len(o.checks) == 7
+    assert o.quarantine_by_input == {"record_batch": 1, "acks": 3}
+    assert o.coverage.share == 0.75
+    assert o.coverage.lowest == [("t", 1, 4, 0.5)]
+    # Empty inputs are not worth a line; the configuration is flattened to keys.
+    assert o.inputs == {"batches": ["/x"]}
+    assert o.configuration == [("run.fail_on", "critical"), ("topics.compacted", "[]")]
+    assert o.findings_total == 3 and o.versions == "eos-audit 0.1.0, Spark 4.2.0"
+
+
+def test_overview_check_fails_when_counts_disagree():
+    o = build_overview(_overview_raw(batches_read=11, findings_critical=3), "night-1")
+    failed = {c.statement: (c.expected, c.actual) for c in o.checks if not c.ok}
+    assert failed == {
+        "batches read = audited + quarantined": (11, 10),
+        "CRITICAL findings recorded = CRITICAL rows in findings": (3, 2),
+    }
+
+
+def test_overview_of_an_unrecorded_run():
+    raw = _overview_raw()
+    raw["run"] = None
+    o = build_overview(raw, "lost")
+    assert (o.run_id, o.status, o.batches_read) == ("lost", "NOT RECORDED", 0)
+    assert o.coverage.share == 0.75
+
+
+def test_matrix_orders_by_worst_severity_then_count():
+    m = build_findings_matrix(
+        [
+            {"finding_type": "UNKNOWN_PRODUCER", "severity": "INFO", "count": 9},
+            {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 1},
+            {"finding_type": "SEQUENCE_GAP", "severity": "INFO", "count": 4},
+            {"finding_type": "DUPLICATE_BATCH", "severity": "CRITICAL", "count": 3},
+            {"finding_type": "CORRUPT_BATCH", "severity": "ERROR", "count": 7},
+        ]
+    )
+    assert [t.finding_type for t in m.types] == [
+        "SEQUENCE_GAP",  # CRITICAL, 5 in all
+        "DUPLICATE_BATCH",  # CRITICAL, 3
+        "CORRUPT_BATCH",
+        "UNKNOWN_PRODUCER",
+    ]
+    assert m.total == 24
+    assert m.by_severity() == {"CRITICAL": 4, "ERROR": 7, "WARNING": 0, "INFO": 13}
+    assert m.types[0].meaning.startswith("Sequences are missing")
+
+
+def _finding(fid, ftype, offset, **over):
+    row = {
+        "finding_id": fid,
+        "finding_type": ftype,
+        "severity": "CRITICAL",
+        "cause": None,
+        "kafka_error": None,
+        "topic": "payments",
+        "partition": 0,
+        "producer_id": 1001,
+        "producer_epoch": 0,
+        "base_offset": offset,
+        "last_offset": offset + 2 if offset >= 0 else offset,
+        "base_sequence": 12,
+        "last_sequence": 14,
+        "expected_sequence": None,
+        "previous_offset": None,
+        "detail": "d",
+        "spec_ref": "docs/rules.md#x",
+        "evidence": None,
+        "source": "s",
+    }
+    row.update(over)
+    return row
+
+
+def test_evidence_links_the_earlier_batch():
+    rows = [
+        _finding("a", "DUPLICATE_BATCH", 18, previous_offset=12),
+        _finding("b", "SEQUENCE_GAP", 12, previous_offset=6, expected_sequence=9),
+        _finding("c", "SEQUENCE_GAP", 30, previous_offset=25, topic="ledger"),
+        _finding("d", "CLIENT_SEQUENCE_ERROR", -1, severity="INFO", evidence={"z": "1", "a": "2"}),
+    ]
+    matrix = build_findings_matrix(
+        [
+            {"finding_type": "DUPLICATE_BATCH", "severity": "CRITICAL", "count": 5},
+            {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 2},
+            {"finding_type": "CLIENT_SEQUENCE_ERROR", "severity": "INFO", "count": 1},
+        ]
+    )
+    groups = build_finding_groups(rows, matrix, frozenset({partition_anchor("ledger", 0)}))
+    by_type = {g.finding_type: g for g in groups}
+    (dup,) = by_type["DUPLICATE_BATCH"].items
+    # The duplicate's first copy at offset 12 is itself a listed finding: link to it.
+    assert (dup.earlier, dup.earlier_href) == ("offset 12: the earlier batch", "f-b")
+    assert dup.batch == "payments-0 offsets 18–20, sequences 12–14"
+    assert dup.producer == "producer 1001 epoch 0"
+    assert by_type["DUPLICATE_BATCH"].omitted == 4
+    gap_payments, gap_ledger = by_type["SEQUENCE_GAP"].items
+    assert gap_payments.earlier_href is None  # payments-0 has no timeline drawn
+    assert gap_ledger.earlier_href == "p-ledger-0"
+    assert gap_payments.expected_sequence == 9
+    (client,) = by_type["CLIENT_SEQUENCE_ERROR"].items
+    assert client.batch == "payments-0, not in the log (the send failed), sequences 12–14"
+    assert list(client.evidence) == ["a", "z"]
+    assert [g.finding_type for g in groups] == [t.finding_type for t in matrix.types]
+
+
+def test_offenders_split_partitions_by_severity():
+    o = build_offenders(
+        {
+            "producers": [
+                {
+                    "producer_id": 7,
+                    "findings": 3,
+                    "partitions": 2,
+                    "violated_epochs": 1,
+                    "types": ["DUPLICATE_BATCH", "SEQUENCE_GAP"],
+                }
+            ],
+            "partitions": [
+                {
+                    "topic": "t",
+                    "partition": 0,
+                    "findings": 3,
+                    "findings_critical": 1,
+                    "findings_error": 0,
+                    "findings_warning": 0,
+                    "findings_info": 2,
+                },
+                {
+                    "topic": "u",
+                    "partition": 1,
+                    "findings": 1,
+                    "findings_critical": 0,
+                    "findings_error": 1,
+                    "findings_warning": 0,
+                    "findings_info": 0,
+                },
+            ],
+        },
+        frozenset({"p-t-0"}),
+    )
+    (p,) = o.producers
+    assert (p.label, p.findings) == ("producer 7", 3)
+    assert p.note == "2 partition(s), 1 violated epoch(s): DUPLICATE_BATCH, SEQUENCE_GAP"
+    assert [(x.label, x.href, x.note) for x in o.partitions] == [
+        ("t-0", "p-t-0", "1 CRITICAL, 2 INFO"),
+        ("u-1", None, "1 ERROR"),
+    ]
+    assert o.partitions[0].counts == {"CRITICAL": 1, "ERROR": 0, "WARNING": 0, "INFO": 2}
+
+
+def test_overlapping_spans_get_their_own_lanes():
+    spans = assign_lanes(
+        [
+            Span("epoch 4", 0, 14, "violated"),
+            Span("epoch 5", 12, 18, "violated"),
+            Span("epoch 6", 15, 20, "clean"),
+            Span("epoch 7", 21, 22, "clean"),
+        ]
+    )
+    assert [(s.label, s.lane) for s in spans] == [
+        ("epoch 4", 0),
+        ("epoch 5", 1),
+        ("epoch 6", 0),  # lane 0 is free again after offset 14
+        ("epoch 7", 0),
+    ]
+
+
+def _timeline_raw():
+    return {
+        "partitions": [
+            {
+                "topic": "ledger",
+                "partition": 0,
+                "first_offset": 0,
+                "last_offset": 18,
+                "batches": 14,
+                "coverage": 1.0,
+                "findings": 5,
+            },
+            {
+                "topic": "orders",
+                "partition": 3,
+                "first_offset": None,
+                "last_offset": None,
+                "batches": 0,
+                "coverage": None,
+                "findings": 0,
+            },
+        ],
+        "epochs": [
+            {
+                "topic": "ledger",
+                "partition": 0,
+                "producer_id": 2001,
+                "producer_epoch": 4,
+                "first_offset": 0,
+                "last_offset": 14,
+                "status": "violated",
+            },
+            {
+                "topic": "ledger",
+                "partition": 0,
+                "producer_id": 2001,
+                "producer_epoch": 5,
+                "first_offset": 12,
+                "last_offset": 18,
+                "status": "clean",
+            },
+        ],
+        "transactions": [
+            {
+                "topic": "ledger",
+                "partition": 0,
+                "producer_id": 2001,
+                "first_offset": 15,
+                "marker_offset": None,
+                "outcome": "OPEN",
+                "hanging": True,
+            }
+        ],
+        "marks": [
+            {
+                "topic": "ledger",
+                "partition": 0,
+                "finding_id": "x1",
+                "finding_type": "FENCED_PRODUCER_EPOCH",
+                "severity": "CRITICAL",
+                "base_offset": 13,
+                "last_offset": 14,
+            }
+        ],
+        "counts": {
+            "epochs": {("ledger", 0): 2},
+            "transactions": {("ledger", 0): 1},
+            "marks": {("ledger", 0): 4},
+        },
+    }
+
+
+def test_partition_timeline_places_epochs_transactions_and_findings():
+    t = build_partition_timelines(_timeline_raw(), total_partitions=7)
+    assert t.omitted == 5
+    ledger, orders = t.timelines
+    assert ledger.anchor == "p-ledger-0" and ledger.lanes == 2
+    assert [(s.label, s.start, s.end, s.kind) for s in ledger.epochs] == [
+        ("producer 2001 epoch 4", 0, 14, "violated"),
+        ("producer 2001 epoch 5", 12, 18, "clean"),
+    ]
+    # An open transaction reaches the end of the log it pins.
+    (txn,) = ledger.transactions
+    assert (txn.start, txn.end, txn.kind) == (15, 18, "HANGING")
+    (mark,) = ledger.marks
+    assert (mark.href, mark.start, mark.end, mark.severity) == ("f-x1", 13, 14, "CRITICAL")
+    assert (ledger.omitted_marks, ledger.omitted_epochs, ledger.omitted_transactions) == (3, 0, 0)
+    assert ledger.domain == (0, 18)
+    assert orders.domain == (0, 0) and not orders.epochs
+
+
+def _epoch(**over):
+    row = {
+        "topic": "payments",
+        "partition": 1,
+        "producer_id": 1002,
+        "producer_epoch": 0,
+        "first_offset": 0,
+        "last_offset": 20,
+        "first_sequence": 0,
+        "last_sequence": 23,
+        "status": "violated",
+        "findings_total": 3,
+    }
+    row.update(over)
+    return row
+
+
+def _epoch_finding(fid, ftype, **over):
+    row = {
+        "topic": "payments",
+        "partition": 1,
+        "producer_id": 1002,
+        "producer_epoch": 0,
+        "finding_id": fid,
+        "finding_type": ftype,
+        "severity": "CRITICAL",
+        "base_offset": 9,
+        "last_offset": 11,
+        "base_sequence": 12,
+        "last_sequence": 14,
+        "expected_sequence": None,
+        "previous_offset": None,
+    }
+    row.update(over)
+    return row
+
+
+def test_epoch_plot_puts_the_evidence_batches_on_the_plot():
+    raw = {
+        "epochs": [_epoch()],
+        "total": 4,
+        "findings": [
+            _epoch_finding("gap", "SEQUENCE_GAP", expected_sequence=9, previous_offset=6),
+            # The acknowledged position of a lost write is not a batch of the log.
+            _epoch_finding("lost", "ACKED_WRITE_LOST", base_sequence=9, last_sequence=11),
+            _epoch_finding(
+                "dup",
+                "DUPLICATE_BATCH",
+                base_offset=15,
+                last_offset=15,
+                base_sequence=17,
+                last_sequence=17,
+                previous_offset=13,
+            ),  # fmt: skip
+            _epoch_finding("failed", "CLIENT_SEQUENCE_ERROR", base_offset=-1, last_offset=-1),
+        ],
+        "counts": {("payments", 1, 1002, 0): 6},
+    }
+    plots = build_epoch_plots(raw)
+    assert plots.omitted == 3
+    (p,) = plots.plots
+    assert p.anchor == "e-payments-1-1002-0"
+    assert p.points == [
+        SeqPoint(0, 0, 0, 0, "first"),
+        SeqPoint(6, 6, 8, 8, "earlier"),  # the batch before the gap ended at expected - 1
+        SeqPoint(9, 11, 12, 14, "finding"),
+        SeqPoint(13, 13, 17, 17, "earlier"),  # the duplicate's first copy
+        SeqPoint(15, 15, 17, 17, "finding"),
+        SeqPoint(20, 20, 23, 23, "last"),
+    ]
+    assert [(m.kind, m.href, m.offset, m.sequence) for m in p.marks] == [
+        ("gap", "f-gap", 9, 12),
+        ("lost", "f-lost", 9, 9),
+        ("duplicate", "f-dup", 15, 17),
+    ]
+    assert (p.unplaced, p.omitted_marks) == (1, 2)
+    assert p.x_domain == (0, 20) and p.y_domain == (0, 23)
+
+
+def test_epoch_plot_of_an_unknown_producer_shows_the_sequences_below_it():
+    raw = {
+        "epochs": [
+            _epoch(
+                first_offset=5000,
+                last_offset=5015,
+                first_sequence=1200,
+                last_sequence=1211,
+                status="benign",
+            )
+        ],  # fmt: skip
+        "total": 1,
+        "findings": [
+            _epoch_finding(
+                "u",
+                "UNKNOWN_PRODUCER",
+                base_offset=5000,
+                last_offset=5002,
+                base_sequence=1200,
+                last_sequence=1202,
+                expected_sequence=0,
+                severity="INFO",
+            )  # fmt: skip
+        ],
+        "counts": {("payments", 1, 1002, 0): 1},
+    }
+    (p,) = build_epoch_plots(raw).plots
+    (mark,) = p.marks
+    assert (mark.kind, mark.expected_sequence) == ("gap", 0)
+    assert p.y_domain == (0, 1211)
+    # The finding's batch replaces the epoch's first batch at the same offset.
+    assert [pt.role for pt in p.points] == ["finding", "last"]
+
+
+def test_transaction_buckets_cover_the_whole_range():
+    assert bucket_width(0, 59, 60) == 1
+    assert bucket_width(0, 60, 60) == 2
+    assert bucket_width(5, 5, 60) == 1
+    raw = {
+        "totals": [
+            {"kind": "COMMIT", "count": 5},
+            {"kind": "ABORT", "count": 1},
+            {"kind": "HANGING", "count": 2},
+        ],
+        "range": {"start": T0, "end": T0 + 9_999},
+        "bucket_ms": 1_000,
+        "buckets": [
+            {"b": 0, "kind": "COMMIT", "count": 5},
+            {"b": 3, "kind": "ABORT", "count": 1},
+            {"b": 9, "kind": "HANGING", "count": 2},
+        ],
+        "spans": [
+            {
+                "topic": "t",
+                "partition": 0,
+                "producer_id": 9,
+                "start_epoch": 1,
+                "kind": "HANGING",
+                "first_offset": 4,
+                "marker_offset": None,
+                "first_timestamp": T0 + 9_000,
+                "end_ms": T0 + 9_999,
+                "duration_ms": 999,
+            }
+        ],
+    }
+    a = build_transaction_activity(raw)
+    assert a.totals == {"COMMIT": 5, "ABORT": 1, "OPEN": 0, "HANGING": 2}
+    assert a.total == 8
+    assert [b.start_ms - T0 for b in a.buckets] == [i * 1_000 for i in range(10)]
+    assert a.buckets[3].counts == {"COMMIT": 0, "ABORT": 1, "OPEN": 0, "HANGING": 0}
+    assert a.buckets[5].counts == {"COMMIT": 0, "ABORT": 0, "OPEN": 0, "HANGING": 0}
+    (span,) = a.spans
+    assert span.label == "t-0 producer 9 epoch 1" and span.end_ms - span.start_ms == 999
+    assert a.omitted_spans == 2  # one abort and one hanging transaction not drawn one by one
+
+
+def test_no_transactions():
+    a = build_transaction_activity(
+        {"totals": [], "range": {"start": None, "end": None}, "buckets": [], "spans": []}
+    )
+    assert a.total == 0 and a.buckets == [] and a.start_ms is None
+
+
+def test_evidence_times_parse_as_utc():
+    assert parse_time_ms("2026-11-21 00:01:00") == T0 + 60_000
+    assert parse_time_ms("2026-11-21T00:00:03.500Z") == T0 + 3_500
+    assert parse_time_ms("2026-11-21T01:00:00+01:00") == T0
+    assert parse_time_ms("yesterday") is None and parse_time_ms(None) is None
+
+
+def test_list_offsets_series_carry_observations_regressions_and_errors():
+    raw = {
+        "chosen": [("payments", 0), ("ledger", 2)],
+        "marks": [
+            {
+                "finding_id": "r",
+                "finding_type": "LIST_OFFSETS_REGRESSION",
+                "severity": "WARNING",
+                "cause": "LEADER_CHANGE_TRANSIENT",
+                "topic": "payments",
+                "partition": 0,
+                "base_offset": 25,
+                "previous_offset": 30,
+                "batch_timestamp": T0 + 180_000,
+                "evidence": {
+                    "earlier_max_observed_at": "2026-11-21 00:01:00",
+                    "recovered_at": "2026-11-21 00:04:00",
+                },
+            },
+            {
+                "finding_id": "m",
+                "finding_type": "ACKED_DATA_MISSING_FROM_LOG",
+                "severity": "CRITICAL",
+                "cause": None,
+                "topic": "ledger",
+                "partition": 2,
+                "base_offset": 90,
+                "previous_offset": None,
+                "batch_timestamp": T0,
+                "evidence": {"exported_log_end_offset": "80"},
+            },
+        ],
+        "marks_total": 3,
+        "errors": [
+            {
+                "topic": "payments",
+                "partition": 0,
+                "spec": "latest",
+                "error": "OFFSET_NOT_AVAILABLE",
+                "observations": 1,
+                "first_ms": T0 + 120_000,
+                "last_ms": T0 + 120_000,
+            }
+        ],
+        "errors_total": 1,
+        "points": [
+            {
+                "topic": "payments",
+                "partition": 0,
+                "spec": "latest",
+                "isolation": "read_uncommitted",
+                "time_ms": T0 + 60_000 * i,
+                "low": o,
+                "high": o,
+                "n": 1,
+            }
+            for i, o in ((4, 36), (1, 30), (3, 25))
+        ],  # fmt: skip
+        "partitions_observed": 5,
+        "note": "observations read again from x",
+    }
+    v = build_list_offsets_view(raw)
+    assert v.has_content and v.omitted_partitions == 3
+    payments, ledger = v.series
+    (line,) = payments.lines
+    assert (line.spec, line.isolation) == ("latest", "read_uncommitted")
+    assert [(p.time_ms - T0, p.high) for p in line.points] == [
+        (60_000, 30),
+        (180_000, 25),
+        (240_000, 36),
+    ]
+    (mark,) = payments.marks
+    assert (mark.href, mark.offset, mark.earlier_offset) == ("f-r", 25, 30)
+    assert (mark.earlier_time_ms, mark.recovered_ms) == (T0 + 60_000, T0 + 240_000)
+    assert [e.error for e in payments.errors] == ["OFFSET_NOT_AVAILABLE"]
+    assert payments.time_domain == (T0 + 60_000, T0 + 240_000)
+    assert payments.offset_domain == (25, 36)
+    # Without observations, the chart still has the evidence of the finding.
+    assert ledger.lines == [] and ledger.marks[0].log_end_offset == 80
+    assert ledger.offset_domain == (80, 90)
+
+
+def test_list_offsets_without_input():
+    v = build_list_offsets_view(
+        {
+            "chosen": [],
+            "marks": [],
+            "marks_total": 0,
+            "errors": [],
+            "errors_total": 0,
+            "points": [],
+            "note": "the run had no --list-offsets input",
+        }
+    )
+    assert not v.has_content and v.omitted_partitions == 0
+
+
+def _data(**over):
+    parts = {
+        "overview": build_overview(_overview_raw(), "night-1"),
+        "matrix": FindingsMatrix([]),
+        "groups": [],
+        "offenders": Offenders([], []),
+        "timelines": PartitionTimelines([], 0),
+        "epochs": EpochPlots([], 0),
+        "transactions": TransactionActivity({"COMMIT": 0}),
+        "list_offsets": ListOffsetsView([], 0, 0, "none"),
+        "limits": ReportLimits(),
+        "generated_ms": T0,
+    }
+    parts.update(over)
+    return ReportData(**parts)
+
+
+def test_left_out_says_what_the_report_does_not_show():
+    assert left_out(_data()) == []
+    matrix = build_findings_matrix(
+        [{"finding_type": "DUPLICATE_BATCH", "severity": "CRITICAL", "count": 5}]
+    )
+    groups = build_finding_groups([_finding("a", "DUPLICATE_BATCH", 18)], matrix)
+    data = _data(
+        matrix=matrix,
+        groups=groups,
+        timelines=build_partition_timelines(_timeline_raw(), total_partitions=7),
+        epochs=EpochPlots([], 30),
+    )
+    assert left_out(data) == [
+        "DUPLICATE_BATCH: 4 of 5 findings not listed (the first 1 are, worst severity and "
+        "lowest offset first)",
+        "partitions: 5 of 7 not drawn (the 2 with the most severe findings are)",
+        "ledger-0: 3 findings not drawn on its timeline",
+        "producer epochs: 30 of 30 with findings not drawn (violated and most findings first)",
+    ]

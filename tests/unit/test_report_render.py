@@ -1,0 +1,302 @@
+"""The report's SVG and HTML, drawn from the data structures (no Spark, no browser)."""
+
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from eos_audit.report.charts import (
+    epoch_chart,
+    findings_chart,
+    list_offsets_chart,
+    offenders_chart,
+    partition_chart,
+    transactions_chart,
+)
+from eos_audit.report.findings import (
+    build_finding_groups,
+    build_findings_matrix,
+    build_offenders,
+)
+from eos_audit.report.list_offsets import build_list_offsets_view
+from eos_audit.report.page import render_report
+from eos_audit.report.partitions import build_partition_timelines
+from eos_audit.report.producers import build_epoch_plots
+from eos_audit.report.svg import Scale, el, fmt_int, nice_ticks, time_ticks
+from eos_audit.report.transactions import TransactionActivity, build_transaction_activity
+from tests.unit import test_report_data as sample
+
+T0 = sample.T0
+
+
+def test_ticks_are_round_integers():
+    assert nice_ticks(0, 20, 4) == [0, 5, 10, 15, 20]
+    assert nice_ticks(0, 2, 4) == [0, 1, 2]  # offsets and sequences: never a step below 1
+    assert nice_ticks(5000, 5021, 4) == [5000, 5010, 5020]
+    assert nice_ticks(7, 7) == [7]
+    assert time_ticks(T0, T0 + 15_000, 5) == [T0 + i * 5_000 for i in range(4)]
+    assert fmt_int(12_345) == "12,345" and fmt_int(25_000_000_000) == "25G"
+
+
+def test_scale_maps_linearly_and_a_single_value_to_the_middle():
+    x = Scale(0, 10, 100, 200)
+    assert (x(0), x(5), x(10)) == (100, 150, 200)
+    assert Scale(3, 3, 0, 50)(3) == 25
+
+
+def test_elements_escape_text_and_drop_missing_attributes():
+    assert el("text", {"x": 1.0, "class": None, "title": 'a"<b'}, "&") == (
+        '<text x="1" title="a&quot;&lt;b">&</text>'
+    )
+
+
+def _matrix():
+    return build_findings_matrix(
+        [
+            {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 2},
+            {"finding_type": "SEQUENCE_GAP", "severity": "INFO", "count": 1},
+            {"finding_type": "DUPLICATE_BATCH", "severity": "CRITICAL", "count": 1},
+        ]
+    )
+
+
+def test_findings_chart_has_a_bar_per_type_and_severity_linking_to_the_findings():
+    svg = findings_chart(_matrix())
+    assert svg.count('class="mark bar sev-CRITICAL"') == 2
+    assert svg.count('class="mark bar sev-INFO"') == 1
+    assert svg.count('href="#t-SEQUENCE_GAP"') == 2
+    assert "<title>SEQUENCE_GAP: 1 INFO</title>" in svg
+
+
+def test_partition_chart_marks_findings_and_draws_epochs_on_lanes():
+    (ledger, _) = build_partition_timelines(sample._timeline_raw(), 2).timelines
+    svg = partition_chart(ledger)
+    assert svg.count('<a href="#f-x1">') == 1
+    assert svg.count('class="span epoch status-') == 2
+    assert 'class="span txn kind-HANGING"' in svg
+    assert "FENCED_PRODUCER_EPOCH (CRITICAL) at offsets 13–14" in svg
+
+
+def test_offender_bars_split_by_severity_when_known():
+    offenders = build_offenders(
+        {
+            "producers": [{"producer_id": 7, "findings": 2, "partitions": 1, "violated_epochs": 1,
+                           "types": ["SEQUENCE_GAP"]}],
+            "partitions": [{"topic": "t", "partition": 0, "findings": 3, "findings_critical": 1,
+                            "findings_error": 0, "findings_warning": 0, "findings_info": 2}],
+        },
+        frozenset({"p-t-0"}),
+    )  # fmt: skip
+    partitions = offenders_chart(offenders.partitions, "partitions")
+    assert partitions.count('<a href="#p-t-0">') == 2
+    assert "sev-CRITICAL" in partitions and "sev-INFO" in partitions
+    assert 'class="mark bar offender"' in offenders_chart(offenders.producers, "producers")
+
+
+def _plots():
+    raw = {
+        "epochs": [sample._epoch()],
+        "total": 1,
+        "findings": [
+            sample._epoch_finding("gap", "SEQUENCE_GAP", expected_sequence=9, previous_offset=6),
+            sample._epoch_finding("lost", "ACKED_WRITE_LOST", base_sequence=9, last_sequence=11),
+            sample._epoch_finding(
+                "dup",
+                "DUPLICATE_BATCH",
+                base_offset=15,
+                last_offset=15,
+                base_sequence=17,
+                last_sequence=17,
+                previous_offset=13,
+            ),
+            sample._epoch_finding(
+                "fence",
+                "FENCED_PRODUCER_EPOCH",
+                base_offset=18,
+                last_offset=18,
+                base_sequence=20,
+                last_sequence=20,
+            ),
+        ],  # fmt: skip
+        "counts": {("payments", 1, 1002, 0): 4},
+    }
+    return build_epoch_plots(raw)
+
+
+def test_epoch_chart_draws_each_kind_of_violation():
+    svg = epoch_chart(_plots().plots[0])
+    for cls in ("gap-bar", "dup-arc", "hollow", "cross", "seq-line"):
+        assert f'class="{cls}"' in svg, cls
+    for href in ("f-gap", "f-lost", "f-dup", "f-fence"):
+        assert f'<a href="#{href}">' in svg
+
+
+def _activity():
+    return build_transaction_activity(
+        {
+            "totals": [{"kind": "COMMIT", "count": 2}, {"kind": "OPEN", "count": 1}],
+            "range": {"start": T0, "end": T0 + 5_000},
+            "bucket_ms": 1_000,
+            "buckets": [
+                {"b": 0, "kind": "COMMIT", "count": 2},
+                {"b": 4, "kind": "OPEN", "count": 1},
+            ],
+            "spans": [
+                {"topic": "t", "partition": 0, "producer_id": 9, "start_epoch": 1, "kind": "OPEN",
+                 "first_offset": 4, "marker_offset": None, "first_timestamp": T0 + 4_000,
+                 "end_ms": T0 + 5_000, "duration_ms": 1_000},
+            ],
+        }
+    )  # fmt: skip
+
+
+def test_transactions_chart_stacks_outcomes_and_draws_unfinished_ones():
+    svg = transactions_chart(_activity())
+    assert svg.count('class="mark bar kind-COMMIT"') == 1
+    assert svg.count('class="mark bar kind-OPEN"') == 1
+    assert svg.count('class="mark span kind-OPEN"') == 1
+    assert transactions_chart(TransactionActivity({"COMMIT": 0})) == ""
+
+
+def _offsets_view():
+    raw = {
+        "chosen": [("payments", 0)],
+        "marks": [
+            {"finding_id": "r", "finding_type": "LIST_OFFSETS_REGRESSION", "severity": "WARNING",
+             "cause": "LEADER_CHANGE_TRANSIENT", "topic": "payments", "partition": 0,
+             "base_offset": 25, "previous_offset": 30, "batch_timestamp": T0 + 180_000,
+             "evidence": {"earlier_max_observed_at": "2026-11-21 00:01:00",
+                          "recovered_at": "2026-11-21 00:04:00"}},
+        ],
+        "marks_total": 1,
+        "errors": [{"topic": "payments", "partition": 0, "spec": "latest",
+                    "error": "OFFSET_NOT_AVAILABLE", "observations": 1,
+                    "first_ms": T0 + 120_000, "last_ms": T0 + 120_000}],
+        "errors_total": 1,
+        "points": [{"topic": "payments", "partition": 0, "spec": "latest",
+                    "isolation": "read_uncommitted", "time_ms": T0 + 60_000 * i, "low": o,
+                    "high": o, "n": 1} for i, o in ((1, 30), (3, 25), (4, 36))],
+        "partitions_observed": 1,
+        "note": "observations read again from x",
+    }  # fmt: skip
+    return build_list_offsets_view(raw)
+
+
+def test_list_offsets_chart_draws_observations_regressions_and_failed_answers():
+    svg = list_offsets_chart(_offsets_view().series[0])
+    assert svg.count('class="mark obs"') == 3
+    assert 'class="obs-band"' in svg and 'class="error-window"' in svg
+    assert '<a href="#f-r"><g class="mark regression sev-WARNING">' in svg
+    assert 'class="regress"' in svg and 'class="recovered"' in svg
+
+
+class _Page(HTMLParser):
+    """Collects ids, links and tags, and checks that elements close in order."""
+
+    VOID = {"meta", "br", "link", "img", "input"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.ids, self.hrefs, self.tags, self.errors = [], [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        if "href" in attrs:
+            self.hrefs.append(attrs["href"])
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack.pop() != tag:
+            self.errors.append(tag)
+
+
+@pytest.fixture(scope="module")
+def page():
+    matrix = build_findings_matrix(
+        [
+            {"finding_type": "FENCED_PRODUCER_EPOCH", "severity": "CRITICAL", "count": 1},
+            {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 2},
+            {"finding_type": "DUPLICATE_BATCH", "severity": "CRITICAL", "count": 1},
+            {"finding_type": "ACKED_WRITE_LOST", "severity": "CRITICAL", "count": 1},
+            {"finding_type": "LIST_OFFSETS_REGRESSION", "severity": "WARNING", "count": 1},
+        ]
+    )
+    timelines = build_partition_timelines(sample._timeline_raw(), 2)
+    anchors = frozenset(t.anchor for t in timelines.timelines)
+    groups = build_finding_groups(
+        [
+            sample._finding("x1", "FENCED_PRODUCER_EPOCH", 13, topic="ledger"),
+            sample._finding(
+                "gap",
+                "SEQUENCE_GAP",
+                9,
+                previous_offset=6,
+                expected_sequence=9,
+                topic="ledger",
+                detail="<script>alert(1)</script>",
+            ),
+        ],  # fmt: skip
+        matrix,
+        anchors,
+    )
+    offenders = build_offenders(
+        {"producers": [], "partitions": [
+            {"topic": "ledger", "partition": 0, "findings": 3, "findings_critical": 3,
+             "findings_error": 0, "findings_warning": 0, "findings_info": 0}]},
+        anchors,
+    )  # fmt: skip
+    data = sample._data(
+        matrix=matrix,
+        groups=groups,
+        offenders=offenders,
+        timelines=timelines,
+        epochs=_plots(),
+        transactions=_activity(),
+        list_offsets=_offsets_view(),
+    )
+    html = render_report(data)
+    parser = _Page()
+    parser.feed(html)
+    return html, parser
+
+
+def test_the_page_is_well_formed_and_every_link_lands(page):
+    html, parsed = page
+    assert html.startswith("<!DOCTYPE html>")
+    assert parsed.errors == [] and parsed.stack == []
+    assert len(parsed.ids) == len(set(parsed.ids)), "duplicate ids"
+    internal = {h[1:] for h in parsed.hrefs if h.startswith("#")}
+    assert internal - set(parsed.ids) == set()
+    # A mark whose finding is not listed links to its type's list.
+    assert 'href="#t-ACKED_WRITE_LOST"' in html and 'href="#f-gap"' in html
+    for section in ("run", "findings", "offenders", "partitions", "epochs", "transactions",
+                    "list-offsets", "evidence", "left-out"):  # fmt: skip
+        assert section in parsed.ids
+
+
+def test_the_page_needs_no_network_and_runs_no_script(page):
+    html, parsed = page
+    assert "script" not in parsed.tags
+    assert re.findall(r"https?://[^\s\"'<>]+", html) == ["http://www.w3.org/2000/svg"] * html.count(
+        "<svg"
+    )
+    # Text from the data is escaped, never markup.
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_the_page_says_what_it_left_out(page):
+    html, _ = page
+    left_out = html.split('id="left-out"', 1)[1]
+    assert "ledger-0: 3 findings not drawn on its timeline" in left_out
+    assert "partitions: 0" not in left_out
+
+
+def test_evidence_rows_link_the_earlier_batch(page):
+    html, _ = page
+    row = re.search(r'<tr id="f-gap">.*?</tr>', html, flags=re.S).group(0)
+    assert '<a href="#p-ledger-0">offset 6: the earlier batch</a>' in row
+    assert "expected sequence 9" in row
