@@ -177,10 +177,15 @@ def query_partition_timelines(tables: RunTables, limits: ReportLimits) -> dict[s
         ),
         m * len(keys),
     )
+    # How many of each there are, to say what was cut: one aggregate for the three.
+    kinds = [("epochs", epochs), ("transactions", unfinished), ("marks", marks)]
+    union = None
+    for kind, df in kinds:
+        part = df.select(F.lit(kind).alias("kind"), *PARTITION_KEY)
+        union = part if union is None else union.unionByName(part)
+    counts = group_counts(union, ("kind", *PARTITION_KEY), len(kinds) * len(keys))
     raw["counts"] = {
-        "epochs": group_counts(epochs, PARTITION_KEY, len(keys)),
-        "transactions": group_counts(unfinished, PARTITION_KEY, len(keys)),
-        "marks": group_counts(marks, PARTITION_KEY, len(keys)),
+        kind: {key[1:]: n for key, n in counts.items() if key[0] == kind} for kind, _ in kinds
     }
     return raw
 

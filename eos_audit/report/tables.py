@@ -20,9 +20,9 @@ from eos_audit.session import session_has_delta
 from eos_audit.sources.files import read_delta
 from eos_audit.summaries import SEVERITY_ORDER
 
-# Statuses of a run that has not finished (a run recorded when it starts, see issue #12). A report
-# of the latest run skips them: their tables may hold half of a run.
-UNFINISHED_STATUSES = ("RUNNING", "STARTED")
+# Statuses of runs whose tables are incomplete: running (or died running), or failed. A report of
+# "the latest run" skips them; a report of one of them by its id shows what there is.
+INCOMPLETE_STATUSES = ("RUNNING", "FAILED")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFra
 def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None) -> str:
     """The run to report: `run_id` when it is recorded, else the latest finished run.
 
-    "Latest" is the run that finished last (run ids given by hand need not sort by date).
+    "Latest" is the run that finished last (run ids given by hand need not sort by date) among
+    those whose tables are complete (not RUNNING, not FAILED).
 
     Raises:
         InputNotFoundError: no such run, or no finished run at all, in `audit_runs`.
@@ -93,7 +94,7 @@ def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None
             )
         return run_id
     latest = (
-        runs.where(~F.col("status").isin(*UNFINISHED_STATUSES))
+        runs.where(~F.col("status").isin(*INCOMPLETE_STATUSES))
         .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
         .select("run_id")
         .limit(1)

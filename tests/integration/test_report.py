@@ -1,0 +1,170 @@
+"""The report of the demo's audit: what it reads from the tables, and the file it writes."""
+
+import re
+
+import pytest
+
+from eos_audit.errors import ConfigError, InputNotFoundError
+from eos_audit.report import ReportLimits, build, report_path, write_report
+from eos_audit.report.data import left_out
+from eos_audit.report.partitions import query_partition_timelines
+from eos_audit.report.tables import TableLocation, resolve_run_id, run_tables
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def report(spark, demo_run):
+    """The demo run's report, written once for the module, and the data it was drawn from."""
+    result, faults, warehouse, _ = demo_run
+    collected = []
+    real = build.collect_report_data
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            build,
+            "collect_report_data",
+            lambda *a, **k: collected.append(real(*a, **k)) or collected[-1],
+        )
+        path = write_report(spark, warehouse)
+    return collected[0], path, result, faults, warehouse
+
+
+def test_write_report_writes_the_latest_run_next_to_the_tables(report):
+    _, path, _, _, warehouse = report
+    assert path == warehouse / "reports" / "night-1.html" == report_path(warehouse, "night-1")
+    html = path.read_text()
+    assert "<title>eos-audit run night-1</title>" in html
+    assert not list(path.parent.glob("*.partial"))
+    # Small: the demo's report is tens of kilobytes.
+    assert len(html) < 200_000
+
+
+def test_the_run_reconciles(report):
+    data, _, result, _, _ = report
+    o = data.overview
+    assert (o.run_id, o.status) == ("night-1", result.status)
+    assert [c.statement for c in o.checks if not c.ok] == []
+    assert o.findings_by_severity == {"CRITICAL": 5, "ERROR": 1, "WARNING": 1, "INFO": 2}
+    assert o.coverage.partitions == 5 and o.coverage.partitions_below_full == 2
+    assert o.inputs["list_offsets"] and o.inputs["acks"]
+    assert ("run.fail_on", "critical") in o.configuration
+
+
+def test_findings_by_type_match_the_planted_faults(report):
+    data, _, _, faults, _ = report
+    planted: dict[tuple[str, str], int] = {}
+    for f in faults:
+        planted[(f.finding_type, f.severity)] = planted.get((f.finding_type, f.severity), 0) + 1
+    counted = {(t.finding_type, s): n for t in data.matrix.types for s, n in t.counts.items()}
+    assert counted == planted
+    # Every demo finding is listed with its evidence, so nothing is left out.
+    assert sum(len(g.items) for g in data.groups) == len(faults)
+    assert left_out(data) == []
+    (duplicate,) = next(g for g in data.groups if g.finding_type == "DUPLICATE_BATCH").items
+    assert duplicate.batch == "payments-0 offsets 18–20, sequences 12–14"
+    assert duplicate.earlier == "offset 12: the earlier batch"
+    assert duplicate.earlier_href == "p-payments-0"
+
+
+def test_partition_timelines_put_the_worst_partitions_first(report):
+    data, _, _, _, _ = report
+    t = data.timelines
+    assert [(x.topic, x.partition) for x in t.timelines] == [
+        ("ledger", 0),
+        ("payments", 1),
+        ("payments", 0),
+        ("orders", 0),
+        ("ledger", 1),
+    ]
+    ledger0 = t.timelines[0]
+    assert [(s.label, s.lane) for s in ledger0.epochs] == [
+        ("producer 2001 epoch 4", 0),
+        ("producer 2001 epoch 5", 1),
+    ]
+    assert sorted((m.finding_type, m.start) for m in ledger0.marks) == [
+        ("FENCED_PRODUCER_EPOCH", 13),
+        ("INVALID_TXN_STATE", 17),
+    ]
+    (aborted,) = t.timelines[4].transactions
+    assert (aborted.kind, aborted.start, aborted.end) == ("ABORT", 20, 22)
+
+
+def test_epoch_plots_show_the_gap_the_duplicate_and_the_zombie(report):
+    data, _, _, _, _ = report
+    plots = {(p.topic, p.partition, p.producer_id, p.producer_epoch): p for p in data.epochs.plots}
+    assert data.epochs.total_with_findings == 5 and data.epochs.omitted == 0
+    gap_epoch = plots[("payments", 1, 1002, 0)]
+    assert {(m.kind, m.offset, m.expected_sequence) for m in gap_epoch.marks} == {
+        ("gap", 9, 9),
+        ("lost", 9, None),
+    }
+    assert (6, 8) in {(p.offset, p.sequence) for p in gap_epoch.points if p.role == "earlier"}
+    (duplicate,) = plots[("payments", 0, 1001, 0)].marks
+    assert (duplicate.kind, duplicate.previous_offset, duplicate.sequence) == ("duplicate", 12, 12)
+    (zombie,) = plots[("ledger", 0, 2001, 4)].marks
+    assert (zombie.kind, zombie.offset) == ("fenced", 13)
+    assert plots[("orders", 0, 3001, 2)].unplaced == 1  # the failed send has no offset
+
+
+def test_transactions_and_list_offsets(report):
+    data, _, _, _, _ = report
+    a = data.transactions
+    assert a.totals == {"COMMIT": 8, "ABORT": 1, "OPEN": 0, "HANGING": 0}
+    assert sum(sum(b.counts.values()) for b in a.buckets) == 9
+    assert [(s.kind, s.first_offset, s.marker_offset) for s in a.spans] == [("ABORT", 20, 22)]
+    v = data.list_offsets
+    (series,) = v.series
+    assert (series.topic, series.partition) == ("payments", 0)
+    (line,) = series.lines
+    assert (line.spec, line.isolation) == ("latest", "read_uncommitted")
+    assert [p.high for p in line.points] == [30, 25, 36, 43]  # the failed answer has no offset
+    (mark,) = series.marks
+    assert (mark.offset, mark.earlier_offset, mark.severity) == (25, 30, "WARNING")
+    assert mark.recovered_ms == line.points[2].time_ms
+    assert [e.error for e in series.errors] == ["OFFSET_NOT_AVAILABLE"]
+    assert v.observations_note.startswith("observations read again from ")
+
+
+def test_top_offenders(report):
+    data, _, _, _, _ = report
+    producers = {o.label: o.findings for o in data.offenders.producers}
+    assert producers == {
+        "producer 1002": 2,
+        "producer 2001": 2,
+        "producer 3001": 2,
+        "producer 1001": 1,
+    }
+    assert data.offenders.partitions[0].label == "ledger-0"
+    assert data.offenders.partitions[0].href == "p-ledger-0"
+
+
+def test_reads_are_bounded_by_the_limits(spark, demo_run):
+    _, _, warehouse, _ = demo_run
+    tables = run_tables(spark, TableLocation(str(warehouse)), "night-1")
+    raw = query_partition_timelines(
+        tables, ReportLimits(partitions=2, spans_per_partition=1, marks_per_chart=1)
+    )
+    assert [(p["topic"], p["partition"]) for p in raw["partitions"]] == [
+        ("ledger", 0),
+        ("payments", 1),
+    ]
+    assert len(raw["epochs"]) == 2 and len(raw["marks"]) == 2
+    # The counts say how much was cut: ledger-0 has two epochs and two findings on its log.
+    assert raw["counts"]["epochs"][("ledger", 0)] == 2
+    assert raw["counts"]["marks"][("ledger", 0)] == 2
+
+
+def test_unknown_runs(spark, demo_run, tmp_path):
+    _, _, warehouse, _ = demo_run
+    with pytest.raises(InputNotFoundError, match=re.escape("run 'night-0' is not recorded in")):
+        write_report(spark, warehouse, "night-0")
+    with pytest.raises(InputNotFoundError, match="no finished run in"):
+        resolve_run_id(spark, TableLocation(str(tmp_path)), None)
+
+
+def test_report_path_is_local():
+    assert (
+        str(report_path("file:///lake/wh", "2026-11-21/x")) == "/lake/wh/reports/2026-11-21_x.html"
+    )
+    with pytest.raises(ConfigError, match=re.escape("cannot write the report under s3://b/wh")):
+        report_path("s3://b/wh", "r")
