@@ -1,8 +1,9 @@
 """The audit as one Spark pass: every input as replay rows, one shuffle, one sort, the kernel.
 
 Every row kind (audited batches, other replicas' copies, seeded producer state, checkpoint values,
-leader-epoch entries, acknowledgements) is projected to the narrow `REPLAY_SCHEMA`, repartitioned
-by (topic, partition), sorted within partitions in replay order and handed to `mapInArrow`, where
+leader-epoch entries, acknowledgements) is projected to the narrow `REPLAY_SCHEMA`, packed into
+the fewer fields of `WIRE_SCHEMA`, repartitioned by (topic, partition), sorted within partitions
+in replay order and handed to `mapInArrow`, where
 the compiled kernel (`eos_audit.replay.kernel`) replays each partition sequentially, as a leader
 would. Only the few records it emits come back to Spark; they become the output records (one
 `kind` and one struct of that kind) that the pipeline stages and writes.
@@ -19,7 +20,14 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eos_audit.config import AuditConfig, glob_to_java_regex
-from eos_audit.findings import REGISTRY, REPLAYED, Cause, KafkaError, finding_struct
+from eos_audit.findings import (
+    REPLAYED,
+    Cause,
+    FindingType,
+    KafkaError,
+    coded_finding_struct,
+)
+from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
@@ -182,7 +190,7 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
             last_offset=F.col("_b.last_offset"),
             base_sequence=F.col("_b.base_sequence"),
             last_sequence=F.col("_b.last_sequence"),
-            coverage_end=F.col("state_offset"),
+            value=F.col("state_offset"),
         )
     )
     entries = seeds_df.select(
@@ -275,7 +283,7 @@ def replay_rows(
     """Every input as replay rows, shuffled once by (topic, partition) and sorted in replay order.
 
     Returns:
-        Rows in `REPLAY_SCHEMA`, each (topic, partition) whole inside one Spark partition.
+        Rows in `rows.WIRE_SCHEMA`, each (topic, partition) whole inside one Spark partition.
     """
     rows = batch_rows(batches_df)
     extra = [
@@ -288,15 +296,88 @@ def replay_rows(
         if more is not None:
             rows = rows.unionByName(more)
     preamble_end = int(RowKind.LEADER_EPOCH_ENTRY)
-    order = {
-        "order_kind": F.when(F.col("kind") < preamble_end, F.col("kind")).otherwise(
-            F.lit(preamble_end)
-        ),
-        "replica_rank": F.col("replica"),
-    }
-    return rows.repartition("topic", "partition").sortWithinPartitions(
-        *[order.get(name, F.col(name)) for name in REPLAY_ORDER]
+    order_kind = F.when(F.col("kind") < preamble_end, F.col("kind")).otherwise(
+        F.lit(preamble_end)
     )
+    return (
+        wire_rows(rows, order_kind.alias("order_kind"))
+        .repartition("topic", "partition")
+        .sortWithinPartitions(*[sort_key(name) for name in REPLAY_ORDER])
+        .drop("order_kind")
+    )
+
+
+def sort_key(name: str) -> Column:
+    """A field of `REPLAY_ORDER` read from the wire layout (nulls stay null: they sort first).
+
+    Only the first keys are read for most rows; the others break ties of identical offsets.
+    """
+    header = F.col("header")
+    if name in wire.PLAIN_FIELDS or name == "order_kind":
+        return F.col(name)
+    if name == "kind":
+        return F.shiftright(header, wire.KIND_SHIFT)
+    if name in ("is_control", "is_transactional"):
+        bit = wire.CONTROL_BIT if name == "is_control" else wire.TRANSACTIONAL_BIT
+        return header.bitwiseAND(F.lit(bit))
+    if name == "crc_valid":  # 0 not checked, 1 failed, 2 valid: nulls, then false, then true
+        return F.shiftright(header, wire.CRC_SHIFT).bitwiseAND(F.lit(wire.CRC_MASK))
+    if name in ("control_type", "magic"):
+        shift, mask = {
+            "control_type": (wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
+            "magic": (wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+        }[name]
+        value = F.shiftright(header, shift).bitwiseAND(F.lit(mask))
+    else:
+        field, high, _ = next(pair for pair in wire.PAIRS if name in pair[1:])
+        packed = F.col(field)
+        # The high half by an arithmetic shift; the low half sign-extended from 32 bits.
+        low = packed.bitwiseAND(F.lit(0xFFFFFFFF)).bitwiseXOR(F.lit(0x80000000)) - 0x80000000
+        value = F.shiftright(packed, 32) if name == high else low
+    return F.when(header.bitwiseAND(F.lit(wire.NULL_BITS[name])) == 0, value)
+
+
+def _bits(value: Column, shift: int, mask: int) -> Column:
+    return F.shiftleft(F.coalesce(value.cast("long"), F.lit(0)).bitwiseAND(F.lit(mask)), shift)
+
+
+def _flag(condition: Column, bit: int) -> Column:
+    return F.when(condition, F.lit(bit)).otherwise(F.lit(0)).cast("long")
+
+
+def _null_bit(name: str) -> Column:
+    return _flag(F.col(name).isNull(), wire.NULL_BITS[name])
+
+
+def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
+    """Replay rows in the wire layout (`rows.WIRE_SCHEMA`): flags packed, int32 values paired.
+
+    Args:
+        rows_df: rows in `REPLAY_SCHEMA`.
+        *extra: more columns to keep beside the wire fields (the sort key `order_kind`).
+    """
+    crc = F.when(F.col("crc_valid"), F.lit(2)).when(~F.col("crc_valid"), F.lit(1)).otherwise(0)
+    header = [
+        F.shiftleft(F.col("kind").cast("long"), wire.KIND_SHIFT),
+        _bits(F.col("control_type"), wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
+        _bits(F.col("magic"), wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+        _flag(F.coalesce(F.col("is_transactional"), F.lit(False)), wire.TRANSACTIONAL_BIT),
+        _flag(F.coalesce(F.col("is_control"), F.lit(False)), wire.CONTROL_BIT),
+        _bits(crc, wire.CRC_SHIFT, wire.CRC_MASK),
+        *[_null_bit(name) for name in ("control_type", "magic")],
+        *[_null_bit(name) for _, high, low in wire.PAIRS for name in (high, low)],
+    ]
+    packed = header[0]
+    for part in header[1:]:
+        packed = packed.bitwiseOR(part)
+    pairs = [
+        F.shiftleft(F.coalesce(F.col(high).cast("long"), F.lit(0)), 32)
+        .bitwiseOR(F.coalesce(F.col(low).cast("long"), F.lit(0)).bitwiseAND(F.lit(0xFFFFFFFF)))
+        .alias(name)
+        for name, high, low in wire.PAIRS
+    ]
+    plain = [F.col(name).cast(wire.WIRE_SCHEMA[name].dataType) for name in wire.PLAIN_FIELDS]
+    return rows_df.select(packed.alias("header"), *pairs, *plain, *extra)
 
 
 def replay_settings(config: AuditConfig, as_of_ms: int | None) -> ReplaySettings:
@@ -370,30 +451,33 @@ def _finding_values() -> dict[str, Column]:
 def _finding_of(config: AuditConfig, run_id: str) -> Column:
     """The findings-table struct of a kernel finding, through the one finding builder."""
     f = F.col("finding")
-    out = F.lit(None).cast(FINDINGS_N)
-    for kind in (REGISTRY[name] for name in reversed(REPLAYED)):
-        code = kind.code
-        values = _finding_values()
-        for k, fact in enumerate(kind.facts):
-            values[fact] = f[f"fact{k}"]
+
+    def type_values(kind: FindingType) -> dict[str, Column]:
+        # The kernel's facts are positional; the registry names them per type.
+        values = {fact: f[f"fact{k}"] for k, fact in enumerate(kind.facts)}
         if "acknowledged_ms" in kind.facts:
             values["acknowledged_at"] = F.date_format(
-                F.to_utc_timestamp(F.timestamp_millis(f["fact0"]), F.current_timezone()),
+                F.to_utc_timestamp(F.timestamp_millis(values["acknowledged_ms"]),
+                                   F.current_timezone()),
                 "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
             )
         if "log_end_offset" in kind.facts:
-            values["log_last_offset"] = f["fact2"] - 1
+            values["log_last_offset"] = values["log_end_offset"] - 1
         if "measured_at_export" in kind.facts:
-            values["age_measured_at"] = F.when(f["fact2"] == 1, "export_time").otherwise("log_end")
-        built = finding_struct(
-            kind.name,
-            config,
-            run_id,
-            identity=[F.col("topic"), F.col("partition"), f["base_offset"], f["occurrence"]],
-            values=values,
-        ).cast(FINDINGS_N)
-        out = F.when(f["finding_code"] == code, built).otherwise(out)
-    return out
+            values["age_measured_at"] = F.when(
+                values["measured_at_export"] == 1, "export_time"
+            ).otherwise("log_end")
+        return values
+
+    return coded_finding_struct(
+        f["finding_code"],
+        REPLAYED,
+        config,
+        run_id,
+        identity=[F.col("topic"), F.col("partition"), f["base_offset"], f["occurrence"]],
+        values=_finding_values(),
+        type_values=type_values,
+    ).cast(FINDINGS_N)
 
 
 def _transaction_of(run_id: str) -> Column:

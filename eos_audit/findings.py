@@ -10,6 +10,7 @@ every finding has the same shape whoever raises it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -84,13 +85,19 @@ class FindingType:
 
 _TYPES = [
     FindingType(
-        "OFFSET_OVERLAP", 1, "CRITICAL", "offset-overlap",
+        "OFFSET_OVERLAP",
+        1,
+        "CRITICAL",
+        "offset-overlap",
         "Two batches claim the same offsets: corruption or a bad export.",
         "Batch {base_offset}-{last_offset} starts at or below offset {previous_offset}, already "
         "covered by an earlier batch of this partition: two batches claim the same offsets.",
     ),
     FindingType(
-        "LEADER_EPOCH_REGRESSION", 2, "ERROR", "leader-epoch-regression",
+        "LEADER_EPOCH_REGRESSION",
+        2,
+        "ERROR",
+        "leader-epoch-regression",
         "A batch carries a lower leader epoch than an earlier one: a diverged suffix.",
         "Batch at offset {base_offset} carries leader epoch {leader_epoch}, below leader epoch "
         "{max_leader_epoch} of an earlier batch: the log holds a suffix written by an older "
@@ -99,14 +106,20 @@ _TYPES = [
         evidence=("max_leader_epoch", "leader_epoch"),
     ),
     FindingType(
-        "CORRUPT_BATCH", 3, "ERROR", "corrupt-batch",
+        "CORRUPT_BATCH",
+        3,
+        "ERROR",
+        "corrupt-batch",
         "The batch failed CRC-32C verification.",
         "Batch {base_offset}-{last_offset} failed CRC-32C verification: its bytes changed after "
         "it was written.",
         kafka_error="CORRUPT_MESSAGE",
     ),
     FindingType(
-        "LEADER_EPOCH_MISMATCH", 4, "ERROR", "leader-epoch-mismatch",
+        "LEADER_EPOCH_MISMATCH",
+        4,
+        "ERROR",
+        "leader-epoch-mismatch",
         "A batch's leader epoch contradicts the partition's leader-epoch checkpoint.",
         "Batch at offset {base_offset} carries leader epoch {leader_epoch}, but the leader-epoch "
         "checkpoint says epoch {checkpoint_epoch} started at offset {previous_offset} and was "
@@ -115,18 +128,28 @@ _TYPES = [
         evidence=("checkpoint_epoch", "leader_epoch"),
     ),
     FindingType(
-        "REPLICA_DIVERGENCE", 5, "CRITICAL", "replica-divergence",
+        "REPLICA_DIVERGENCE",
+        5,
+        "CRITICAL",
+        "replica-divergence",
         "Another replica holds a different batch below the high watermark.",
         "Replica {replica} holds batch {base_offset}-{last_offset} (producer {producer_id}, "
         "sequence {base_sequence}) where the audited replica holds batch {previous_offset}-"
         "{primary_last_offset} (producer {primary_producer_id}, sequence "
         "{primary_base_sequence}), below the high watermark {high_watermark}.",
-        facts=("primary_last_offset", "primary_producer_id", "primary_base_sequence",
-               "high_watermark"),
+        facts=(
+            "primary_last_offset",
+            "primary_producer_id",
+            "primary_base_sequence",
+            "high_watermark",
+        ),
         evidence=("replica", "high_watermark"),
     ),
     FindingType(
-        "DUPLICATE_BATCH", 6, "CRITICAL", "duplicate-batch",
+        "DUPLICATE_BATCH",
+        6,
+        "CRITICAL",
+        "duplicate-batch",
         "The same producer and epoch wrote the same sequence range twice: consumers see those "
         "records twice.",
         "Producer {producer_id} epoch {producer_epoch} wrote sequences {base_sequence}-"
@@ -134,7 +157,10 @@ _TYPES = [
         "{previous_offset}, so consumers see these records twice.",
     ),
     FindingType(
-        "SEQUENCE_GAP", 7, "CRITICAL", "sequence-gap",
+        "SEQUENCE_GAP",
+        7,
+        "CRITICAL",
+        "sequence-gap",
         "Sequences are missing between two batches of one producer epoch.",
         "Producer {producer_id} epoch {producer_epoch} jumped from sequence {state_last_sequence} "
         "to {base_sequence}: {missing_sequences} sequence(s) are missing from the log.",
@@ -143,7 +169,10 @@ _TYPES = [
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     ),
     FindingType(
-        "SEQUENCE_OVERLAP", 8, "ERROR", "sequence-overlap",
+        "SEQUENCE_OVERLAP",
+        8,
+        "ERROR",
+        "sequence-overlap",
         "A batch starts at or below the producer's last sequence without repeating a batch.",
         "Producer {producer_id} epoch {producer_epoch} wrote sequences {base_sequence}-"
         "{last_sequence}, overlapping its last sequence {state_last_sequence} without repeating "
@@ -152,7 +181,10 @@ _TYPES = [
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     ),
     FindingType(
-        "SEQUENCE_RESET", 9, "ERROR", "sequence-reset",
+        "SEQUENCE_RESET",
+        9,
+        "ERROR",
+        "sequence-reset",
         "The sequence went back to 0 without an epoch bump.",
         "Producer {producer_id} epoch {producer_epoch} restarted at sequence 0 after sequence "
         "{state_last_sequence} without an epoch bump.",
@@ -160,7 +192,10 @@ _TYPES = [
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     ),
     FindingType(
-        "NEW_EPOCH_NONZERO_SEQUENCE", 10, "ERROR", "new-epoch-nonzero-sequence",
+        "NEW_EPOCH_NONZERO_SEQUENCE",
+        10,
+        "ERROR",
+        "new-epoch-nonzero-sequence",
         "The first batch of a higher epoch does not start at sequence 0.",
         "Producer {producer_id} moved from epoch {current_epoch} to {producer_epoch} but its "
         "first batch starts at sequence {base_sequence}, not 0.",
@@ -168,14 +203,20 @@ _TYPES = [
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     ),
     FindingType(
-        "UNKNOWN_PRODUCER", 11, "CRITICAL", "unknown-producer",
+        "UNKNOWN_PRODUCER",
+        11,
+        "CRITICAL",
+        "unknown-producer",
         "A producer without state starts at a sequence other than 0.",
         "Producer {producer_id} has no state here (first seen, or expired) and starts at "
         "sequence {base_sequence} instead of 0; the log starts at offset {log_start}.",
         facts=("log_start",),
     ),
     FindingType(
-        "FENCED_PRODUCER_EPOCH", 12, "CRITICAL", "fenced-producer-epoch",
+        "FENCED_PRODUCER_EPOCH",
+        12,
+        "CRITICAL",
+        "fenced-producer-epoch",
         "A batch or marker below the producer's current epoch: a zombie write.",
         "Producer {producer_id} wrote at epoch {producer_epoch} after epoch {current_epoch}: a "
         "zombie write the leader would have rejected with INVALID_PRODUCER_EPOCH.",
@@ -184,7 +225,10 @@ _TYPES = [
         kafka_error="INVALID_PRODUCER_EPOCH",
     ),
     FindingType(
-        "COORDINATOR_FENCED", 13, "ERROR", "coordinator-fenced",
+        "COORDINATOR_FENCED",
+        13,
+        "ERROR",
+        "coordinator-fenced",
         "A transaction marker from an older coordinator epoch.",
         "{control_type} marker of producer {producer_id} carries coordinator epoch "
         "{coordinator_epoch}, below the {coordinator_epoch_seen} of an earlier marker.",
@@ -193,14 +237,20 @@ _TYPES = [
         kafka_error="TRANSACTION_COORDINATOR_FENCED",
     ),
     FindingType(
-        "INVALID_TXN_STATE", 14, "CRITICAL", "invalid-txn-state",
+        "INVALID_TXN_STATE",
+        14,
+        "CRITICAL",
+        "invalid-txn-state",
         "A non-transactional batch while the producer's transaction is open.",
         "Producer {producer_id} wrote a non-transactional batch while its transaction opened at "
         "offset {previous_offset} was still open.",
         kafka_error="INVALID_TXN_STATE",
     ),
     FindingType(
-        "HANGING_TRANSACTION", 15, "ERROR", "hanging-transaction",
+        "HANGING_TRANSACTION",
+        15,
+        "ERROR",
+        "hanging-transaction",
         "A transaction still open at the end of the log and older than the transaction timeout "
         "plus the broker's grace: it pins the last stable offset.",
         "Producer {producer_id} (epoch {producer_epoch}) has a transaction open since offset "
@@ -210,7 +260,10 @@ _TYPES = [
         evidence=("age_ms", "first_offset", "age_measured_at"),
     ),
     FindingType(
-        "ACKED_WRITE_LOST", 16, "CRITICAL", "acked-write-lost",
+        "ACKED_WRITE_LOST",
+        16,
+        "CRITICAL",
+        "acked-write-lost",
         "A send acknowledged at an offset inside the exported log is not in the log.",
         "Producer {producer_id} epoch {producer_epoch} was acknowledged sequence {base_sequence} "
         "at offset {base_offset} on {acknowledged_at}, but the log (offsets {log_start_offset} to "
@@ -220,7 +273,10 @@ _TYPES = [
         evidence=("acknowledged_at", "log_start_offset", "log_end_offset"),
     ),
     FindingType(
-        "ACKED_OFFSET_MISMATCH", 17, "CRITICAL", "acked-offset-mismatch",
+        "ACKED_OFFSET_MISMATCH",
+        17,
+        "CRITICAL",
+        "acked-offset-mismatch",
         "The log holds the acknowledged batch at another offset than the one acknowledged.",
         "Producer {producer_id} epoch {producer_epoch} sequence {base_sequence} was acknowledged "
         "at offset {base_offset} on {acknowledged_at}, but the log holds that batch at offset "
@@ -229,18 +285,27 @@ _TYPES = [
         evidence=("acknowledged_at", "log_batches"),
     ),
     FindingType(
-        "CLIENT_SEQUENCE_ERROR", 18, "CRITICAL", "client-sequence-error",
+        "CLIENT_SEQUENCE_ERROR",
+        18,
+        "CRITICAL",
+        "client-sequence-error",
         "A send failed with a sequence error the log does not explain.",
         "{kafka_error} for {topic}-{partition}, producer {producer_id} epoch {producer_epoch} "
         "sequence {base_sequence} at {event_time}{explanation}",
     ),
     FindingType(
-        "LIST_OFFSETS_REGRESSION", 19, "CRITICAL", "list-offsets-regression",
+        "LIST_OFFSETS_REGRESSION",
+        19,
+        "CRITICAL",
+        "list-offsets-regression",
         "An observed offset went below an earlier one.",
         "{text}",
     ),
     FindingType(
-        "ACKED_DATA_MISSING_FROM_LOG", 20, "CRITICAL", "acked-data-missing-from-log",
+        "ACKED_DATA_MISSING_FROM_LOG",
+        20,
+        "CRITICAL",
+        "acked-data-missing-from-log",
         "A latest offset observed before the export is above the exported log's end.",
         "{text}",
     ),
@@ -259,21 +324,6 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 def sentence(template: str, *cols: Column) -> Column:
     """A readable sentence from a printf template; nulls print as 'none'."""
     return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("none")) for c in cols])
-
-
-def fill_template(template: str, values: dict[str, Column]) -> Column:
-    """Fill a `{name}` template from columns; nulls print as 'none'.
-
-    Raises:
-        KeyError: when the template names a value that is not given.
-    """
-    names = _PLACEHOLDER.findall(template)
-    fmt = _PLACEHOLDER.sub("%s", template.replace("%", "%%"))
-    if not names:
-        return F.lit(template)
-    return F.format_string(
-        fmt, *[F.coalesce(values[n].cast("string"), F.lit("none")) for n in names]
-    )
 
 
 def severity_of(finding_type: str, config: AuditConfig, cause: Column | None) -> Column:
@@ -309,27 +359,144 @@ def finding_struct(
         The struct; `detail`, `spec_ref`, `severity`, `finding_id` and `evidence` are filled in.
     """
     kind = REGISTRY[finding_type]
-    cause = values.get("cause")
-    filled = dict(values)
-    filled["finding_type"] = F.lit(finding_type)
-    filled["run_id"] = F.lit(run_id)
-    filled["spec_ref"] = F.lit(kind.spec_ref)
-    filled["severity"] = severity if severity is not None else severity_of(
-        finding_type, config, cause
-    )
-    if "kafka_error" not in filled and kind.kafka_error is not None:
-        filled["kafka_error"] = F.lit(kind.kafka_error)
-    filled["detail"] = fill_template(kind.detail, filled)
-    filled["finding_id"] = F.sha2(
-        F.concat_ws("|", F.lit(finding_type), *[c.cast("string") for c in identity]), 256
-    ).substr(1, 32)
-    if "evidence" not in filled and kind.evidence:
-        filled["evidence"] = F.map_filter(
-            F.create_map(
-                *[x for k in kind.evidence for x in (F.lit(k), filled[k].cast("string"))]
-            ),
-            lambda _k, v: v.isNotNull(),
+    return _build(
+        F.lit(kind.code), [kind], config, run_id,
+        identity=identity, values=values, severity=severity,
+    )  # fmt: skip
+
+
+def coded_finding_struct(
+    code: Column,
+    finding_types: Sequence[str],
+    config: AuditConfig,
+    run_id: str,
+    *,
+    identity: list[Column],
+    values: dict[str, Column],
+    type_values: Callable[[FindingType], dict[str, Column]],
+) -> Column:
+    """`finding_struct` for rows whose type is a code column (the replay kernel's findings).
+
+    Args:
+        code: the finding type's code (`FindingType.code`).
+        finding_types: the names the code may take.
+        config: the run configuration (severities).
+        run_id: the run id.
+        identity: hashed into finding_id together with the type.
+        values: findings columns by name, common to every type.
+        type_values: the values one type's detail template and evidence name beyond `values`
+            (the kernel's positional facts, named).
+    """
+    return _build(
+        code, [REGISTRY[n] for n in finding_types], config, run_id,
+        identity=identity, values=values, type_values=type_values,
+    )  # fmt: skip
+
+
+def _sql_literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (list, tuple)):
+        return (
+            f"array({', '.join(_sql_literal(v) for v in value)})"
+            if value
+            else ("CAST(array() AS ARRAY<STRING>)")
         )
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _lookup(code: Column, table: dict[int, object]) -> Column:
+    """`table[code]`, as one SQL map literal: one expression whatever the number of types."""
+    if not table:
+        return F.lit(None)
+    entries = ", ".join(f"{k}, {_sql_literal(v)}" for k, v in table.items())
+    return F.try_element_at(F.expr(f"map({entries})"), code)
+
+
+def _build(
+    code: Column,
+    kinds: list[FindingType],
+    config: AuditConfig,
+    run_id: str,
+    *,
+    identity: list[Column],
+    values: dict[str, Column],
+    severity: Column | None = None,
+    type_values: Callable[[FindingType], dict[str, Column]] | None = None,
+) -> Column:
+    """The one finding builder: a FINDINGS struct whose type is `kinds[code]`.
+
+    What differs by type (name, severity, spec_ref, detail template, evidence keys) is looked up
+    by code in literal tables, and the values the templates and evidence name are shared, so the
+    expression stays small however many types one struct covers.
+    """
+    filled = dict(values)
+    filled["run_id"] = F.lit(run_id)
+    filled["finding_type"] = _lookup(code, {k.code: k.name for k in kinds})
+    filled["spec_ref"] = _lookup(code, {k.code: k.spec_ref for k in kinds})
+    if severity is None:
+        levels = {k.code: config.severity.get(k.name, k.severity) for k in kinds}
+        severity = _lookup(code, levels)
+        if "cause" in values:
+            severity = F.when(values["cause"].isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(
+                severity
+            )
+    filled["severity"] = severity
+    if "kafka_error" not in values:
+        filled["kafka_error"] = _lookup(
+            code, {k.code: k.kafka_error for k in kinds if k.kafka_error is not None}
+        )
+
+    # The values the types' templates name, each given once (by name and column); a template
+    # picks its own by position (`%3$s`), so one format_string serves every type.
+    arguments: dict[tuple[str, str], Column] = {}
+    formats: dict[int, str] = {}
+    # Evidence by name; a name whose column differs between types is chosen by code.
+    evidence_columns: dict[str, dict[str, tuple[Column, list[int]]]] = {}
+    evidence_names: dict[int, list[str]] = {}
+    for kind in kinds:
+        available = {**filled, **(type_values(kind) if type_values else {})}
+        positions = []
+        for name in _PLACEHOLDER.findall(kind.detail):
+            key = (name, str(available[name]))
+            arguments.setdefault(key, available[name])
+            positions.append(f"%{list(arguments).index(key) + 1}$s")
+        pieces = iter(positions)
+        formats[kind.code] = _PLACEHOLDER.sub(
+            lambda _m, pieces=pieces: next(pieces), kind.detail.replace("%", "%%")
+        )
+        if "evidence" not in values and kind.evidence:
+            evidence_names[kind.code] = list(kind.evidence)
+            for name in kind.evidence:
+                by_column = evidence_columns.setdefault(name, {})
+                by_column.setdefault(str(available[name]), (available[name], []))[1].append(
+                    kind.code
+                )
+    strings = [F.coalesce(c.cast("string"), F.lit("none")) for c in arguments.values()]
+    filled["detail"] = F.printf(_lookup(code, formats), *strings)
+    if evidence_names:
+        entries = []
+        for name, by_column in evidence_columns.items():
+            value = F.lit(None)
+            for column, codes in by_column.values():
+                value = (
+                    column
+                    if len(by_column) == 1
+                    else F.when(code.isin(*codes), column).otherwise(value)
+                )
+            entries += [F.lit(name), value.cast("string")]
+        wanted = _lookup(code, evidence_names)
+        filled["evidence"] = F.when(
+            wanted.isNotNull(),
+            F.map_filter(
+                F.create_map(*entries),
+                lambda k, v: v.isNotNull() & F.array_contains(wanted, k),
+            ),
+        )
+    filled["finding_id"] = F.sha2(
+        F.concat_ws("|", filled["finding_type"], *[c.cast("string") for c in identity]), 256
+    ).substr(1, 32)
     return F.struct(
         *[
             (filled[f.name] if f.name in filled else F.lit(None)).cast(f.dataType).alias(f.name)

@@ -578,7 +578,7 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
         e.last_data_epoch = epoch
         e.last_data_sequence = rows.last_sequence[i]
         e.last_data_offset = rows.base_offset[i]
-        e.last_data_coverage_end = rows.last_offset[i] + 1 if audited else rows.coverage_end[i]
+        e.last_data_coverage_end = rows.last_offset[i] + 1 if audited else rows.value[i]
         e.corrupt_claim = False
     if is_marker:
         if e.txn_open and audited:

@@ -20,7 +20,7 @@ class RowKind(IntEnum):
     LOG_START_CHECKPOINT = 0  # log-start-offset checkpoint value (value: the offset)
     HIGH_WATERMARK_CHECKPOINT = 1  # replication-offset checkpoint value (value: the offset)
     ACK = 2  # a successful client acknowledgement (value: its time, epoch ms)
-    SEED_BATCH = 3  # a cached batch of seeded producer state (coverage_end: the state's offset)
+    SEED_BATCH = 3  # a cached batch of seeded producer state (value: the state's offset)
     SEED_STATE = 4  # the seeded entry itself (value: its open transaction's first offset)
     # -- the log, by offset; at one offset in this order --
     LEADER_EPOCH_ENTRY = 5  # leader-epoch checkpoint entry (value: the epoch)
@@ -47,9 +47,9 @@ class ControlType(IntEnum):
     OPEN = 4
 
 
-# The columns the kernel receives, in this order. Integers are int64 (nulls become NULL in the
-# kernel), flags boolean. `topic`, `source` and `replica` are strings the kernel never reads: the
-# few emitted rows pick them up by row index.
+# The replay rows as the engine builds them: one readable field per value. Integers are int64
+# here (nulls become NULL in the kernel), flags boolean. `topic`, `source` and `replica` are
+# strings the kernel never reads: the few emitted rows pick them up by row index.
 REPLAY_SCHEMA = T.StructType(
     [
         T.StructField("topic", T.StringType(), True),
@@ -70,8 +70,9 @@ REPLAY_SCHEMA = T.StructType(
         T.StructField("magic", T.LongType(), True),
         T.StructField("timestamp", T.LongType(), True),
         T.StructField("crc_valid", T.BooleanType(), True),
+        # Per kind: a checkpoint's offset, an acknowledgement's time, a seeded entry's open
+        # transaction, a leader-epoch entry's epoch, a seeded batch's state offset.
         T.StructField("value", T.LongType(), True),
-        T.StructField("coverage_end", T.LongType(), True),
         T.StructField("source", T.StringType(), True),
         T.StructField("replica", T.StringType(), True),
         # Quarantined rows ride along only to be written to quarantine (never replayed).
@@ -79,12 +80,56 @@ REPLAY_SCHEMA = T.StructType(
         T.StructField("raw", T.StringType(), True),
     ]
 )
+
+# ------------------------------------------------------------------------------------------------
+# The wire: the replay rows as they cross from the JVM to Python
+# ------------------------------------------------------------------------------------------------
+# Spark's Arrow writer costs about the same per field whatever its width (measured: 12 int64
+# fields take as long as 12 int32 ones, and 24 take more than twice as long), so what crosses is
+# as few fields as the values allow: the flags and small codes of a row in one `header`, and the
+# int32 values in pairs, one per half of an int64. Every paired value is int32 by contract
+# (schemas.py types them IntegerType), so a half holds it exactly; a null is a bit in the header.
+# `engine.wire_rows` (Spark) and `runner.unpack` (NumPy) are the only code that knows this
+# layout; tests/spark/test_wire.py checks that they agree.
+KIND_SHIFT = 56  # the kind in the header's top bits: ordering by header orders by kind first
+CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK = 0, 0b111
+MAGIC_SHIFT, MAGIC_MASK = 3, 0b11
+TRANSACTIONAL_BIT = 1 << 5
+CONTROL_BIT = 1 << 6
+# The CRC verdict: 0 not checked (null), 1 failed, 2 valid.
+CRC_SHIFT, CRC_MASK = 7, 0b11
+# One "is null" bit per value that travels in the header or in a pair.
+NULL_BITS = {
+    name: 1 << (9 + k)
+    for k, name in enumerate(
+        ("control_type", "magic", "producer_epoch", "coordinator_epoch", "base_sequence",
+         "last_sequence", "leader_epoch", "record_count")
+    )
+}  # fmt: skip
+# The int32 pairs: (wire field, value in the high half, value in the low half).
+PAIRS = (
+    ("epochs", "producer_epoch", "coordinator_epoch"),
+    ("sequences", "base_sequence", "last_sequence"),
+    ("counts", "leader_epoch", "record_count"),
+)
+# Fields that cross as they are.
+PLAIN_FIELDS = (
+    "topic", "partition", "base_offset", "last_offset", "producer_id", "timestamp", "value",
+    "source", "replica", "quarantine_reason", "raw",
+)  # fmt: skip
+WIRE_SCHEMA = T.StructType(
+    [T.StructField("header", T.LongType(), False)]
+    + [T.StructField(name, T.LongType(), False) for name, _, _ in PAIRS]
+    + [T.StructField(name, REPLAY_SCHEMA[name].dataType, True) for name in PLAIN_FIELDS]
+)
+
 # Sorted within (topic, partition): preamble kinds first, then the log by offset. `order_kind`
 # is the kind in the preamble and LEADER_EPOCH_ENTRY for the whole log, so log rows sort by
-# offset first and by kind second. Ties of identical offsets are broken on every other field, so
-# the replay (and every finding id) is independent of the input order.
+# offset first and by kind second. Ties of identical offsets are broken on every other field,
+# nulls first (docs/replay_semantics.md#scope), so the replay (and every finding id) is
+# independent of the input order. The sort reads packed values through `engine.sort_key`.
 REPLAY_ORDER = [
-    "topic", "partition", "order_kind", "base_offset", "kind", "replica_rank", "last_offset",
+    "topic", "partition", "order_kind", "base_offset", "kind", "replica", "last_offset",
     "producer_id", "producer_epoch", "base_sequence", "is_control", "is_transactional",
     "control_type", "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic",
     "crc_valid", "source",

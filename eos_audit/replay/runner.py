@@ -20,8 +20,10 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.replay import kernel
+from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import RowKind
 from eos_audit.replay.state import (
     ACK,
@@ -36,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 class Rows(NamedTuple):
-    """The kernel's input: one NumPy column per field of `rows.REPLAY_SCHEMA` it reads."""
+    """The kernel's input: one NumPy column per field of `rows.REPLAY_SCHEMA` it reads, unpacked."""
 
     tp_start: np.ndarray  # the first row of a (topic, partition)
     kind: np.ndarray
@@ -57,7 +59,6 @@ class Rows(NamedTuple):
     timestamp: np.ndarray
     crc_valid: np.ndarray  # 1 valid, 0 failed, -1 not checked
     value: np.ndarray
-    coverage_end: np.ndarray
     is_compacted: np.ndarray
     is_coordinator_topic: np.ndarray
 
@@ -155,6 +156,7 @@ OUTPUT_ARROW = pa.schema(
         ),
     ]
 )
+WIRE_ARROW = to_arrow_schema(wire.WIRE_SCHEMA)
 _STRUCT_COLUMNS = ("finding", "transaction", "session", "partition_stats", "state", "quarantine")
 _RECORD_OF_OUTPUT = {
     "findings": "finding",
@@ -173,8 +175,63 @@ def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     return batch.column(name).fill_null(NULL).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _bool_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
-    return batch.column(name).fill_null(False).to_numpy(zero_copy_only=False).astype(np.bool_)
+def _header_value(header: np.ndarray, name: str, shift: int, mask: int) -> np.ndarray:
+    """A small code packed in the header, NULL where its null bit is set."""
+    return np.where(header & wire.NULL_BITS[name], NULL, (header >> shift) & mask)
+
+
+def unpack_pairs(batch: pa.RecordBatch, header: np.ndarray) -> dict[str, np.ndarray]:
+    """The int32 values paired in the wire's int64 fields (`rows.PAIRS`), NULL where null."""
+    out = {}
+    for field, high, low in wire.PAIRS:
+        packed = _int_column(batch, field)
+        # The high half by an arithmetic shift; the low half sign-extended from 32 bits.
+        values = {high: packed >> 32, low: ((packed & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000}
+        for name, value in values.items():
+            out[name] = np.where(header & wire.NULL_BITS[name], NULL, value)
+    return out
+
+
+def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Replay rows in `REPLAY_SCHEMA` as the wire carries them, in NumPy.
+
+    What `engine.wire_rows` does in Spark, for driving the replay without Spark (the kernel's
+    tests, debugging).
+    """
+
+    def ints(name: str) -> tuple[np.ndarray, np.ndarray]:
+        column = batch.column(name)
+        return column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), (
+            column.is_null().to_numpy(zero_copy_only=False)
+        )
+
+    def flag(name: str) -> np.ndarray:
+        return batch.column(name).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+    kind, _ = ints("kind")
+    header = kind << wire.KIND_SHIFT
+    for name, shift, mask in (
+        ("control_type", wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
+        ("magic", wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+    ):
+        value, null = ints(name)
+        header |= ((value & mask) << shift) | np.where(null, wire.NULL_BITS[name], 0)
+    header |= np.where(flag("is_transactional"), wire.TRANSACTIONAL_BIT, 0)
+    header |= np.where(flag("is_control"), wire.CONTROL_BIT, 0)
+    crc = batch.column("crc_valid")
+    crc_code = np.where(crc.is_null().to_numpy(zero_copy_only=False), 0,
+                        np.where(flag("crc_valid"), 2, 1))  # fmt: skip
+    header |= crc_code << wire.CRC_SHIFT
+    arrays = {"header": pa.array(header, pa.int64())}
+    for field, high, low in wire.PAIRS:
+        (high_value, high_null), (low_value, low_null) = ints(high), ints(low)
+        header |= np.where(high_null, wire.NULL_BITS[high], 0)
+        header |= np.where(low_null, wire.NULL_BITS[low], 0)
+        arrays[field] = pa.array((high_value << 32) | (low_value & 0xFFFFFFFF), pa.int64())
+    arrays["header"] = pa.array(header, pa.int64())
+    for name in wire.PLAIN_FIELDS:
+        arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in WIRE_ARROW], schema=WIRE_ARROW)
 
 
 def _topic_flags(topics: pa.Array, regex: str | None) -> np.ndarray:
@@ -215,8 +272,11 @@ class _Replayer:
         self.previous_topic: str | None = None
         self.previous_partition: int | None = None
         self.previous_compacted = False
+        # The control type of each row of the batch being replayed (findings name it).
+        self.control_types = np.zeros(0, dtype=np.int64)
 
     def rows_of(self, batch: pa.RecordBatch) -> Rows:
+        """The kernel's NumPy columns of one Arrow batch in the wire layout (`rows.WIRE_SCHEMA`)."""
         topics = batch.column("topic")
         partitions = _int_column(batch, "partition")
         tp_start = np.ones(batch.num_rows, dtype=np.bool_)
@@ -229,31 +289,25 @@ class _Replayer:
                 topics[0].as_py() == self.previous_topic
                 and int(partitions[0]) == self.previous_partition
             )
-        crc = batch.column("crc_valid")
-        crc_valid = np.where(
-            crc.is_null().to_numpy(zero_copy_only=False),
-            -1,
-            crc.fill_null(True).to_numpy(zero_copy_only=False).astype(np.int64),
-        )
-        ints = {
-            name: _int_column(batch, name)
-            for name in (
-                "kind", "base_offset", "last_offset", "producer_id", "producer_epoch",
-                "base_sequence", "last_sequence", "record_count", "control_type",
-                "coordinator_epoch", "leader_epoch", "magic", "timestamp", "value",
-                "coverage_end",
-            )
-        }  # fmt: skip
+        header = _int_column(batch, "header")
+        paired = unpack_pairs(batch, header)
         return Rows(
             tp_start=tp_start,
+            kind=header >> wire.KIND_SHIFT,
             partition=partitions,
-            is_transactional=_bool_column(batch, "is_transactional"),
-            is_control=_bool_column(batch, "is_control"),
-            crc_valid=crc_valid.astype(np.int64),
+            is_transactional=(header & wire.TRANSACTIONAL_BIT) != 0,
+            is_control=(header & wire.CONTROL_BIT) != 0,
+            control_type=_header_value(header, "control_type", wire.CONTROL_TYPE_SHIFT,
+                                       wire.CONTROL_TYPE_MASK),
+            magic=_header_value(header, "magic", wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+            # -1 not checked, 0 failed, 1 valid
+            crc_valid=((header >> wire.CRC_SHIFT) & wire.CRC_MASK) - 1,
             is_compacted=_topic_flags(topics, self.settings.compacted_regex),
             is_coordinator_topic=_topic_flags(topics, self.settings.coordinator_regex),
-            **ints,
-        )
+            **{name: _int_column(batch, name) for name in (
+                "base_offset", "last_offset", "producer_id", "timestamp", "value")},
+            **paired,
+        )  # fmt: skip
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch = None
@@ -267,6 +321,7 @@ class _Replayer:
                 if batch.num_rows == 0:
                     continue
             rows = self.rows_of(batch)
+            self.control_types = rows.control_type
             self.remember_ack_sources(batch, rows)
             start = 0
             while start < batch.num_rows:
@@ -356,9 +411,13 @@ class _Replayer:
             if batch is not None and has_row.any():
                 take = pa.array(np.where(has_row, rows, 0))
                 mask = pa.array(~has_row)
-                for column in ("source", "replica", "control_type"):
+                for column in ("source", "replica"):
                     picked = batch.column(column).take(take)
                     columns[column] = pc.if_else(mask, pa.nulls(n, picked.type), picked)
+                control_types = self.control_types[np.where(has_row, rows, 0)]
+                columns["control_type"] = pa.array(
+                    control_types, type=pa.int64(), mask=~has_row | (control_types == NULL)
+                )
             ack_ordinals = np.asarray(events["ack_ordinal"])
             if (ack_ordinals != NULL).any():
                 from_acks = pa.array(
@@ -392,9 +451,9 @@ class _Replayer:
 
     def quarantine(self, rejected: pa.RecordBatch) -> pa.RecordBatch:
         """Rejected batches of the audited or another replica go to quarantine as they are."""
-        kinds = rejected.column("kind")
-        is_batch = pc.is_in(kinds, pa.array([int(RowKind.AUDITED), int(RowKind.REPLICA)]))
-        rejected = rejected.filter(is_batch)
+        kinds = _int_column(rejected, "header") >> wire.KIND_SHIFT
+        is_batch = (kinds == RowKind.AUDITED) | (kinds == RowKind.REPLICA)
+        rejected = rejected.filter(pa.array(is_batch))
         n = rejected.num_rows
         columns = {
             "record": pa.array(["quarantine"] * n, type=pa.string()),

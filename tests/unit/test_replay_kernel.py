@@ -14,7 +14,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import BY_CODE, Cause, KafkaError
 from eos_audit.replay.rows import REPLAY_SCHEMA, ControlType, RowKind
-from eos_audit.replay.runner import ReplaySettings, _Replayer, uncompiled_kernel
+from eos_audit.replay.runner import ReplaySettings, _Replayer, pack, uncompiled_kernel
 from eos_audit.replay.state import DUPLICATE_LOOKBACK
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
@@ -67,7 +67,7 @@ def replay(rows: list[dict], *, batch_size: int | None = None, settings=SETTINGS
     """Run the uncompiled kernel; return its records by kind (findings as readable tuples)."""
     size = batch_size or max(len(rows), 1)
     batches = [
-        pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW)
+        pack(pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW))
         for i in range(0, len(rows), size)
     ]
     out: dict[str, list] = {}
@@ -225,7 +225,7 @@ def test_acknowledgement_findings_keep_the_source_of_their_acknowledgement(size)
         {**data(1, 0), "partition": 1},
     ]
     batches = [
-        pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW)
+        pack(pa.RecordBatch.from_pylist(rows[i : i + size], schema=ARROW))
         for i in range(0, len(rows), size)
     ]
     found = {

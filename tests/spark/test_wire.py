@@ -1,0 +1,123 @@
+"""The wire layout: what Spark packs (`engine.wire_rows`) the runner unpacks to the same values.
+
+Every value a replay row carries, nulls and the extremes of each type included, must reach the
+kernel unchanged: the packing in Spark, the NumPy packing the kernel tests use, and the unpacking
+in the runner are three pieces of code that must agree on one layout.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from eos_audit import engine
+from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, RowKind
+from eos_audit.replay.runner import ReplaySettings, Rows, _Replayer, pack
+from eos_audit.replay.state import NULL
+
+ARROW = to_arrow_schema(REPLAY_SCHEMA)
+INT32 = st.one_of(st.none(), st.sampled_from([-(2**31), -1, 0, 1, 2**31 - 1]),
+                  st.integers(-(2**31), 2**31 - 1))  # fmt: skip
+INT64 = st.one_of(st.none(), st.sampled_from([-(2**63) + 1, -1, 0, 2**63 - 1]),
+                  st.integers(-(2**63) + 1, 2**63 - 1))  # fmt: skip
+FLAG = st.one_of(st.none(), st.booleans())
+ROW = st.fixed_dictionaries(
+    {
+        "topic": st.sampled_from(["t", "orders", "__consumer_offsets"]),
+        "partition": st.integers(0, 2**31 - 1),
+        "kind": st.sampled_from([int(k) for k in RowKind]),
+        "base_offset": INT64,
+        "last_offset": INT64,
+        "producer_id": INT64,
+        "producer_epoch": st.one_of(st.none(), st.integers(-1, 32767)),
+        "base_sequence": INT32,
+        "last_sequence": INT32,
+        "record_count": INT32,
+        "is_transactional": FLAG,
+        "is_control": FLAG,
+        "control_type": st.one_of(st.none(), st.integers(0, 4)),
+        "coordinator_epoch": INT32,
+        "leader_epoch": INT32,
+        "magic": st.one_of(st.none(), st.integers(0, 2)),
+        "timestamp": INT64,
+        "crc_valid": FLAG,
+        "value": INT64,
+        "source": st.one_of(st.none(), st.sampled_from(["", "a.log:0", "broker-2/t-0"])),
+        "replica": st.one_of(st.none(), st.sampled_from(["", "broker-1"])),
+        "quarantine_reason": st.none(),
+        "raw": st.none(),
+    }
+)
+SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
+# The kernel's columns that come from the row itself (the others are derived in the runner).
+FROM_ROW = [n for n in Rows._fields if n not in ("tp_start", "is_compacted",
+                                                  "is_coordinator_topic")]  # fmt: skip
+EXTREMES = {
+    **dict.fromkeys(ARROW.names),
+    "topic": "t", "partition": 2**31 - 1, "kind": int(RowKind.REPLICA),
+    "producer_epoch": 32767, "base_sequence": -(2**31), "last_sequence": 2**31 - 1,
+    "coordinator_epoch": -1, "leader_epoch": 2**31 - 1, "record_count": 0,
+    "control_type": 4, "magic": 2, "crc_valid": False, "is_control": True,
+    "is_transactional": True, "value": 2**63 - 1, "base_offset": -(2**63) + 1,
+}  # fmt: skip
+
+
+def expected(row: dict) -> dict:
+    """What the kernel should see: nulls as NULL, flags as booleans, the CRC as -1/0/1."""
+    out = {}
+    for name in FROM_ROW:
+        value = row[name]
+        if name in ("is_transactional", "is_control"):
+            out[name] = bool(value)
+        elif name == "crc_valid":
+            out[name] = -1 if value is None else int(value)
+        else:
+            out[name] = NULL if value is None else value
+    return out
+
+
+def unpacked(batch: pa.RecordBatch) -> list[dict]:
+    rows = _Replayer(SETTINGS).rows_of(batch)
+    return [{n: getattr(rows, n)[i].item() for n in FROM_ROW} for i in range(batch.num_rows)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ROW, min_size=1, max_size=20))
+def test_numpy_packing_round_trips(rows):
+    batch = pack(pa.RecordBatch.from_pylist(rows + [EXTREMES], schema=ARROW))
+    assert unpacked(batch) == [expected(r) for r in rows + [EXTREMES]]
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(st.lists(ROW, min_size=1, max_size=30))
+def test_spark_packing_agrees_with_numpy_packing(spark, rows):
+    rows = rows + [EXTREMES]
+    from_spark = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    from_spark = from_spark.combine_chunks().to_batches()[0]
+    assert unpacked(from_spark) == [expected(r) for r in rows]
+    from_numpy = pack(pa.RecordBatch.from_pylist(rows, schema=ARROW))
+    assert from_spark.select(from_numpy.schema.names).equals(from_numpy)
+
+
+def test_the_sort_reads_every_key_back_from_the_wire(spark):
+    rows = [
+        EXTREMES,
+        {**dict.fromkeys(ARROW.names), "topic": "t", "partition": 0, "kind": 2},
+        {**EXTREMES, "crc_valid": True, "is_control": False, "producer_epoch": -1,
+         "base_sequence": 7, "last_sequence": None, "coordinator_epoch": 2**31 - 1},
+    ]  # fmt: skip
+    wired = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA))
+    names = [n for n in REPLAY_ORDER if n != "order_kind"]
+    got = wired.select(*[engine.sort_key(n).alias(n) for n in names]).collect()
+    crc = {None: 0, False: 1, True: 2}
+    for row, read in zip(rows, got, strict=True):
+        for name in names:
+            if name in ("is_control", "is_transactional"):
+                assert bool(read[name]) == bool(row[name]), name
+            elif name == "crc_valid":
+                assert read[name] == crc[row[name]], name
+            else:
+                assert read[name] == row[name], name
