@@ -49,11 +49,24 @@ ensure_env() {
     echo "$want" > "$stamp"
 }
 
+ensure_browser() {
+    # The report's browser test (tests/integration/test_report_browser.py) needs Chromium and
+    # ChromeDriver. As root (CI) they are installed from Debian's packages; otherwise, or if that
+    # fails, the test is skipped and says how to install them.
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then return; fi
+    if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then return; fi
+    echo "run.sh: installing chromium and chromium-driver for the report's browser test" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+            --no-install-recommends chromium chromium-driver; } >/dev/null 2>&1; then
+        echo "run.sh: could not install chromium; the browser test will be skipped" >&2
+    fi
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
     demo)  check_java; ensure_env; exec .venv/bin/eos-audit demo "$@" ;;
-    test)  check_java; ensure_env; exec .venv/bin/python -m pytest "$@" ;;
+    test)  check_java; ensure_env; ensure_browser; exec .venv/bin/python -m pytest "$@" ;;
     audit) check_java; ensure_env; exec .venv/bin/eos-audit audit "$@" ;;
     bench) check_java; ensure_env; exec .venv/bin/python -m bench.run "$@" ;;
     *) die "usage: ./run.sh demo|test|audit|bench [args...]  (see README.md)" ;;

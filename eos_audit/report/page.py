@@ -35,7 +35,7 @@ th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceff2;vertical-a
 th{color:#57606a;font-weight:600}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;
-color:#fff;background:#57606a}
+color:#fff;background:#b26a00}
 .badge.SUCCEEDED{background:#2e7d32}.badge.FAILED{background:#c62828}
 .sev{font-weight:600}.sev.CRITICAL{color:#c62828}.sev.ERROR{color:#e65100}
 .sev.WARNING{color:#a07800}.sev.INFO{color:#1565c0}
@@ -234,7 +234,10 @@ def _findings_section(data: ReportData) -> str:
         el("h2", None, f"Findings by type and severity ({fmt_int(m.total)})"),
         _legend([(f"sev-{s}", s) for s in m.severities]),
         findings_chart(m),
-        _table(["type", "meaning", *m.severities, "total"], rows, {2, 3, 4, 5, 6}),
+        _details(
+            "The same as a table, with what each type means",
+            _table(["type", "meaning", *m.severities, "total"], rows, {2, 3, 4, 5, 6}),
+        ),
     )
 
 
@@ -456,11 +459,11 @@ def render_report(data: ReportData) -> str:
     sections = [
         _run_section(data),
         _findings_section(data),
-        _offenders_section(data),
         _partitions_section(data),
         _epochs_section(data),
         _transactions_section(data),
         _list_offsets_section(data),
+        _offenders_section(data),
         el(
             "section",
             {"id": "evidence"},
@@ -484,11 +487,11 @@ def render_report(data: ReportData) -> str:
             for a, t in (
                 ("run", "run"),
                 ("findings", "findings"),
-                ("offenders", "offenders"),
                 ("partitions", "partitions"),
                 ("epochs", "producer epochs"),
                 ("transactions", "transactions"),
                 ("list-offsets", "ListOffsets"),
+                ("offenders", "top offenders"),
                 ("evidence", "evidence"),
                 ("left-out", "left out"),
             )

@@ -1,4 +1,6 @@
 import ast
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -74,3 +76,42 @@ def test_run_sh_rejects_an_unknown_command():
         ["bash", str(REPO / "run.sh"), "frobnicate"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2 and "usage: ./run.sh demo|test|audit|bench" in result.stderr
+
+
+def _ensure_browser(tmp_path, uid: str, apt_exit: int):
+    """Run run.sh's ensure_browser with fake id/apt-get commands; return (stderr, apt calls)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "apt-calls"
+    (bin_dir / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit {apt_exit}\n')
+    for tool in ("id", "apt-get"):
+        (bin_dir / tool).chmod(0o755)
+    function = re.search(
+        r"^ensure_browser\(\) \{.*?^\}", (REPO / "run.sh").read_text(), re.S | re.M
+    )
+    result = subprocess.run(
+        [
+            shutil.which("bash"),
+            "-c",
+            f"set -euo pipefail\n{function.group(0)}\nensure_browser\necho done",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        # Only the fakes on PATH: no chromium, whatever the machine has.
+        env={"PATH": str(bin_dir)},
+    )
+    assert result.stdout == "done\n"
+    return result.stderr, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_run_sh_installs_the_browser_only_as_root(tmp_path):
+    stderr, calls = _ensure_browser(tmp_path, uid="1000", apt_exit=0)
+    assert (stderr, calls) == ("", [])
+
+
+def test_run_sh_tolerates_a_failed_browser_install(tmp_path):
+    stderr, calls = _ensure_browser(tmp_path, uid="0", apt_exit=100)
+    assert calls == ["update -qq"]
+    assert "could not install chromium; the browser test will be skipped" in stderr

@@ -1,0 +1,157 @@
+"""The demo's report in a real browser: headless Chromium through Selenium and ChromeDriver.
+
+Debian's `chromium` and `chromium-driver` packages (./run.sh test installs them when it runs as
+root). Without them the tests are skipped, saying what to install. The screenshot README shows
+(docs/img/report.png) is made here: UPDATE_SCREENSHOTS=1 writes it, other runs write it to a
+temporary folder only, so the working tree stays clean.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from eos_audit.report import write_report
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "docs" / "img" / "report.png"
+# Chromium on a machine without a network or a screen: no GPU, no background fetches, a fresh
+# profile, and no sandbox (CI runs as root).
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1000,1400",
+)
+CHART_SECTIONS = ("findings", "partitions", "epochs", "transactions", "list-offsets", "offenders")
+
+
+def _skip(reason: str) -> None:
+    print(f"\ntest_report_browser skipped: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium driven by ChromeDriver, or a skip saying what is missing."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _skip("selenium is not installed: pip install -c constraints.txt -e '.[dev]'")
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None)
+    driver_path = shutil.which("chromedriver")
+    if binary is None or driver_path is None:
+        _skip(
+            "no headless browser: install Debian's chromium and chromium-driver "
+            "(apt-get install chromium chromium-driver; ./run.sh test does it as root)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in FLAGS:
+        options.add_argument(flag)
+    profile = tempfile.mkdtemp(prefix="eos-chromium-")
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # The driver is given by path, so Selenium never tries to download one.
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(browser, spark, demo_run):
+    """The demo run's report, opened in the browser."""
+    _, _, warehouse, _ = demo_run
+    path = write_report(spark, warehouse, "night-1")
+    browser.get(path.as_uri())
+    return browser
+
+
+def test_it_renders_without_console_errors_or_network(page):
+    assert page.title == "eos-audit run night-1"
+    assert page.execute_script("return document.readyState") == "complete"
+    problems = [e for e in page.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert problems == []
+    # Self-contained: the page fetched nothing (no script, style, font or image).
+    assert page.execute_script("return performance.getEntriesByType('resource').length") == 0
+
+
+def test_every_chart_is_drawn_with_marks(page):
+    charts = page.execute_script(
+        """
+        return Object.fromEntries(arguments[0].map(id => [id,
+          [...document.querySelectorAll('#' + id + ' svg')].map(svg => {
+            const box = svg.getBoundingClientRect();
+            const marks = [...svg.querySelectorAll('.mark')].filter(m => {
+              const b = m.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
+            return [Math.round(box.width), Math.round(box.height), marks.length];
+          })]));
+        """,
+        list(CHART_SECTIONS),
+    )
+    counts = {section: len(svgs) for section, svgs in charts.items()}
+    assert counts == {
+        "findings": 1,
+        "partitions": 5,
+        "epochs": 5,
+        "transactions": 1,
+        "list-offsets": 1,
+        "offenders": 2,
+    }
+    for section, svgs in charts.items():
+        for width, height, _ in svgs:
+            assert width > 300 and height > 40, section
+        # Every chart but the timeline of ledger-1 (a partition without findings) has marks.
+        with_marks = [marks for _, _, marks in svgs if marks]
+        assert len(with_marks) == len(svgs) - (section == "partitions"), (section, svgs)
+
+
+def test_a_mark_leads_to_its_finding(page):
+    from selenium.webdriver.common.by import By
+
+    mark = page.find_element(By.CSS_SELECTOR, "#epochs a[href^='#f-'] .gap-bar")
+    href = page.execute_script("return arguments[0].closest('a').getAttribute('href')", mark)
+    page.execute_script("arguments[0].closest('a').dispatchEvent(new MouseEvent('click'))", mark)
+    assert page.execute_script("return location.hash") == href
+    row = page.find_element(By.CSS_SELECTOR, href)
+    assert "SEQUENCE_GAP" in page.find_element(By.ID, "t-SEQUENCE_GAP").text
+    assert "expected sequence 9" in row.text and "offset 6: the earlier batch" in row.text
+
+
+def test_screenshot(page, tmp_path):
+    page.execute_script("location.hash = ''; window.scrollTo(0, 0)")
+    height = page.execute_script("return document.documentElement.scrollHeight")
+    # The top of the report down to the producer epochs' first row: what README shows.
+    bottom = page.execute_script(
+        "return document.querySelector('#epochs figure').getBoundingClientRect().bottom + 12"
+    )
+    shot = page.execute_cdp_cmd(
+        "Page.captureScreenshot",
+        {
+            "format": "png",
+            "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": 1000, "height": min(height, bottom), "scale": 1},
+        },
+    )
+    png = base64.b64decode(shot["data"])
+    assert png.startswith(b"\x89PNG") and len(png) > 50_000
+    target = SCREENSHOT if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path / "report.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(png)
