@@ -1,57 +1,121 @@
 # Databricks notebook source
 # MAGIC %md
-# MAGIC # eos-audit nightly
-# MAGIC Audits exported Kafka record batches for exactly-once violations and writes the `findings`,
-# MAGIC `quarantine` and `audit_runs` Delta tables into a catalog schema, then shows this run's
-# MAGIC findings. Install the eos-audit wheel on the cluster or job environment (the runtime brings
-# MAGIC Spark and Delta). Parameters are the widgets below.
+# MAGIC # eos-audit
+# MAGIC Audits exported Kafka record batches for exactly-once violations, writes the Delta tables
+# MAGIC (into a catalog schema, or as paths under the warehouse) and shows the run's HTML report.
+# MAGIC The widgets are the options of `eos-audit audit` (a list is comma-separated; empty means
+# MAGIC not given), plus the catalog schema.
+# MAGIC
+# MAGIC - **Audit**: give `batches`; the run is audited, then its report is shown.
+# MAGIC - **Report only**: leave `batches` empty; the report of `run_id` (or of the latest finished
+# MAGIC   run) is shown. The bundle's job runs this after its audit task.
+# MAGIC
+# MAGIC Either way the notebook fails, like the CLI's exit code, when the run did not succeed or
+# MAGIC has findings at or above `fail_on`. Install the eos-audit wheel on the cluster (the runtime
+# MAGIC brings Spark and Delta: the tables are written through Spark).
 
 # COMMAND ----------
 
-dbutils.widgets.text("batches", "", "Record batches (paths, comma-separated)")
+dbutils.widgets.text("batches", "", "Record batches (paths; empty: report only)")
 dbutils.widgets.dropdown(
-    "batches_format", "auto", ["auto", "parquet", "json", "csv", "delta", "segments", "dump-log"],
-    "Input format",
+    "batches_format",
+    "auto",
+    ["auto", "parquet", "json", "csv", "delta", "segments", "dump-log"],
+    "Batches format",
 )
-dbutils.widgets.text("catalog_schema", "main.eos_audit", "Catalog schema for the tables")
-dbutils.widgets.text("staging", "/tmp/eos_audit", "Staging folder (a Volume path)")
-dbutils.widgets.text("run_id", "", "Run id (empty: derived from inputs and date)")
-dbutils.widgets.text("conf", "", "Configuration file (TOML, optional)")
-dbutils.widgets.dropdown("fail_on", "critical", ["critical", "error", "warning", "never"],
-                         "Fail the job on")
+dbutils.widgets.text("warehouse", "/Volumes/main/eos_audit/lake", "Warehouse (staging, reports)")
+dbutils.widgets.text("catalog_schema", "", "Catalog schema (empty: from conf, else paths)")
+dbutils.widgets.text("run_id", "", "Run id (empty: derived; report only: the latest)")
+dbutils.widgets.text("conf", "", "Configuration file (TOML)")
+dbutils.widgets.dropdown(
+    "fail_on",
+    "configuration",
+    ["configuration", "critical", "error", "warning", "never"],
+    "Fail on",
+)
+dbutils.widgets.text("producer_state", "", "Producer state (paths, or a producer_state table)")
+dbutils.widgets.dropdown("no_verify_crc", "false", ["false", "true"], "Skip CRC-32C (segments)")
+dbutils.widgets.text("list_offsets", "", "ListOffsets observations (paths)")
+dbutils.widgets.dropdown(
+    "list_offsets_format",
+    "auto",
+    ["auto", "parquet", "json", "csv", "get-offsets"],
+    "ListOffsets format",
+)
+dbutils.widgets.dropdown(
+    "list_offsets_spec",
+    "latest",
+    ["latest", "earliest", "max_timestamp"],
+    "ListOffsets spec (get-offsets text)",
+)
+dbutils.widgets.text("acks", "", "Send results (paths)")
+dbutils.widgets.dropdown("acks_format", "auto", ["auto", "parquet", "json", "csv"], "Acks format")
+dbutils.widgets.text("export_time", "", "Export time (ISO-8601)")
+dbutils.widgets.text("topic", "", "Topic (dump-log text without one)")
+dbutils.widgets.text("partition", "", "Partition (dump-log text without one)")
 
 # COMMAND ----------
 
-from eos_audit.cli import _fails
 from eos_audit.config import load_config
 from eos_audit.pipeline import AuditInputs, run_audit
+from eos_audit.report import run_overview, write_report
 
-w = dbutils.widgets.get
-config = load_config(w("conf") or None).with_overrides(
-    run={"fail_on": w("fail_on")}, output={"catalog_schema": w("catalog_schema")}
-)
-inputs = AuditInputs(
-    batches=tuple(p.strip() for p in w("batches").split(",") if p.strip()),
-    batches_format=w("batches_format"),
-)
-result = run_audit(spark, inputs, config, w("staging"), run_id=w("run_id") or None)
-print(f"run {result.run_id}: {result.status}; read {result.batches_read} = audited "
-      f"{result.batches_audited} + quarantined {result.batches_quarantined}")
+
+def value(name):
+    """A widget's value, None when empty."""
+    return dbutils.widgets.get(name).strip() or None
+
+
+def paths(name):
+    """A comma-separated widget as a tuple of paths."""
+    return tuple(p.strip() for p in (value(name) or "").split(",") if p.strip())
+
+
+overrides = {}
+if value("fail_on") != "configuration":
+    overrides["run"] = {"fail_on": value("fail_on")}
+if value("catalog_schema"):
+    overrides["output"] = {"catalog_schema": value("catalog_schema")}
+config = load_config(value("conf"))
+if overrides:
+    config = config.with_overrides(**overrides)
+warehouse = value("warehouse")
+run_id = value("run_id")
+
+if paths("batches"):
+    inputs = AuditInputs(
+        batches=paths("batches"),
+        batches_format=value("batches_format"),
+        producer_state=paths("producer_state"),
+        verify_crc=value("no_verify_crc") != "true",
+        dump_topic=value("topic"),
+        dump_partition=int(value("partition")) if value("partition") else None,
+        list_offsets=paths("list_offsets"),
+        list_offsets_format=value("list_offsets_format"),
+        list_offsets_spec=value("list_offsets_spec"),
+        export_time=value("export_time"),
+        acks=paths("acks"),
+        acks_format=value("acks_format"),
+    )
+    result = run_audit(spark, inputs, config, warehouse, run_id=run_id)
+    run_id = result.run_id
+    print(
+        f"run {result.run_id}: {result.status}; read {result.batches_read} = audited "
+        f"{result.batches_audited} + quarantined {result.batches_quarantined}"
+    )
 
 # COMMAND ----------
 
-from pyspark.sql import functions as F
-
-from eos_audit.sources.files import read_delta
-
-display(
-    read_delta(spark, result.tables["findings"])
-    .where(F.col("run_id") == result.run_id)
-    .orderBy("severity", "topic", "partition", "base_offset")
-)
+run = run_overview(spark, warehouse, run_id, catalog_schema=config.output.catalog_schema)
+report = write_report(spark, warehouse, run.run_id, catalog_schema=config.output.catalog_schema)
+print(f"report of run {run.run_id}: {report}")
+try:
+    displayHTML(report.read_text(encoding="utf-8"))
+except NameError:  # not on Databricks: the path above is the report
+    pass
 
 # COMMAND ----------
 
-if _fails(result.findings_by_severity, config.run.fail_on):
-    raise Exception(f"eos-audit found violations at or above {config.run.fail_on}: "
-                    f"{result.findings_by_severity}")
+failure = run.failure(config.run.fail_on)
+if failure:
+    raise Exception(f"eos-audit run {run.run_id}: {failure}")

@@ -70,6 +70,27 @@ class RunOverview:
         """Findings of every severity, as recorded."""
         return sum(self.findings_by_severity.values())
 
+    def failure(self, fail_on: str) -> str | None:
+        """Why this run fails a scheduled job at `fail_on`, or None when it passes.
+
+        The same rule as the CLI's exit code: a run that did not succeed (failed, still running,
+        audited nothing, quarantined too much) fails whatever the threshold; otherwise a finding
+        at or above `fail_on` (critical, error, warning; never: none) fails it.
+
+        Args:
+            fail_on: the threshold, as `--fail-on` takes it.
+        """
+        if self.status != "SUCCEEDED":
+            return f"status {self.status}" + (f": {self.error}" if self.error else "")
+        if fail_on == "never":
+            return None
+        levels = SEVERITY_ORDER[: SEVERITY_ORDER.index(fail_on.upper()) + 1]
+        found = {s: self.findings_by_severity.get(s, 0) for s in levels}
+        if not any(found.values()):
+            return None
+        counts = ", ".join(f"{n} {s}" for s, n in found.items() if n)
+        return f"findings at or above {fail_on}: {counts}"
+
 
 def query_overview(tables: RunTables, limits: ReportLimits) -> dict[str, Any]:
     """The few rows behind the overview: the run record and four aggregates.

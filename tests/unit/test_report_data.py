@@ -646,3 +646,17 @@ def test_left_out_says_what_the_report_does_not_show():
         "ledger-0: 3 findings not drawn on its timeline",
         "producer epochs: 30 of 30 with findings not drawn (violated and most findings first)",
     ]
+
+
+def test_a_run_fails_the_job_like_the_cli_exit_code():
+    o = build_overview(_overview_raw(), "night-1")  # 2 CRITICAL, 1 INFO
+    assert o.failure("critical") == "findings at or above critical: 2 CRITICAL"
+    assert o.failure("warning") == "findings at or above warning: 2 CRITICAL"
+    assert o.failure("never") is None
+    info_only = build_overview(_overview_raw(findings_critical=0), "night-1")
+    assert info_only.failure("warning") is None
+    quarantined = build_overview(
+        _overview_raw(status="QUARANTINE_EXCEEDED", error="quarantined 1 of 10"), "night-1"
+    )
+    assert quarantined.failure("never") == "status QUARANTINE_EXCEEDED: quarantined 1 of 10"
+    assert build_overview(_overview_raw(status="FAILED"), "x").failure("never") == "status FAILED"
