@@ -1,6 +1,7 @@
 """The report of the demo's audit: what it reads from the tables, and the file it writes."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -9,8 +10,10 @@ from eos_audit.report import ReportLimits, build, report_path, write_report
 from eos_audit.report.data import left_out
 from eos_audit.report.partitions import query_partition_timelines
 from eos_audit.report.tables import TableLocation, resolve_run_id, run_tables
+from tests.integration.test_readme_queries import run_query
 
 pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +171,28 @@ def test_report_path_is_local():
     )
     with pytest.raises(ConfigError, match=re.escape("cannot write the report under s3://b/wh")):
         report_path("s3://b/wh", "r")
+
+
+def _databricks_queries() -> list[str]:
+    text = (REPO / "docs" / "databricks.md").read_text()
+    section = text.split("## Queries in Databricks SQL", 1)[1]
+    return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+
+
+def test_the_databricks_sql_queries_answer_on_the_demo(spark, demo_run):
+    _, _, warehouse, _ = demo_run
+    queries = _databricks_queries()
+    assert len(queries) == 5
+    latest, by_type, nights, producers, broken = (run_query(spark, warehouse, q) for q in queries)
+    assert [r["run_id"] for r in latest] == ["night-1"]
+    assert sum(r["findings"] for r in by_type) == 9
+    assert [(r["runs"], r["critical"]) for r in nights] == [(1, 5)]
+    assert {r["producer_id"]: r["violated_epochs"] for r in producers} == {
+        2001: 2,
+        1001: 1,
+        1002: 1,
+    }
+    assert [(r["finding_type"], r["previous_offset"], r["epoch_first_offset"]) for r in broken] == [
+        ("DUPLICATE_BATCH", 12, 0),
+        ("SEQUENCE_GAP", 6, 0),
+    ]
