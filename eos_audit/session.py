@@ -37,6 +37,13 @@ def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSe
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    if os.environ.get("PYSPARK_GATEWAY_PORT") and master is None:
+        # Started by spark-submit: its JVM is up with --master, --conf and spark-defaults.conf
+        # applied; a master or local default set here would silently override them (the job
+        # would run in local mode on the driver instead of on the cluster).
+        spark = SparkSession.builder.getOrCreate()
+        log.info("Spark %s from spark-submit (%s)", spark.version, spark.sparkContext.master)
+        return spark
     # Spark's Python workers must run this interpreter, or they import another environment.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
