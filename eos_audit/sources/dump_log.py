@@ -35,6 +35,7 @@ from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.sources.arrow_text import parse_int
 from eos_audit.sources.segments import (
     ARROW_SCHEMA,
     SOURCE_ERROR_COL,
@@ -155,9 +156,63 @@ def _take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
 
 
 def _int(strings: pa.Array, typ: pa.DataType | None = None) -> pa.Array:
-    """Strings of digits to integers; empty (optional group absent) and 'null' become null."""
-    ok = pc.match_substring_regex(strings, r"^-?\d+$")
-    return pc.cast(pc.if_else(ok, strings, pa.scalar(None, pa.string())), typ or pa.int64())
+    """Strings of digits to integers, never raising.
+
+    Empty (an optional group absent), 'null' and numbers that do not fit the type become null;
+    `_Numbers` also reports the latter.
+    """
+    return parse_int(strings, typ)[0]
+
+
+# The tool's names of the numeric groups, for the message of a number out of its field's range.
+_FIELD_NAMES = {
+    "base": "baseOffset",
+    "last": "lastOffset",
+    "count": "count",
+    "bseq": "baseSequence",
+    "lseq": "lastSequence",
+    "pid": "producerId",
+    "pepoch": "producerEpoch",
+    "ple": "partitionLeaderEpoch",
+    "magic": "magic",
+    "ts": "timestamp",
+    "off": "offset",
+    "pos": "position",
+    "seq": "sequence",
+    "cepoch": "coordinatorEpoch",
+}
+
+
+class _Numbers:
+    """The numeric fields of matched lines, remembering which held a number beyond its type."""
+
+    def __init__(self, match: pa.StructArray):
+        self.match = match
+        self.bad: list[tuple[str, pa.Array]] = []
+
+    def get(self, group: str, typ: pa.DataType | None = None) -> pa.Array:
+        values, bad = parse_int(pc.struct_field(self.match, group), typ)
+        self.add(group, bad)
+        return values
+
+    def add(self, group: str, bad: pa.Array) -> None:
+        self.bad.append((_FIELD_NAMES.get(group, group), bad))
+
+    def any_bad(self) -> np.ndarray:
+        out = np.zeros(len(self.match), dtype=bool)
+        for _, bad in self.bad:
+            out |= _np(bad, False).astype(bool)
+        return out
+
+    def error(self) -> pa.Array:
+        """Per line: null, or which fields hold a number out of their range (line quarantined)."""
+        masks = [(name, _np(bad, False).astype(bool)) for name, bad in self.bad]
+        messages: list[str | None] = [None] * len(self.match)
+        # Rare (a damaged line): a Python loop over the bad lines only.
+        for i in np.flatnonzero(self.any_bad()).tolist():
+            fields = ", ".join(name for name, mask in masks if mask[i])
+            messages[i] = f"number out of range for its field: {fields}"
+        return pa.array(messages, pa.string())
 
 
 def _bool(strings: pa.Array) -> pa.Array:
@@ -190,8 +245,8 @@ def _split_lines(data: bytes) -> pa.Array:
     return pc.utf8_rtrim(arr, characters="\r")
 
 
-def _control_fields(ctl: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """(control_type, coordinator_epoch) from the control part of record lines."""
+def _control_fields(ctl: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """(control_type, coordinator_epoch, epoch out of range) from record lines' control part."""
     d = pc.extract_regex(ctl, CONTROL_DETAIL)
     marker = pc.struct_field(d, "marker")
     cid = pc.struct_field(d, "cid")
@@ -207,8 +262,9 @@ def _control_fields(ctl: pa.Array) -> tuple[pa.Array, pa.Array]:
     )
     has_marker = pc.fill_null(pc.match_substring_regex(marker, r"^(COMMIT|ABORT)$"), False)
     ctype = pc.if_else(has_marker, marker, unknown)
-    cepoch = pc.if_else(has_marker, _int(pc.struct_field(d, "cepoch"), pa.int32()), None)
-    return ctype, pc.cast(cepoch, pa.int32())
+    epoch, epoch_bad = parse_int(pc.struct_field(d, "cepoch"), pa.int32())
+    cepoch = pc.if_else(has_marker, epoch, None)
+    return ctype, pc.cast(cepoch, pa.int32()), pc.and_(has_marker, epoch_bad)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -419,7 +475,8 @@ def _with_partition(
     )
     b = b.set_column(0, "topic", t)
     b = b.set_column(1, "partition", pc.cast(p, pa.int32()))
-    return b.set_column(len(ARROW_SCHEMA) - 1, SOURCE_ERROR_COL, err)
+    earlier = b.column(len(ARROW_SCHEMA) - 1)
+    return b.set_column(len(ARROW_SCHEMA) - 1, SOURCE_ERROR_COL, pc.coalesce(earlier, err))
 
 
 def _base_columns(n: int, topic: str | None = None, partition: int | None = None) -> dict:
@@ -448,8 +505,9 @@ def _v2_rows(
 ) -> pa.RecordBatch:
     m = pc.extract_regex(_take(lines, v2_idx), BATCH_V2)
     n = len(v2_idx)
-    pid = _int(pc.struct_field(m, "pid"))
-    bseq = _int(pc.struct_field(m, "bseq"), pa.int32())
+    num = _Numbers(m)
+    pid = num.get("pid")
+    bseq = num.get("bseq", pa.int32())
     txn = _bool(pc.struct_field(m, "txn"))
     ctl = _bool(pc.struct_field(m, "ctl"))
     # 0.11–2.1 batch lines have no isControl. A transactional batch with a producer id and no
@@ -477,29 +535,31 @@ def _v2_rows(
         # Only a record that belongs to a control batch carries a marker.
         use = pc.and_(pa.array(has_rec), pc.fill_null(is_control, False))
         use = pc.and_(use, pc.not_equal(ctl_part, ""))
-        ctype, cepoch = _control_fields(ctl_part)
+        ctype, cepoch, cepoch_bad = _control_fields(ctl_part)
         control_type = pc.if_else(use, ctype, control_type)
         coord = pc.if_else(use, cepoch, coord)
+        num.add("cepoch", pc.and_(use, cepoch_bad))
 
     cols = {
         **_base_columns(n),
-        "base_offset": _int(pc.struct_field(m, "base")),
-        "last_offset": _int(pc.struct_field(m, "last")),
+        "base_offset": num.get("base"),
+        "last_offset": num.get("last"),
         "producer_id": pid,
-        "producer_epoch": _int(pc.struct_field(m, "pepoch"), pa.int32()),
+        "producer_epoch": num.get("pepoch", pa.int32()),
         "base_sequence": bseq,
-        "last_sequence": _int(pc.struct_field(m, "lseq"), pa.int32()),
-        "record_count": _int(pc.struct_field(m, "count"), pa.int32()),
+        "last_sequence": num.get("lseq", pa.int32()),
+        "record_count": num.get("count", pa.int32()),
         "is_transactional": txn,
         "is_control": is_control,
         "control_type": control_type,
         "coordinator_epoch": coord,
-        "partition_leader_epoch": _int(pc.struct_field(m, "ple"), pa.int32()),
-        "magic": _int(pc.struct_field(m, "magic"), pa.int32()),
-        "max_timestamp": _int(pc.struct_field(m, "ts")),
+        "partition_leader_epoch": num.get("ple", pa.int32()),
+        "magic": num.get("magic", pa.int32()),
+        "max_timestamp": num.get("ts"),
         "crc_valid": valid,
         "source": _line_sources(path, v2_idx),
     }
+    cols[SOURCE_ERROR_COL] = num.error()
     return _assemble(cols, n)
 
 
@@ -507,7 +567,8 @@ def _legacy_rows(lines: pa.Array, lg_idx: np.ndarray, path: str) -> pa.RecordBat
     """Magic 0/1 entries: same canonical values as the segment reader gives them."""
     m = pc.extract_regex(_take(lines, lg_idx), BATCH_LEGACY)
     n = len(lg_idx)
-    off = _int(pc.struct_field(m, "off"))
+    num = _Numbers(m)
+    off = num.get("off")
     minus1 = np.full(n, -1, dtype=np.int64)
     cols = {
         **_base_columns(n),
@@ -520,13 +581,14 @@ def _legacy_rows(lines: pa.Array, lg_idx: np.ndarray, path: str) -> pa.RecordBat
         "is_transactional": np.zeros(n, dtype=bool),
         "is_control": np.zeros(n, dtype=bool),
         "partition_leader_epoch": minus1,
-        "magic": _int(pc.struct_field(m, "magic"), pa.int32()),
-        "max_timestamp": _int(pc.struct_field(m, "ts")),
+        "magic": num.get("magic", pa.int32()),
+        "max_timestamp": num.get("ts"),
         "crc_valid": pc.coalesce(
             _bool(pc.struct_field(m, "valid2")), _bool(pc.struct_field(m, "valid1"))
         ),
         "source": _line_sources(path, lg_idx),
     }
+    cols[SOURCE_ERROR_COL] = num.error()
     return _assemble(cols, n)
 
 
@@ -535,7 +597,8 @@ def _old_rows(
 ) -> tuple[np.ndarray, pa.RecordBatch]:
     """0.11–2.1 deep iteration: consecutive record lines with one `position:` are one batch."""
     m = pc.extract_regex(_take(lines, old_idx), OLD_RECORD)
-    pos = _np(_int(pc.struct_field(m, "pos")), -1)
+    num = _Numbers(m)
+    pos = _np(num.get("pos"), -1)
     prev_is_old = np.concatenate([[False], is_old[:-1]])[old_idx]
     prev_pos = np.concatenate([[-1], pos[:-1]])
     prev_line = np.concatenate([[-2], old_idx[:-1]])
@@ -544,17 +607,20 @@ def _old_rows(
     ends = np.concatenate([starts[1:], [len(old_idx)]]) - 1
     g = len(starts)
 
-    off = _np(_int(pc.struct_field(m, "off")))
-    ts = _np(_int(pc.struct_field(m, "ts")))
+    off = _np(num.get("off"))
+    ts = _np(num.get("ts"))
     valid = _np(_bool(pc.struct_field(m, "valid")), False).astype(bool)
-    magic = _np(_int(pc.struct_field(m, "magic"), pa.int32()))
-    pid = _np(_int(pc.struct_field(m, "pid")), -1)
-    pepoch = _np(_int(pc.struct_field(m, "pepoch")), -1)
-    seq = _np(_int(pc.struct_field(m, "seq")), -1)
+    magic = _np(num.get("magic", pa.int32()))
+    pid = _np(num.get("pid"), -1)
+    pepoch = _np(num.get("pepoch"), -1)
+    seq = _np(num.get("seq"), -1)
     txn = _np(_bool(pc.struct_field(m, "txn")), False).astype(bool)
     ctl_part = pc.struct_field(m, "ctl")
     has_ctl = _np(pc.not_equal(ctl_part, ""), False).astype(bool)
-    ctype, cepoch = _control_fields(_take(ctl_part, starts))
+    ctype, cepoch, cepoch_bad = _control_fields(_take(ctl_part, starts))
+    # A group is quarantined when any of its record lines holds a number beyond its field.
+    bad = np.logical_or.reduceat(num.any_bad(), starts) if g else np.zeros(0, dtype=bool)
+    bad |= _np(cepoch_bad, False).astype(bool)
 
     legacy = magic[starts] < 2
     count = (ends - starts + 1).astype(np.int64)
@@ -581,6 +647,10 @@ def _old_rows(
         "max_timestamp": np.maximum.reduceat(ts, starts) if g else ts[:0],
         "crc_valid": np.logical_and.reduceat(valid, starts) if g else valid[:0],
         "source": _line_sources(path, old_idx[starts]),
+        SOURCE_ERROR_COL: pa.array(
+            np.where(bad, "number out of range for its field in the batch's record lines", None),
+            pa.string(),
+        ),
     }
     return old_idx[starts], _assemble(cols, g)
 
@@ -602,10 +672,12 @@ class _DumpLogReader(DataSourceReader):
         self.partition = int(part) if part not in (None, "") else None
 
     def partitions(self) -> list[InputPartition]:
-        return [_DumpFile(p) for p in self.paths]
+        return [_DumpFile(p) for p in self.paths] or [_DumpFile("")]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        path = partition.path  # type: ignore[attr-defined]
+        path = getattr(partition, "path", "")
+        if not path:
+            return
         try:
             with open(path, "rb") as fh:  # read-only
                 data = fh.read()

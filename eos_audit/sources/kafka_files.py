@@ -36,6 +36,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
+from eos_audit.sources.arrow_text import parse_int
 from eos_audit.sources.segments import decrement_sequence
 
 if TYPE_CHECKING:
@@ -287,8 +288,11 @@ _SCHEMAS = {
 # snapshot data source returns exactly the schema Spark expects.
 _ARROW_SEED_BATCH = pa.struct(
     [
-        pa.field(f.name, pa.int32() if isinstance(f.dataType, T.IntegerType) else pa.int64(),
-                 nullable=f.nullable)
+        pa.field(
+            f.name,
+            pa.int32() if isinstance(f.dataType, T.IntegerType) else pa.int64(),
+            nullable=f.nullable,
+        )
         for f in SEED_BATCH.fields
     ]
 )
@@ -448,7 +452,7 @@ def _parse_checkpoint(
         return [_problem(kind, path, "checkpoint file has no version and count lines", **known)]
     if lines[0].strip() != "0":
         return [_problem(kind, f"{path}:line 1", "unsupported checkpoint version", **known)]
-    if not re.fullmatch(r"\d+", lines[1].strip()):
+    if not re.fullmatch(r"[0-9]+", lines[1].strip()):
         return [_problem(kind, f"{path}:line 2", "entry count is not a number", **known)]
     declared = int(lines[1].strip())
     body = pa.array(lines[2:], pa.string())
@@ -458,7 +462,12 @@ def _parse_checkpoint(
         pa.array([path + ":line "] * n, pa.string()), pc.cast(line_no, pa.string()), ""
     )
     parsed = pc.extract_regex(body, entry_regex)
+    # A line whose numbers do not fit their fields is malformed too (never a failed cast).
     ok = pc.is_valid(parsed)
+    for field, typ in _CHECKPOINT_INTS[kind].items():
+        _, too_big = parse_int(pc.struct_field(parsed, field), typ)
+        ok = pc.and_(ok, pc.invert(pc.fill_null(too_big, False)))
+    ok = pc.fill_null(ok, False)
     good = pc.filter(parsed, ok)
     bad_sources = pc.filter(sources, pc.invert(ok))
     if len(bad_sources):
@@ -488,16 +497,24 @@ def _parse_checkpoint(
     return out
 
 
+# The numeric fields of each checkpoint's entry lines and their types.
+_CHECKPOINT_INTS = {
+    "leader_epoch": {"epoch": pa.int32(), "offset": pa.int64()},
+    "offset_checkpoint": {"partition": pa.int32(), "offset": pa.int64()},
+}
+
+
 def _entry_rows(kind: str, good: pa.StructArray, sources: pa.Array, known: dict) -> pa.RecordBatch:
     n = len(good)
+    ints = {f: parse_int(good.field(f), typ)[0] for f, typ in _CHECKPOINT_INTS[kind].items()}
     if kind == "leader_epoch":
         return _rows(
             kind,
             n,
             {
                 **known,
-                "leader_epoch": pc.cast(good.field("epoch"), pa.int32()),
-                "start_offset": pc.cast(good.field("offset"), pa.int64()),
+                "leader_epoch": ints["epoch"],
+                "start_offset": ints["offset"],
                 "source": sources,
             },
         )
@@ -507,8 +524,8 @@ def _entry_rows(kind: str, good: pa.StructArray, sources: pa.Array, known: dict)
         {
             **known,
             "topic": good.field("topic"),
-            "partition": pc.cast(good.field("partition"), pa.int32()),
-            "offset": pc.cast(good.field("offset"), pa.int64()),
+            "partition": ints["partition"],
+            "offset": ints["offset"],
             "source": sources,
         },
     )
