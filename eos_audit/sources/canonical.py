@@ -134,7 +134,7 @@ def to_canonical(
     )
     source_error = F.col(SOURCE_ERROR) if SOURCE_ERROR in present else F.lit(None).cast("string")
 
-    problems: list[Column] = [source_error]
+    problems: list[Column] = []
     wide: dict[str, Column] = {}
     for name in _INT_COLUMNS:
         raw = F.col(name) if name in present else F.lit(None)
@@ -241,8 +241,10 @@ def to_canonical(
             ),
         )
     )
-    reason = F.concat_ws("; ", *problems)
-    reason = F.when(reason != "", reason)
+    # A row the reader could not parse gets that reason alone, not its consequences (every
+    # column null), as the other contract readers do.
+    checks = F.concat_ws("; ", *problems)
+    reason = F.coalesce(source_error, F.when(checks != "", checks))
 
     out: dict[str, Column] = {}
     for column in RECORD_BATCH_COLUMNS:

@@ -370,13 +370,61 @@ def string_schema(names: Iterable[str]) -> T.StructType:
     return T.StructType([T.StructField(n, T.StringType(), True) for n in names])
 
 
+PARQUET_MAGIC = b"PAR1"
+MALFORMED_LINE = "_malformed_line"
+_READ_ERROR = "_read_error"
+
+
+def check_parquet_files(paths: list[str], contract: TableContract) -> None:
+    """Refuse local files that cannot be Parquet (empty, or without the PAR1 magic at both ends).
+
+    Spark finds them out only inside a task, with hundreds of lines of JVM stack (issue 12,
+    case 5); eight bytes per file on the driver name the file instead.
+
+    Raises:
+        InputSchemaError: naming the first file that is not Parquet.
+    """
+    for path in paths:
+        if is_uri(path):
+            continue
+        root = Path(path)
+        files = (
+            [root]
+            if root.is_file()
+            else sorted(f for f in root.rglob("*") if f.is_file() and not _is_marker(f, root))
+        )
+        for file in files:
+            size = file.stat().st_size
+            if size < 2 * len(PARQUET_MAGIC) + 4:
+                raise InputSchemaError(
+                    f"{contract.label} input {file} is not a Parquet file: {size} bytes, too "
+                    "short for one; remove it or pass the right file"
+                )
+            with open(file, "rb") as fh:
+                head = fh.read(len(PARQUET_MAGIC))
+                fh.seek(-len(PARQUET_MAGIC), 2)
+                tail = fh.read(len(PARQUET_MAGIC))
+            if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+                raise InputSchemaError(
+                    f"{contract.label} input {file} is not a Parquet file (no PAR1 marker at its "
+                    "start and end); remove it or pass the right file and --batches-format"
+                )
+
+
+def _is_marker(file: Path, root: Path) -> bool:
+    """Spark's markers and hidden files (_SUCCESS, .crc, _delta_log/...), which Spark skips too."""
+    return any(part.startswith(("_", ".")) for part in file.relative_to(root).parts)
+
+
 def read_parquet_table(spark: SparkSession, paths: list[str], contract: TableContract) -> DataFrame:
     """Parquet files with the contract's columns in their own types.
 
     Raises:
-        InputSchemaError: a required column is missing or a column has an unusable type.
+        InputSchemaError: a file is not Parquet, a required column is missing or a column has
+            an unusable type.
 
     """
+    check_parquet_files(paths, contract)
     df = spark.read.parquet(*paths)
     where = ", ".join(paths)
     require_columns(df.columns, contract.required, where, contract)
@@ -384,38 +432,66 @@ def read_parquet_table(spark: SparkSession, paths: list[str], contract: TableCon
     return df.withColumn(DEFAULT_SOURCE, file_source(with_row_index=True))
 
 
+def _json_options() -> dict[str, str]:
+    return {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+
+
 def read_json_lines(
-    spark: SparkSession, paths: list[str], contract: TableContract, first_line: Iterable[str]
+    spark: SparkSession,
+    paths: list[str],
+    contract: TableContract,
+    first_line: Iterable[str],
+    *,
+    line_numbers: bool = False,
 ) -> DataFrame:
     """JSON lines read as text columns; a malformed line keeps its row with a reason.
+
+    A malformed line keeps its text in `_malformed_line`. With `line_numbers`, local files are
+    read as numbered lines (eos_audit.sources.text_lines) and every row's default source is
+    `<file>:line <n>` (issue 12, case 4); otherwise, and for URIs, Spark's JSON reader splits
+    the files and the default source is the file.
 
     Args:
         spark: the session.
         paths: files or directories.
         contract: the input.
-        first_line: the columns the first line must hold. Writers omit null fields, so only
-            columns that are never null can be required (checked on the first line only: the
-            other lines are checked per row).
+        first_line: the columns the first well-formed line must hold. Writers omit null fields,
+            so only columns that are never null can be required (checked on one line only: the
+            other lines are checked per row). A malformed line is no evidence of the columns: it
+            is quarantined like any other malformed line.
+        line_numbers: number the lines (one task per file; local files only).
 
     Raises:
-        InputSchemaError: the first line lacks one of `first_line`.
+        InputSchemaError: the first well-formed line lacks one of `first_line`.
 
     """
-    first = spark.read.text(paths).limit(1).select(F.json_object_keys("value")).head()
-    if first is not None and first[0] is not None:
-        require_columns(set(first[0]), first_line, paths[0], contract)
-    df = (
-        spark.read.schema(string_schema([*contract.columns, _CORRUPT]))
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", _CORRUPT)
-        .json(paths)
-    )
-    return (
-        df.withColumn(
-            SOURCE_ERROR, F.when(F.col(_CORRUPT).isNotNull(), F.lit("malformed JSON line"))
+    schema = string_schema([*contract.columns, _CORRUPT])
+    if not line_numbers or any(is_uri(p) for p in paths):
+        df = spark.read.schema(schema).options(**_json_options()).json(paths)
+        df = df.select("*", file_source().alias(DEFAULT_SOURCE), F.lit(None).alias(_READ_ERROR))
+        keys = spark.read.text(paths).select(F.json_object_keys("value").alias("k"))
+    else:
+        from eos_audit.sources import text_lines as tl
+
+        lines = tl.read_text_lines(spark, paths).where(
+            F.col(tl.ERROR).isNotNull() | (F.trim(F.col(tl.VALUE)) != "")
         )
-        .withColumn(DEFAULT_SOURCE, file_source())
-        .drop(_CORRUPT)
+        df = lines.select(
+            F.from_json(F.col(tl.VALUE), schema, _json_options()).alias("_json"),
+            F.concat(F.col(tl.PATH), F.lit(":line "), F.col(tl.LINE).cast("string")).alias(
+                DEFAULT_SOURCE
+            ),
+            F.col(tl.ERROR).alias(_READ_ERROR),
+        ).select("_json.*", DEFAULT_SOURCE, _READ_ERROR)
+        keys = lines.select(F.json_object_keys(tl.VALUE).alias("k"))
+    first = keys.where(F.col("k").isNotNull()).limit(1).head()
+    if first is not None:
+        require_columns(set(first[0]), first_line, paths[0], contract)
+    malformed = F.when(F.col(_CORRUPT).isNotNull(), F.lit("malformed JSON line"))
+    return (
+        df.withColumn(SOURCE_ERROR, F.coalesce(F.col(_READ_ERROR).cast("string"), malformed))
+        .withColumn(MALFORMED_LINE, F.col(_CORRUPT))
+        .drop(_CORRUPT, _READ_ERROR)
     )
 
 
@@ -443,5 +519,67 @@ def read_csv_table(spark: SparkSession, paths: list[str], contract: TableContrac
             SOURCE_ERROR, F.when(F.col(_CORRUPT).isNotNull(), F.lit("malformed CSV line"))
         )
         .withColumn(DEFAULT_SOURCE, file_source())
+        .withColumn(MALFORMED_LINE, F.col(_CORRUPT))
         .drop(_CORRUPT)
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# Delta tables (inputs, and eos-audit's own outputs)
+# ------------------------------------------------------------------------------------------------
+def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) -> DataFrame:
+    """Read a Delta table on the executors: through Spark when it has Delta, else by file list.
+
+    Without Delta in the session, delta-rs resolves the table's current files and Spark reads them
+    as Parquet. Features that change what a reader must do (deletion vectors, column mapping) are
+    refused with a clear message instead of being read wrongly.
+
+    Args:
+        spark: the session.
+        path: the table's directory.
+        empty_schema: the schema of the result when the table has no data file.
+
+    Raises:
+        InputSchemaError: the table needs a reader feature delta-rs file lists cannot honour.
+    """
+    from eos_audit.session import session_has_delta
+
+    if session_has_delta(spark):
+        return spark.read.format("delta").load(path)
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    protocol = table.protocol()
+    features = set(protocol.reader_features or [])
+    unsupported = features & {"deletionVectors", "columnMapping", "v2Checkpoint"}
+    if unsupported:
+        raise InputSchemaError(
+            f"Delta table {path} uses reader features {sorted(unsupported)} that eos-audit can "
+            "only read through Spark with Delta Lake; run with delta-spark (spark-submit.sh) or on "
+            "Databricks"
+        )
+    files = table.file_uris()
+    if not files:
+        return spark.createDataFrame([], empty_schema)
+    if table.metadata().partition_columns:
+        raise InputSchemaError(
+            f"Delta table {path} is partitioned; read it through Spark with Delta Lake or export "
+            "it unpartitioned"
+        )
+    return spark.read.parquet(*files)
+
+
+def read_delta(spark: SparkSession, location: str) -> DataFrame:
+    """Read an eos-audit output table (or any Delta table) wherever it was written.
+
+    Args:
+        spark: the session.
+        location: a catalog table name (`catalog.schema.table`) or a Delta table path.
+
+    Returns:
+        The table as a DataFrame, read on the executors (an empty table without data files has
+        no columns).
+    """
+    if "/" not in location and "." in location:
+        return spark.read.table(location)
+    return delta_dataframe(spark, location, T.StructType([]))

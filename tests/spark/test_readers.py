@@ -8,7 +8,8 @@ from deltalake import write_deltalake
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources.files import detect_format, read_tabular
+from eos_audit.sources.formats import BATCH_FORMATS, detect_format
+from eos_audit.sources.record_batches import read_tabular
 from tests.builders import data, marker
 
 ROWS = [data(0, 3, seq=0), data(3, 2, seq=3), marker(5, "COMMIT", coordinator_epoch=4)]
@@ -58,6 +59,26 @@ def test_json_lines_with_a_bad_value_and_a_malformed_line(spark, tmp_path):
     assert "base_offset ten is not an integer" in reasons
 
 
+def test_json_malformed_first_line_is_one_quarantined_row_with_its_line(spark, tmp_path):
+    # Issue 12, case 4: the columns are taken from a well-formed line, not the first line.
+    path = tmp_path / "b.jsonl"
+    path.write_text("{not json\n\n" + "\n".join(json.dumps(r) for r in ROWS) + "\n")
+    df = read_tabular(spark, [str(path)], "json")
+    assert _valid(df) == EXPECTED
+    (bad,) = df.where("quarantine_reason IS NOT NULL").collect()
+    assert (bad.source, bad.quarantine_reason) == (f"{path}:line 1", "malformed JSON line")
+    assert json.loads(bad.raw)["_malformed_line"] == "{not json"
+    lines = sorted(r.source for r in df.where("quarantine_reason IS NULL").collect())
+    assert lines == [f"test@{n}" for n in (0, 3, 5)]  # a source in the row wins over the line
+
+
+def test_json_lines_without_a_source_name_file_and_line(spark, tmp_path):
+    path = tmp_path / "b.jsonl"
+    path.write_text("\r\n".join(json.dumps(dict(r, source=None)) for r in ROWS) + "\r\n")
+    sources = sorted(r.source for r in read_tabular(spark, [str(path)], "json").collect())
+    assert sources == [f"{path}:line {n}" for n in (1, 2, 3)]
+
+
 def test_json_missing_required_column_fails_fast(spark, tmp_path):
     path = tmp_path / "b.jsonl"
     path.write_text(json.dumps({k: v for k, v in ROWS[0].items() if k != "base_sequence"}) + "\n")
@@ -84,6 +105,27 @@ def test_csv_missing_column_fails_fast(spark, tmp_path):
         read_tabular(spark, [str(path)], "csv")
 
 
+def test_csv_files_must_share_one_header(spark, tmp_path):
+    names = RECORD_BATCH.fieldNames()
+    (tmp_path / "a.csv").write_text(",".join(names) + "\n")
+    (tmp_path / "b.csv").write_text(",".join(reversed(names)) + "\n" + ",".join(["1"] * 18) + "\n")
+    with pytest.raises(Exception, match="CSV header does not conform to the schema"):
+        read_tabular(spark, [str(tmp_path)], "csv").collect()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"", "0 bytes, too short"), (b"topic,partition\nt,0\n", "no PAR1 marker")],
+)
+def test_a_file_that_is_not_parquet_is_named(spark, tmp_path, content, message):
+    pq.write_table(pa.table({"topic": ["t"]}), tmp_path / "good.parquet")
+    (tmp_path / "bad.parquet").write_bytes(content)
+    with pytest.raises(InputSchemaError, match=re.escape(f"{tmp_path / 'bad.parquet'} is not a")):
+        read_tabular(spark, [str(tmp_path)], "parquet")
+    with pytest.raises(InputSchemaError, match=re.escape(message)):
+        read_tabular(spark, [str(tmp_path / "bad.parquet")], "parquet")
+
+
 def test_delta_table_written_by_delta_rs(spark, tmp_path):
     table = pa.table({c: [r[c] for r in ROWS] for c in RECORD_BATCH.fieldNames()})
     write_deltalake(str(tmp_path / "batches"), table)
@@ -104,3 +146,11 @@ def test_format_detection(tmp_path):
     (tmp_path / "weird.bin").write_bytes(b"")
     with pytest.raises(InputNotFoundError, match="pass --batches-format"):
         detect_format(str(tmp_path / "weird.bin"))
+
+
+def test_every_format_has_a_reader_and_detection_uses_the_registry(tmp_path):
+    assert list(BATCH_FORMATS) == ["parquet", "json", "csv", "delta", "segments", "dump-log"]
+    for fmt in BATCH_FORMATS.values():
+        for suffix in fmt.suffixes:
+            (tmp_path / f"x{suffix}").write_bytes(b"")
+            assert detect_format(str(tmp_path / f"x{suffix}")) == fmt.name, suffix

@@ -1,0 +1,179 @@
+"""The one registry of record-batch input formats: name, file suffixes, reader.
+
+The CLI's `--batches-format` choices, the pipeline's reading and format detection, and the
+Databricks notebook's format widget all come from `BATCH_FORMATS`, so a format is added in one
+place. Every reader returns a `BatchRead`: the batches in the canonical schema (`to_canonical`
+output) and, for a broker export, what else the partition directories hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eos_audit.errors import InputNotFoundError, InputSchemaError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """Reader options some formats take."""
+
+    verify_crc: bool = True  # segments: verify CRC-32C
+    topic: str | None = None  # dump-log: when the text does not name it
+    partition: int | None = None  # dump-log: likewise
+
+
+@dataclass
+class BatchRead:
+    """What a batch input gives the engine (all but `batches` only from broker exports)."""
+
+    batches: DataFrame
+    seeds: DataFrame | None = None
+    log_starts: DataFrame | None = None
+    high_watermarks: DataFrame | None = None
+    leader_epochs: DataFrame | None = None
+    problems: DataFrame | None = None  # input, source, reason: unusable non-batch content
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """One record-batch input format.
+
+    Attributes:
+        name: the `--batches-format` value.
+        suffixes: file suffixes that tell the format (lower case, with the dot).
+        read: reads paths of this format.
+        description: one line for help texts.
+    """
+
+    name: str
+    suffixes: tuple[str, ...]
+    read: Callable[[SparkSession, list[str], BatchOptions], BatchRead]
+    description: str
+
+
+def _tabular(fmt: str) -> Callable[[SparkSession, list[str], BatchOptions], BatchRead]:
+    def read(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
+        from eos_audit.sources.record_batches import read_tabular
+
+        return BatchRead(read_tabular(spark, paths, fmt))
+
+    return read
+
+
+def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
+    from eos_audit.sources.kafka_export import read_kafka_export
+
+    export = read_kafka_export(spark, paths, verify_crc=options.verify_crc)
+    return BatchRead(
+        batches=export.batches,
+        seeds=export.seeds,
+        log_starts=export.log_starts,
+        high_watermarks=export.high_watermarks,
+        leader_epochs=export.leader_epochs,
+        problems=export.problems,
+    )
+
+
+def _dump_log(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
+    from eos_audit.sources.canonical import to_canonical
+    from eos_audit.sources.dump_log import read_dump_log
+
+    text = read_dump_log(spark, paths, topic=options.topic, partition=options.partition)
+    return BatchRead(to_canonical(text, text_input=False))
+
+
+BATCH_FORMATS: dict[str, InputFormat] = {
+    f.name: f
+    for f in (
+        InputFormat("parquet", (".parquet",), _tabular("parquet"), "Parquet files"),
+        InputFormat("json", (".json", ".jsonl", ".ndjson"), _tabular("json"), "JSON lines"),
+        InputFormat("csv", (".csv",), _tabular("csv"), "CSV with a header line"),
+        InputFormat("delta", (), _tabular("delta"), "a Delta table"),
+        InputFormat(
+            "segments", (".log",), _segments, "Kafka partition directories (.log segments)"
+        ),
+        InputFormat("dump-log", (".txt", ".dump"), _dump_log, "kafka-dump-log.sh output"),
+    )
+}
+FORMAT_NAMES: tuple[str, ...] = tuple(BATCH_FORMATS)
+_BY_SUFFIX = {suffix: f.name for f in BATCH_FORMATS.values() for suffix in f.suffixes}
+
+
+def _is_segment(file: Path) -> bool:
+    return file.suffix == ".log" and file.stem.isdigit()
+
+
+def detect_format(path: str) -> str:
+    """The format of a path: a Delta table, a Kafka log tree, or a file suffix.
+
+    Raises:
+        InputNotFoundError: the path does not exist or its format cannot be told.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputNotFoundError(f"input {path} does not exist; check --batches")
+    if p.is_file():
+        if p.suffix.lower() in _BY_SUFFIX:
+            return _BY_SUFFIX[p.suffix.lower()]
+        raise InputNotFoundError(
+            f"cannot tell the format of {path} from its name; pass --batches-format "
+            f"(one of {list(FORMAT_NAMES)})"
+        )
+    if (p / "_delta_log").is_dir():
+        return "delta"
+    files = [f for f in p.rglob("*") if f.is_file()]
+    if any(_is_segment(f) for f in files):
+        return "segments"
+    for name in ("dump-log", "parquet", "json", "csv"):
+        if any(f.suffix.lower() in BATCH_FORMATS[name].suffixes for f in files):
+            return name
+    raise InputNotFoundError(
+        f"cannot tell the format of directory {path}: no Delta log, segment, Parquet, JSON, CSV "
+        "or dump-log files in it; pass --batches-format"
+    )
+
+
+def batch_format(paths: list[str], fmt: str) -> str:
+    """The one format of the `--batches` paths: `fmt`, or detected (all paths must agree).
+
+    Raises:
+        InputSchemaError: `fmt` is unknown, or the paths have different formats.
+        InputNotFoundError: a path does not exist or its format cannot be told.
+    """
+    if fmt != "auto":
+        if fmt not in BATCH_FORMATS:
+            raise InputSchemaError(
+                f"unknown --batches-format {fmt!r}; expected auto or one of {list(FORMAT_NAMES)}"
+            )
+        return fmt
+    formats = {detect_format(p) for p in paths}
+    if len(formats) != 1:
+        raise InputSchemaError(
+            f"the --batches inputs have different formats {sorted(formats)}; audit them "
+            "separately or pass --batches-format"
+        )
+    return formats.pop()
+
+
+def read_batches(
+    spark: SparkSession, paths: list[str], fmt: str, options: BatchOptions | None = None
+) -> BatchRead:
+    """Read record-batch inputs of one format (`auto`: detected) through the registry.
+
+    Args:
+        spark: the session.
+        paths: the `--batches` paths.
+        fmt: a name of `BATCH_FORMATS`, or auto.
+        options: reader options.
+
+    Returns:
+        The batches in the canonical schema, and what a broker export adds.
+    """
+    name = batch_format(paths, fmt)
+    return BATCH_FORMATS[name].read(spark, paths, options or BatchOptions())
