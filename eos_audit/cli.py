@@ -1,7 +1,10 @@
 """Command line: `eos-audit audit ...` for the nightly job, `eos-audit demo` for a first look.
 
 Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 bad usage, configuration
-or input, 3 internal error. This is the only module that configures logging.
+or input (nothing was audited), 3 internal error, 4 the run finished but audited nothing or
+quarantined more than run.max_quarantined_share of its batches (audit_runs status
+NOTHING_AUDITED or QUARANTINE_EXCEEDED; it wins over 1, since quarantined batches leave gaps).
+This is the only module that configures logging.
 """
 
 from __future__ import annotations
@@ -12,13 +15,20 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eos_audit import __version__
 from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
 from eos_audit.errors import EosAuditError, InputNotFoundError
+from eos_audit.sinks.run_status import UNUSABLE_INPUT
+from eos_audit.sinks.warehouse import check_warehouse
+from eos_audit.sources.formats import FORMAT_NAMES
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
-BATCH_FORMATS = ("auto", "parquet", "json", "csv", "delta", "segments", "dump-log")
+if TYPE_CHECKING:
+    from eos_audit.pipeline import RunResult
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
+BATCH_FORMATS = ("auto", *FORMAT_NAMES)
 log = logging.getLogger("eos_audit")
 
 
@@ -60,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument(
         "--run-id",
-        help="run id (default: derived from inputs, config and date; "
+        help="run id (default: derived from the inputs and config, never the clock; "
         "re-running a run replaces its rows)",
     )
     audit.add_argument(
@@ -162,6 +172,8 @@ def _print_summary(result, out=None) -> None:
         f"{result.batches_quarantined}",
         file=out,
     )
+    if result.error:
+        print(f"{result.status}: {result.error}", file=out)
     if result.findings_by_type:
         width = max(len(t) for t, _, _ in result.findings_by_type)
         print(f"\n{'finding_type'.ljust(width)}  severity  count", file=out)
@@ -210,12 +222,14 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.conf)
     # Fail before starting Spark (seconds) when a local input is plainly missing.
-    for path in [*args.batches, *args.producer_state, *args.list_offsets, *args.acks]:
+    paths = [*args.batches, *args.producer_state, *args.list_offsets, *args.acks]
+    for path in paths:
         if "://" not in path and not Path(path).exists():
             raise InputNotFoundError(
                 f"input {path} does not exist; check --batches, --producer-state, "
                 "--list-offsets and --acks"
             )
+    check_warehouse(args.warehouse, paths)  # run_audit checks again; this is before Spark starts
     export_time_ms(args.export_time)  # a malformed time fails here, not after the audit
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})
@@ -235,7 +249,23 @@ def _run(args: argparse.Namespace) -> int:
     )
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)
-    return EXIT_FINDINGS if _fails(result.findings_by_severity, config.run.fail_on) else EXIT_OK
+    return exit_code(result, config.run.fail_on)
+
+
+def exit_code(result: RunResult, fail_on: str) -> int:
+    """The exit code of a finished run (see the module docstring).
+
+    Args:
+        result: what the run did.
+        fail_on: the severity threshold (critical, error, warning, never).
+
+    Returns:
+        4 for NOTHING_AUDITED and QUARANTINE_EXCEEDED, else 1 when a finding is at or above
+        `fail_on`, else 0.
+    """
+    if result.status in UNUSABLE_INPUT:
+        return EXIT_UNUSABLE_INPUT
+    return EXIT_FINDINGS if _fails(result.findings_by_severity, fail_on) else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,11 +285,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EosAuditError as exc:
         print(f"eos-audit: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except Exception:  # noqa: BLE001 - anything else is our bug: say so, keep the trace in debug
+    except Exception as exc:  # noqa: BLE001 - anything else is our bug: say so, trace in debug
         log.debug("internal error", exc_info=True)
+        # One line: a Py4J error's message carries the whole JVM stack (hundreds of lines).
+        first = (str(exc).strip().splitlines() or [""])[0][:500]
         print(
-            "eos-audit: internal error: "
-            f"{sys.exc_info()[0].__name__}: {sys.exc_info()[1]}\n"
+            f"eos-audit: internal error: {type(exc).__name__}: {first}\n"
             "This is a bug in eos-audit; rerun with -v for the trace and report it.",
             file=sys.stderr,
         )

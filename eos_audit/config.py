@@ -113,6 +113,10 @@ class RunConfig:
     """Run behaviour."""
 
     fail_on: str = "critical"
+    # A run that quarantines more than this share of the record batches it read is not a clean
+    # night: status QUARANTINE_EXCEEDED and exit code 4 (the quarantined batches leave gaps the
+    # audit cannot see into).
+    max_quarantined_share: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,10 @@ def _coerce(where: str, value: Any, default: Any, annotation: str) -> Any:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where} must be a list of strings, got {value!r}")
         return tuple(value)
+    if "float" in annotation:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ConfigError(f"{where} must be a number from 0 to 1, got {value!r}")
+        return float(value)
     if "int" in annotation:
         if value is None and "None" in annotation:
             return None

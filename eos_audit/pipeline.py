@@ -7,13 +7,13 @@ the stage, so the expensive shuffle and sorts run exactly once per run.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import json
 import logging
-import shutil
-import uuid
+import os
+import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -35,12 +35,41 @@ from eos_audit.schemas import (
 )
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import TableWriter, choose_writer
-from eos_audit.sources.files import TABULAR_FORMATS, detect_format, read_tabular
+from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
+from eos_audit.sinks.staging import RunStage
+from eos_audit.sinks.warehouse import check_warehouse
+from eos_audit.sources.formats import (
+    FORMAT_NAMES,
+    BatchOptions,
+    BatchRead,
+    detect_format,
+    read_batches,
+)
 from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
 
-BATCH_FORMATS = ("auto", *TABULAR_FORMATS, "segments", "dump-log")
+BATCH_FORMATS = ("auto", *FORMAT_NAMES)
+
+# Tables written per run, in writing order (audit_runs is written first and last).
+DATA_TABLES = (
+    "findings",
+    "quarantine",
+    "transactions",
+    "partition_summary",
+    "producer_sessions",
+    "list_offsets_errors",
+    "producer_state",
+)
+TABLE_SCHEMAS = {
+    "findings": FINDINGS,
+    "quarantine": QUARANTINE,
+    "transactions": TRANSACTIONS,
+    "partition_summary": PARTITION_SUMMARY,
+    "producer_sessions": PRODUCER_SESSIONS,
+    "list_offsets_errors": LIST_OFFSETS_ERRORS,
+    "producer_state": PRODUCER_STATE,
+}
 
 
 @dataclass(frozen=True)
@@ -74,87 +103,70 @@ class RunResult:
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
+    # Why a finished run is not SUCCEEDED, or what failed (audit_runs.error).
+    error: str | None = None
 
 
-def default_run_id(inputs: AuditInputs, config: AuditConfig, today: dt.date | None = None) -> str:
-    """A run id that is the same for the same inputs, configuration and audit date.
+def input_paths(inputs: AuditInputs) -> list[str]:
+    """Every path a run reads."""
+    return [*inputs.batches, *inputs.producer_state, *inputs.list_offsets, *inputs.acks]
 
-    Re-running a night's audit therefore replaces that night's rows instead of adding a copy.
+
+def _fingerprint(path: str) -> Iterator[tuple[str, int, int]]:
+    """(relative name, size, mtime) of every file under a local path; nothing for a URI.
+
+    Metadata only: a re-export of new data into the same folder gets another run id, a re-run
+    of the same files gets the same one.
     """
+    if "://" in path or path.startswith("dbfs:"):
+        return
+    root = Path(path)
+    if root.is_file():
+        stat = root.stat()
+        yield (root.name, stat.st_size, stat.st_mtime_ns)
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            try:
+                stat = full.stat()
+            except OSError:  # vanished while listing: the next listing decides
+                continue
+            yield (str(full.relative_to(root)), stat.st_size, stat.st_mtime_ns)
+
+
+def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
+    """A run id derived from the inputs (paths and their files' names, sizes, times) and config.
+
+    Never from the clock: a re-run of the same inputs, after midnight or a week later, gets the
+    same id and therefore replaces that run's rows instead of adding a copy (issue 12, case 2).
+    """
+    listing = {path: list(_fingerprint(path)) for path in input_paths(inputs)}
     digest = hashlib.sha256(
-        json.dumps([asdict(inputs), config.to_json()], sort_keys=True, default=str).encode()
-    ).hexdigest()[:10]
-    return f"{(today or dt.datetime.now(dt.UTC).date()).isoformat()}-{digest}"
+        json.dumps(
+            [asdict(inputs), config.to_json(), listing], sort_keys=True, default=str
+        ).encode()
+    ).hexdigest()[:16]
+    return f"run-{digest}"
 
 
-@dataclass
-class EngineInputs:
-    """Everything the engine reads, as DataFrames (all but `batches` optional)."""
-
-    batches: DataFrame
-    seeds: DataFrame | None = None
-    log_starts: DataFrame | None = None
-    high_watermarks: DataFrame | None = None
-    leader_epochs: DataFrame | None = None
-    problems: DataFrame | None = None  # input, source, reason: unusable non-batch inputs
-
-
-def _batch_format(inputs: AuditInputs) -> str:
-    if inputs.batches_format != "auto":
-        return inputs.batches_format
-    formats = {detect_format(p) for p in inputs.batches}
-    if len(formats) != 1:
-        raise InputSchemaError(
-            f"the --batches inputs have different formats {sorted(formats)}; audit them "
-            "separately or pass --batches-format"
-        )
-    return formats.pop()
-
-
-def read_inputs(spark: SparkSession, inputs: AuditInputs) -> EngineInputs:
-    """Read every input of a run; a broker export also brings snapshots and checkpoints."""
-    if _batch_format(inputs) == "segments":
-        from eos_audit.sources.kafka_export import read_kafka_export
-
-        export = read_kafka_export(spark, list(inputs.batches), verify_crc=inputs.verify_crc)
-        seeds = export.seeds
-        extra = read_producer_state(spark, inputs.producer_state)
-        if extra is not None:
-            seeds = extra if seeds is None else seeds.unionByName(extra)
-        return EngineInputs(
-            batches=export.batches,
-            seeds=seeds,
-            log_starts=export.log_starts,
-            high_watermarks=export.high_watermarks,
-            leader_epochs=export.leader_epochs,
-            problems=export.problems,
-        )
-    return EngineInputs(
-        batches=read_batches(spark, inputs),
-        seeds=read_producer_state(spark, inputs.producer_state),
+def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
+    """Read every input of a run through the format registry; seeded state joins the seeds."""
+    read = read_batches(
+        spark,
+        list(inputs.batches),
+        inputs.batches_format,
+        BatchOptions(
+            verify_crc=inputs.verify_crc,
+            topic=inputs.dump_topic,
+            partition=inputs.dump_partition,
+        ),
     )
-
-
-def read_batches(spark: SparkSession, inputs: AuditInputs) -> DataFrame:
-    """Read the batch inputs into the canonical schema (with quarantine reasons)."""
-    fmt = _batch_format(inputs)
-    paths = list(inputs.batches)
-    if fmt in TABULAR_FORMATS:
-        return read_tabular(spark, paths, fmt)
-    if fmt == "segments":
-        from eos_audit.sources.canonical import to_canonical
-        from eos_audit.sources.segments import read_segments
-
-        return to_canonical(read_segments(spark, paths, verify_crc=inputs.verify_crc))
-    if fmt == "dump-log":
-        from eos_audit.sources.canonical import to_canonical
-        from eos_audit.sources.dump_log import read_dump_log
-
-        return to_canonical(
-            read_dump_log(spark, paths, topic=inputs.dump_topic, partition=inputs.dump_partition),
-            text_input=False,
-        )
-    raise InputSchemaError(f"unknown --batches-format {fmt!r}; expected one of {BATCH_FORMATS}")
+    extra = read_producer_state(spark, inputs.producer_state)
+    if extra is not None:
+        read.seeds = extra if read.seeds is None else read.seeds.unionByName(extra)
+    return read
 
 
 def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame | None:
@@ -327,12 +339,15 @@ def _run_row(
     started: dt.datetime,
     inputs: AuditInputs,
     config: AuditConfig,
-    error: str | None,
-) -> DataFrame:
+) -> tuple:
+    """The run's audit_runs row, in the contract's column order."""
+    # While RUNNING, finished_at is when the start was recorded (the contract's column is
+    # non-null, and a stale RUNNING row's age is what an operator wants to see).
+    finished = started if result.status == RUNNING else dt.datetime.now(dt.UTC)
     values = {
         "run_id": result.run_id,
         "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC),
+        "finished_at": finished,
         "status": result.status,
         "package_version": __version__,
         "spark_version": spark.version,
@@ -346,9 +361,147 @@ def _run_row(
         "findings_error": result.findings_by_severity.get("ERROR", 0),
         "findings_warning": result.findings_by_severity.get("WARNING", 0),
         "findings_info": result.findings_by_severity.get("INFO", 0),
-        "error": error,
+        "error": result.error,
     }
-    return spark.createDataFrame([tuple(values[f.name] for f in AUDIT_RUNS.fields)], AUDIT_RUNS)
+    return tuple(values[f.name] for f in AUDIT_RUNS.fields)
+
+
+def _reached(point: str) -> None:
+    """A named point of a run (read, staged, wrote:<table>). Does nothing.
+
+    The crash-safety tests replace it to kill the run exactly there.
+    """
+
+
+# Spark's wording when a task cannot read an input file (a zero-byte or non-Parquet .parquet).
+_READ_FAILURE = re.compile(
+    r"FAILED_READ_FILE|CANNOT_READ_FILE_FOOTER|is not a Parquet file|"
+    r"Could not read footer|UNABLE_TO_INFER_SCHEMA"
+)
+_FAILED_FILE = re.compile(r"(?:reading file|read footer for file:?|file) (\S+?)[.;,]?(?:\s|$)")
+
+
+def as_input_error(exc: Exception) -> EosAuditError | None:
+    """An unreadable input file as the user's problem (exit 2) naming the file, else None."""
+    text = str(exc)
+    if not _READ_FAILURE.search(text):
+        return None
+    match = _FAILED_FILE.search(text)
+    where = match.group(1) if match else "an input file"
+    first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+    return InputSchemaError(f"cannot read {where}: it is not a readable input file ({first})")
+
+
+def _settle_dead_runs(
+    spark: SparkSession, writer: TableWriter, stage: RunStage, run_id: str
+) -> None:
+    """Remove the rows of runs that died RUNNING and record them FAILED (issue 12, case 2).
+
+    A dead run's folder was found by its unheld lock (eos_audit.sinks.staging). Its rows are
+    partial, so they are removed from every table; its audit_runs row stays, FAILED, saying so.
+    A dead run of this same run id needs nothing: this run replaces its rows.
+    """
+    from eos_audit.sources.contract_reader import read_delta
+
+    for dead in stage.dead_runs:
+        if dead.run_id is None or dead.run_id == run_id:
+            continue
+        location = writer.location("audit_runs")
+        try:
+            row = read_delta(spark, location).where(F.col("run_id") == dead.run_id).limit(1).head()
+        except Exception:  # noqa: BLE001 - no table yet: nothing was written by that run
+            log.debug("no audit_runs to settle %s in", dead.run_id, exc_info=True)
+            continue
+        if row is None or row["status"] != RUNNING:
+            continue  # it finished and died while removing its staging folder
+        log.warning("run %s: run %s died while RUNNING; removing its rows", run_id, dead.run_id)
+        for table in DATA_TABLES:
+            schema = TABLE_SCHEMAS[table]
+            writer.replace_run_rows(table, [], schema, dead.run_id)
+        values = row.asDict()
+        values.update(
+            status=FAILED,
+            finished_at=dt.datetime.now(dt.UTC),
+            error=f"died while running (killed?); its partial rows were removed by run {run_id}",
+        )
+        failed = tuple(values[f.name] for f in AUDIT_RUNS.fields)
+        writer.replace_run_rows("audit_runs", [failed], AUDIT_RUNS, dead.run_id)
+
+
+def _audit_and_write(
+    spark: SparkSession,
+    inputs: AuditInputs,
+    config: AuditConfig,
+    writer: TableWriter,
+    result: RunResult,
+    stage: RunStage,
+) -> None:
+    """Read, audit in one pass, stage, write every table and count: the body of a run."""
+    run_id = result.run_id
+    staged_path = Path(stage.subdir("records"))
+    as_of_ms = export_time_ms(inputs.export_time)
+    read = read_inputs(spark, inputs)
+    acks = read_acks_input(spark, inputs)
+    valid_acks = None
+    if acks is not None:
+        from eos_audit.sources.contract_reader import SOURCE_ERROR
+
+        valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
+    records = engine.audit(
+        read.batches,
+        config,
+        run_id,
+        seeds_df=read.seeds,
+        log_starts_df=read.log_starts,
+        high_watermarks_df=read.high_watermarks,
+        leader_epochs_df=read.leader_epochs,
+        acks_df=valid_acks,
+        as_of_ms=as_of_ms,
+    )
+    if read.problems is not None:
+        records = records.unionByName(engine.problem_records(read.problems, run_id))
+    _reached("read")
+    log.info("run %s: auditing (one shuffle) and staging the results", run_id)
+    records.write.mode("overwrite").partitionBy("kind").parquet(str(staged_path))
+    if acks is not None:
+        _stage_acks(acks, config, run_id, staged_path)
+    offset_errors = None
+    if inputs.list_offsets:
+        from eos_audit.rules.list_offsets import list_offsets_error_counts
+
+        observations = _stage_list_offsets(spark, inputs, config, run_id, staged_path)
+        offset_errors = list_offsets_error_counts(observations, run_id)
+    _reached("staged")
+    staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(staged_path))
+    frames = {
+        "findings": engine.findings_of(staged),
+        "quarantine": engine.quarantine_of(staged),
+        "transactions": engine.transactions_of(staged),
+        "partition_summary": partition_summary(staged, run_id),
+        "producer_sessions": producer_sessions(staged, run_id),
+        "list_offsets_errors": offset_errors,
+        "producer_state": engine.producer_state_of(staged).withColumn("run_id", F.lit(run_id)),
+    }
+    for table in DATA_TABLES:
+        schema = TABLE_SCHEMAS[table]
+        if frames[table] is None:  # known empty: no Spark job for nothing
+            result.tables[table] = writer.replace_run_rows(table, [], schema, run_id)
+        else:
+            result.tables[table] = writer.replace_run(table, frames[table], schema, run_id)
+        log.info("run %s: wrote %s", run_id, result.tables[table])
+        _reached(f"wrote:{table}")
+    summary = _summary(staged)
+    result.batches_audited = int(summary["audited"])
+    result.batches_quarantined = int(summary["quarantined"])
+    result.batches_read = result.batches_audited + result.batches_quarantined
+    result.findings_by_severity = {s: int(summary[s]) for s in SEVERITY_ORDER}
+    result.findings_by_type = sorted(
+        ((k.split("|")[0], k.split("|")[1], int(v)) for k, v in (summary["by_type"] or {}).items()),
+        key=lambda t: (SEVERITY_ORDER.index(t[1]), t[0]),
+    )
+    result.status, result.error = finished_status(
+        result.batches_audited, result.batches_quarantined, config.run.max_quarantined_share
+    )
 
 
 def run_audit(
@@ -360,111 +513,97 @@ def run_audit(
 ) -> RunResult:
     """Audit the inputs and write findings, quarantine and the run record as Delta tables.
 
+    The run's lifecycle (issue 12): the warehouse is checked before anything is read; the run
+    takes its staging folder (removing what dead runs left) and records itself RUNNING in
+    `audit_runs` before any other table is written; each table then replaces the run's rows;
+    the last write turns the RUNNING row into the final status. A run killed on the way stays
+    RUNNING until the next run on the warehouse settles it, and a re-run of the same inputs (same
+    default run id) replaces its rows.
+
     Args:
         spark: the session.
         inputs: what to audit.
         config: the run configuration.
         warehouse: directory of the Delta tables (or staging area in catalog mode).
-        run_id: the run id; default: derived from the inputs, configuration and date.
+        run_id: the run id; default: derived from the inputs and configuration (not the clock).
 
     Returns:
-        What the run did. A failed run is recorded in `audit_runs` with status FAILED and the
-        exception is raised again.
+        What the run did: SUCCEEDED, NOTHING_AUDITED or QUARANTINE_EXCEEDED. A failed run is
+        recorded in `audit_runs` with status FAILED and the exception is raised again.
+
+    Raises:
+        SinkError: the warehouse cannot be written or lies inside an input directory, or another
+            process is running the same run id.
+        InputSchemaError: an input file cannot be read.
 
     """
     started = dt.datetime.now(dt.UTC)
     run_id = run_id or default_run_id(inputs, config)
-    writer: TableWriter = choose_writer(
-        spark,
-        warehouse,
-        config.output.writer,
-        config.output.catalog_schema,
-        has_delta=session_has_delta(spark),
-    )
-    result = RunResult(run_id=run_id, status="FAILED", writer=writer.name)
-    stage = Path(warehouse) / "_staging" / f"run-{uuid.uuid4().hex}"
-    log.info("run %s: reading %s (%s)", run_id, ", ".join(inputs.batches), inputs.batches_format)
-    error: str | None = "interrupted"
-    try:
-        as_of_ms = export_time_ms(inputs.export_time)
-        read = read_inputs(spark, inputs)
-        acks = read_acks_input(spark, inputs)
-        valid_acks = None
-        if acks is not None:
-            from eos_audit.sources.contract_reader import SOURCE_ERROR
-
-            valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
-        records = engine.audit(
-            read.batches,
-            config,
-            run_id,
-            seeds_df=read.seeds,
-            log_starts_df=read.log_starts,
-            high_watermarks_df=read.high_watermarks,
-            leader_epochs_df=read.leader_epochs,
-            acks_df=valid_acks,
-            as_of_ms=as_of_ms,
+    check_warehouse(warehouse, input_paths(inputs))
+    has_delta = session_has_delta(spark)
+    with RunStage(warehouse, run_id) as stage:
+        writer: TableWriter = choose_writer(
+            spark,
+            warehouse,
+            config.output.writer,
+            config.output.catalog_schema,
+            has_delta=has_delta,
+            staging_dir=stage.subdir("tables"),
         )
-        if read.problems is not None:
-            records = records.unionByName(engine.problem_records(read.problems, run_id))
-        log.info("run %s: auditing (one shuffle) and staging the results", run_id)
-        records.write.mode("overwrite").partitionBy("kind").parquet(str(stage))
-        if acks is not None:
-            _stage_acks(acks, config, run_id, stage)
-        offset_errors = spark.createDataFrame([], LIST_OFFSETS_ERRORS)
-        if inputs.list_offsets:
-            from eos_audit.rules.list_offsets import list_offsets_error_counts
-
-            observations = _stage_list_offsets(spark, inputs, config, run_id, stage)
-            offset_errors = list_offsets_error_counts(observations, run_id)
-        staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
-        for table, df, schema in (
-            ("findings", engine.findings_of(staged), FINDINGS),
-            ("quarantine", engine.quarantine_of(staged), QUARANTINE),
-            ("transactions", engine.transactions_of(staged), TRANSACTIONS),
-            ("partition_summary", partition_summary(staged, run_id), PARTITION_SUMMARY),
-            ("producer_sessions", producer_sessions(staged, run_id), PRODUCER_SESSIONS),
-            ("list_offsets_errors", offset_errors, LIST_OFFSETS_ERRORS),
-            (
-                "producer_state",
-                engine.producer_state_of(staged).withColumn("run_id", F.lit(run_id)),
-                PRODUCER_STATE,
-            ),
-        ):
-            result.tables[table] = writer.replace_run(table, df, schema, run_id)
-            log.info("run %s: wrote %s", run_id, result.tables[table])
-        summary = _summary(staged)
-        result.batches_audited = int(summary["audited"])
-        result.batches_quarantined = int(summary["quarantined"])
-        result.batches_read = result.batches_audited + result.batches_quarantined
-        result.findings_by_severity = {s: int(summary[s]) for s in SEVERITY_ORDER}
-        result.findings_by_type = sorted(
-            (
-                (k.split("|")[0], k.split("|")[1], int(v))
-                for k, v in (summary["by_type"] or {}).items()
-            ),
-            key=lambda t: (SEVERITY_ORDER.index(t[1]), t[0]),
+        result = RunResult(run_id=run_id, status=RUNNING, writer=writer.name)
+        _settle_dead_runs(spark, writer, stage, run_id)
+        result.tables["audit_runs"] = writer.replace_run_rows(
+            "audit_runs", [_run_row(spark, result, started, inputs, config)], AUDIT_RUNS, run_id
         )
-        result.status = "SUCCEEDED"
-        error = None
-    except EosAuditError as exc:
-        error = str(exc)
-        raise
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
+        batches = ", ".join(inputs.batches)
+        log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
         try:
-            run_df = _run_row(spark, result, started, inputs, config, error)
-            result.tables["audit_runs"] = writer.replace_run(
-                "audit_runs", run_df, AUDIT_RUNS, run_id
-            )
-            log.info(
-                "run %s: %s, recorded in %s", run_id, result.status, result.tables["audit_runs"]
-            )
-        except Exception:  # the original error matters more than a failed run record
-            log.exception("run %s: could not record the run in audit_runs", run_id)
-        shutil.rmtree(stage, ignore_errors=True)
-        with contextlib.suppress(OSError):  # only when empty: another run may be staging
-            stage.parent.rmdir()
+            try:
+                _audit_and_write(spark, inputs, config, writer, result, stage)
+            except Exception as exc:
+                unreadable = as_input_error(exc)
+                if unreadable is None:
+                    raise
+                raise unreadable from exc
+        except (Exception, KeyboardInterrupt) as exc:
+            # Anything short of the process dying is recorded; a kill leaves RUNNING behind.
+            result.status = FAILED
+            result.error = _error_text(exc)
+            _record(spark, writer, result, started, inputs, config)
+            raise
+        _record(spark, writer, result, started, inputs, config)
     return result
+
+
+def _error_text(exc: BaseException) -> str:
+    """What audit_runs.error says about a failure: one short paragraph, never a JVM stack."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    text = str(exc) if isinstance(exc, EosAuditError) else f"{type(exc).__name__}: {exc}"
+    lines = text.strip().splitlines() or [type(exc).__name__]
+    return lines[0][:2000]
+
+
+def _record(
+    spark: SparkSession,
+    writer: TableWriter,
+    result: RunResult,
+    started: dt.datetime,
+    inputs: AuditInputs,
+    config: AuditConfig,
+) -> None:
+    """Replace the run's RUNNING row by its final one.
+
+    A failed run's record that cannot be written is logged, not raised: the run's own error
+    matters more.
+    """
+    try:
+        row = _run_row(spark, result, started, inputs, config)
+        location = writer.replace_run_rows("audit_runs", [row], AUDIT_RUNS, result.run_id)
+        result.tables["audit_runs"] = location
+        log.info("run %s: %s, recorded in %s", result.run_id, result.status, location)
+    except Exception:
+        if result.status == FAILED:
+            log.exception("run %s: could not record the run in audit_runs", result.run_id)
+        else:
+            raise

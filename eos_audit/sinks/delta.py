@@ -7,13 +7,21 @@ nullability) before writing.
 delta-rs path: the executors write the rows as Parquet into a staging folder, then the driver
 streams those files through Arrow into `write_deltalake` batch by batch, so driver memory stays
 flat however many rows a table gets (no collect, no toPandas).
+
+Concurrent runs: Delta's optimistic concurrency lets runs of different run ids commit to one table
+at once (their predicates touch disjoint rows). A commit that conflicts (two writers of the same
+run id, or two runs creating a table at once) is retried against the new table version: the retry
+replaces that run's rows again, so rows are never doubled.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import shutil
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -28,14 +36,53 @@ from eos_audit.errors import SinkError
 
 log = logging.getLogger(__name__)
 
+COMMIT_ATTEMPTS = 8
+
+
+def _is_conflict(exc: Exception) -> bool:
+    """A lost optimistic-concurrency race (delta-rs CommitFailedError, Delta's Concurrent*)."""
+    name = type(exc).__name__
+    text = str(exc)
+    return (
+        name == "CommitFailedError"
+        or "Concurrent" in name
+        or "io.delta.exceptions.Concurrent" in text
+        or "DELTA_CONCURRENT" in text
+        or "already exists" in text
+        and "_delta_log" in text
+    )
+
+
+def with_commit_retries(commit: Callable[[], None], table: str) -> None:
+    """Run a commit, again (with a jittered back-off) while it loses a concurrency race."""
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            commit()
+            return
+        except Exception as exc:
+            if attempt == COMMIT_ATTEMPTS or not _is_conflict(exc):
+                raise
+            log.info("%s: concurrent commit, retrying (%d/%d)", table, attempt, COMMIT_ATTEMPTS)
+            time.sleep(random.uniform(0.05, 0.2) * attempt)  # noqa: S311 - jitter, not crypto
+
 
 class TableWriter(Protocol):
     """Writes one run's rows of a table."""
 
     name: str
 
+    def location(self, table: str) -> str:
+        """Where `table` is: a path under the warehouse, or a catalog table name."""
+        ...
+
     def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
         """Replace the rows of `run_id` in `table` by `df`; return where the table is."""
+        ...
+
+    def replace_run_rows(
+        self, table: str, rows: list[tuple], schema: T.StructType, run_id: str
+    ) -> str:
+        """Replace the rows of `run_id` by a few rows made on the driver (the run's record)."""
         ...
 
 
@@ -72,10 +119,17 @@ class SparkDeltaWriter:
         )
         target = self.location(table)
         if self.catalog_schema:
-            writer.saveAsTable(target)
+            with_commit_retries(lambda: writer.saveAsTable(target), target)
         else:
-            writer.save(target)
+            with_commit_retries(lambda: writer.save(target), target)
         return target
+
+    def replace_run_rows(
+        self, table: str, rows: list[tuple], schema: T.StructType, run_id: str
+    ) -> str:
+        """Driver-made rows through `replace_run`."""
+        spark = SparkSession.getActiveSession()
+        return self.replace_run(table, spark.createDataFrame(rows, schema), schema, run_id)
 
 
 @dataclass
@@ -84,6 +138,9 @@ class DeltaRsWriter:
 
     warehouse: str
     name: str = "delta-rs"
+    # Where the rows are staged before they are streamed into the table: the run's own folder
+    # (eos_audit.sinks.staging), so a killed run's leftovers are found and removed.
+    staging_dir: str = ""
 
     def location(self, table: str) -> str:
         """The table's directory under the warehouse."""
@@ -94,7 +151,8 @@ class DeltaRsWriter:
         from deltalake import write_deltalake
 
         target = self.location(table)
-        staging = Path(self.warehouse) / "_staging" / f"{table}-{uuid.uuid4().hex}"
+        root = Path(self.staging_dir) if self.staging_dir else Path(self.warehouse) / "_staging"
+        staging = root / f"{table}-{uuid.uuid4().hex}"
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
         try:
             _conform(df, schema).write.mode("overwrite").parquet(str(staging))
@@ -115,28 +173,61 @@ class DeltaRsWriter:
                         schema=arrow_schema,
                     )
 
-            reader = pa.RecordBatchReader.from_batches(arrow_schema, batches())
-            write_deltalake(
-                target,
-                reader,
-                mode="overwrite",
-                predicate=f"run_id = {_quote(run_id)}",
-                schema_mode=None,
-            )
-        except Exception as exc:
-            if "schema" in str(exc).lower() and Path(target, "_delta_log").exists():
-                raise SinkError(
-                    f"cannot write {target}: the existing Delta table has another schema ({exc}); "
-                    "write to a new --warehouse or migrate the table"
-                ) from exc
-            raise
+            def commit() -> None:
+                # A fresh reader per attempt: the staged files stay until the commit succeeds.
+                write_deltalake(
+                    target,
+                    pa.RecordBatchReader.from_batches(arrow_schema, batches()),
+                    mode="overwrite",
+                    predicate=f"run_id = {_quote(run_id)}",
+                    schema_mode=None,
+                )
+
+            _commit(commit, target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return target
 
+    def replace_run_rows(
+        self, table: str, rows: list[tuple], schema: T.StructType, run_id: str
+    ) -> str:
+        """A few driver-made rows straight into the table: no Spark job for a one-row record."""
+        from deltalake import write_deltalake
+
+        target = self.location(table)
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        data = pa.Table.from_pylist(
+            [dict(zip(schema.fieldNames(), row, strict=True)) for row in rows], schema=arrow_schema
+        )
+        _commit(
+            lambda: write_deltalake(
+                target, data, mode="overwrite", predicate=f"run_id = {_quote(run_id)}"
+            ),
+            target,
+        )
+        return target
+
+
+def _commit(commit: Callable[[], None], target: str) -> None:
+    """A delta-rs commit with retries; an existing table of another schema is the user's to fix."""
+    try:
+        with_commit_retries(commit, target)
+    except Exception as exc:
+        if "schema" in str(exc).lower() and Path(target, "_delta_log").exists():
+            raise SinkError(
+                f"cannot write {target}: the existing Delta table has another schema ({exc}); "
+                "write to a new --warehouse or migrate the table"
+            ) from exc
+        raise
+
 
 def choose_writer(
-    spark: SparkSession, warehouse: str, writer: str, catalog_schema: str, has_delta: bool
+    spark: SparkSession,
+    warehouse: str,
+    writer: str,
+    catalog_schema: str,
+    has_delta: bool,
+    staging_dir: str = "",
 ) -> TableWriter:
     """Pick the writer: Spark's Delta when the session has it (or when asked), else delta-rs.
 
@@ -157,4 +248,4 @@ def choose_writer(
             "output.catalog_schema needs Spark's Delta writer (Databricks or delta-spark); "
             "without it, write paths under --warehouse"
         )
-    return DeltaRsWriter(warehouse=warehouse)
+    return DeltaRsWriter(warehouse=warehouse, staging_dir=staging_dir)

@@ -54,7 +54,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.schemas import ACKS, ACKS_COLUMNS
 from eos_audit.sources import contract_reader as cr
-from eos_audit.sources.canonical import INT16_MAX, INT16_MIN, INT32_MAX, reason_when
+from eos_audit.sources.canonical import INT16_MAX, INT16_MIN, INT32_MAX, LONG_MAX, reason_when
 from eos_audit.sources.contract_reader import SOURCE_ERROR
 
 __all__ = [
@@ -228,6 +228,17 @@ def to_contract(df: DataFrame, *, default_source: Column | None = None) -> DataF
             cr.format_reason("both offset %s and error %s", offset, error),
         ),
         reason_when(raw_offset < NO_OFFSET, cr.format_reason("negative offset %s", raw_offset)),
+        # The acknowledged batch's last offset (offset + record_count - 1) must be a long below
+        # Long.MAX_VALUE, like every batch's (the audit computes it; issue 12, case 1).
+        reason_when(
+            (offset >= 0)
+            & F.coalesce(
+                F.try_add(offset, F.try_subtract(F.coalesce(count, F.lit(1)), F.lit(1)))
+                >= F.lit(LONG_MAX),
+                F.lit(True),
+            ),
+            cr.format_reason("offset %s plus record_count %s leaves no next offset", offset, count),
+        ),
         F.col("_log_start_offset_problem"),
         reason_when(log_start < -1, cr.format_reason("log_start_offset %s below -1", log_start)),
         reason_when(

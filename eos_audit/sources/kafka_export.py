@@ -115,8 +115,13 @@ def read_kafka_export(
                 files.append({"path": path, "topic": topic, "partition": partition})
                 ranks[path] = (pd.replica, rank)
         if len(replicas) > 1:
-            log.info("%s-%s: auditing replica %s, comparing %s", topic, partition,
-                     replicas[0].replica, ", ".join(r.replica for r in replicas[1:]))
+            log.info(
+                "%s-%s: auditing replica %s, comparing %s",
+                topic,
+                partition,
+                replicas[0].replica,
+                ", ".join(r.replica for r in replicas[1:]),
+            )
     files.sort(key=lambda f: f["path"])
     raw = read_segment_files(spark, files, verify_crc=verify_crc)
     replica_of = spark.createDataFrame(
@@ -134,8 +139,9 @@ def read_kafka_export(
     snapshots = read_snapshot_files(spark, snapshot_files) if snapshot_files else None
     seeds = None
     if snapshots is not None:
-        seeds = snapshots.data.select(*[c for c in snapshots.data.columns
-                                        if c not in ("snapshot_offset", "replica")])
+        seeds = snapshots.data.select(
+            *[c for c in snapshots.data.columns if c not in ("snapshot_offset", "replica")]
+        )
     epochs = read_leader_epoch_checkpoints(spark, list(primaries.values()))
     offsets = read_offset_checkpoints(spark, dirs)
     primary_df = spark.createDataFrame(
@@ -144,14 +150,38 @@ def read_kafka_export(
     )
     primary_offsets = offsets.data.join(F.broadcast(primary_df), ["topic", "partition", "replica"])
     log_starts = primary_offsets.where(F.col("kind") == "log_start").select(
-        "topic", "partition", F.col("offset").alias("log_start_offset"))
-    high_watermarks = offsets.data.where(F.col("kind") == "high_watermark").groupBy(
-        "topic", "partition").agg(F.max("offset").alias("high_watermark"))
+        "topic", "partition", F.col("offset").alias("log_start_offset")
+    )
+    high_watermarks = (
+        offsets.data.where(F.col("kind") == "high_watermark")
+        .groupBy("topic", "partition")
+        .agg(F.max("offset").alias("high_watermark"))
+    )
     problems = offsets.problems.withColumn("input", F.lit("checkpoint")).unionByName(
-        epochs.problems.withColumn("input", F.lit("leader_epoch_checkpoint")))
+        epochs.problems.withColumn("input", F.lit("leader_epoch_checkpoint"))
+    )
     if snapshots is not None:
         problems = problems.unionByName(
-            snapshots.problems.withColumn("input", F.lit("producer_snapshot")))
+            snapshots.problems.withColumn("input", F.lit("producer_snapshot"))
+        )
+    # A partition directory without a segment has nothing to audit: say so in quarantine rather
+    # than pass over it in silence (issue 12, case 3).
+    empty = [pd for pd in dirs if not _segments(pd)]
+    if empty:
+        problems = problems.unionByName(
+            spark.createDataFrame(
+                [
+                    (
+                        pd.path,
+                        "partition directory holds no .log segment file: nothing of this replica "
+                        "can be audited",
+                        "partition_directory",
+                    )
+                    for pd in empty
+                ],
+                "source string, reason string, input string",
+            )
+        )
     return KafkaExport(
         batches=batches,
         seeds=seeds,
@@ -161,4 +191,3 @@ def read_kafka_export(
         problems=problems.select("input", "source", "reason"),
         primaries={key: pd.replica for key, pd in primaries.items()},
     )
-

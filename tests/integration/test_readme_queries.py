@@ -74,3 +74,35 @@ def test_the_queries_answer_what_they_ask(spark, demo_run):
     assert [r["findings_critical"] for r in trend] == [5]
     # payments-0 has a producer without idempotence; orders-0 a corrupt batch without an id
     assert [(r["topic"], r["partition"]) for r in coverage] == [("payments", 0), ("orders", 0)]
+
+
+def test_the_queries_count_only_finished_runs(spark, demo_run, tmp_path):
+    """A run that died RUNNING (or FAILED) after writing findings changes no answer."""
+    import datetime as dt
+    import shutil
+
+    from deltalake import write_deltalake
+
+    _, _, demo, _ = demo_run
+    warehouse = tmp_path / "wh"
+    shutil.copytree(demo, warehouse)
+
+    def answers():  # as sets of rows: ties in ORDER BY may come back in any order
+        return [sorted(repr(sorted(r.items())) for r in run_query(spark, warehouse, q))
+                for q in readme_queries()]  # fmt: skip
+
+    before = answers()
+    for table in ("findings", "producer_sessions", "transactions", "partition_summary"):
+        rows = DeltaTable(str(warehouse / table)).to_pyarrow_table()
+        dead = rows.set_column(
+            rows.schema.get_field_index("run_id"), "run_id", pa.array(["dead"] * len(rows))
+        )
+        write_deltalake(str(warehouse / table), dead, mode="append")
+    runs = DeltaTable(str(warehouse / "audit_runs")).to_pyarrow_table()
+    later = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
+    for run_id, status in (("dead", "RUNNING"), ("failed", "FAILED")):
+        row = runs.to_pylist()[0] | {"run_id": run_id, "status": status, "finished_at": later}
+        write_deltalake(
+            str(warehouse / "audit_runs"), pa.Table.from_pylist([row], runs.schema), mode="append"
+        )
+    assert answers() == before

@@ -38,6 +38,8 @@ def test_defaults_file_documents_every_severity():
         ("[severity]\nSEQUENCE_GAP = 'LOUD'\n", "severity.SEQUENCE_GAP must be one of"),
         ("[severity]\nNOT_A_TYPE = 'INFO'\n", "unknown finding type 'NOT_A_TYPE'"),
         ("[output]\nwriter = 'csv'\n", "output.writer must be one of"),
+        ("[run]\nmax_quarantined_share = 5\n", "must be a number from 0 to 1, got 5"),
+        ("[run]\nmax_quarantined_share = '1%'\n", "must be a number from 0 to 1, got '1%'"),
         ("not toml at all = = =", "is not valid TOML"),
     ],
 )
@@ -73,6 +75,13 @@ def test_overrides_are_validated():
     assert AuditConfig().with_overrides(run={"fail_on": "never"}).run.fail_on == "never"
     with pytest.raises(ConfigError, match="run.fail_on"):
         AuditConfig().with_overrides(run={"fail_on": "loud"})
+
+
+def test_quarantine_share_defaults_to_one_percent_and_accepts_integers(tmp_path):
+    assert AuditConfig().run.max_quarantined_share == 0.01
+    path = tmp_path / "c.toml"
+    path.write_text("[run]\nmax_quarantined_share = 1\n")
+    assert load_config(path).run.max_quarantined_share == 1.0
 
 
 def test_glob_translation_is_anchored_java_regex():

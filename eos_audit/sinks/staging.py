@@ -1,0 +1,197 @@
+"""A run's private staging folder under `<warehouse>/_staging`, held by a lock while the run lives.
+
+Every run stages its intermediate Parquet (the audit's output records, the rows streamed into
+delta-rs) in `<warehouse>/_staging/<key>/`, where `<key>` is derived from the run id. The folder
+holds a `.lock` file the run keeps an exclusive `flock` on; the operating system releases it
+when the process ends in any way, SIGKILL included. So a later run can tell a live run's folder
+from a dead run's leftovers without clocks or heartbeats: a folder whose lock it can take belongs
+to no living process and is removed, and the run id written in the lock file names the run that
+left it (the pipeline then settles that run's rows, see `eos_audit.pipeline`).
+
+Two runs of the same run id at once are refused: the second cannot take the lock.
+
+Where the file system does not support `flock` (some FUSE mounts), the folder works without a lock:
+nothing is cleaned up for other runs, and concurrent runs of one run id rely on Delta's conflict
+checks alone (which never double rows; see `eos_audit.sinks.delta`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from eos_audit.errors import SinkError
+
+try:  # POSIX only; elsewhere runs stage without a lock (see the module docstring)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+STAGING = "_staging"
+LOCK = ".lock"
+
+
+class RunInProgressError(SinkError):
+    """Another living process is running the same run id on this warehouse."""
+
+
+def stage_key(run_id: str) -> str:
+    """A folder name for a run id: its safe characters, then a digest (ids may hold anything)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)[:60]
+    return f"{safe}-{hashlib.sha256(run_id.encode()).hexdigest()[:8]}"
+
+
+def _try_lock(fd: int) -> bool | None:
+    """Lock without waiting: True taken, False held elsewhere, None not supported here."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:  # ENOLCK, EOPNOTSUPP: a file system without locks
+        return None
+    return True
+
+
+@dataclass
+class DeadRun:
+    """What a dead run left in `_staging`: its folder and the run id written in its lock."""
+
+    path: Path
+    run_id: str | None
+
+
+@dataclass
+class RunStage:
+    """The staging folder of one run; use as a context manager.
+
+    Attributes:
+        warehouse: the warehouse directory (or the staging area in catalog mode).
+        run_id: the run's id.
+        path: the run's folder, `<warehouse>/_staging/<key>`.
+        dead_runs: folders of dead runs found (and removed) on entering.
+        locked: whether the run holds its lock (False where the file system has no locks).
+
+    """
+
+    warehouse: str
+    run_id: str
+    path: Path = field(init=False)
+    dead_runs: list[DeadRun] = field(default_factory=list, init=False)
+    locked: bool = field(default=False, init=False)
+    _fd: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.path = Path(self.warehouse) / STAGING / stage_key(self.run_id)
+
+    def subdir(self, name: str) -> str:
+        """A path inside the run's folder (not created)."""
+        return str(self.path / name)
+
+    def __enter__(self) -> RunStage:
+        self._acquire()
+        self.dead_runs = self._remove_dead_folders(self.path.parent)
+        return self
+
+    def _acquire(self) -> None:
+        lock = self.path / LOCK
+        for attempt in range(10):
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:  # removed meanwhile by another run's clean-up: again
+                continue
+            taken = _try_lock(fd)
+            if taken is False:
+                os.close(fd)
+                if attempt < 4:  # another run may hold it for a moment while removing it
+                    time.sleep(0.05)
+                    continue
+                raise RunInProgressError(
+                    f"run {self.run_id} is already running on {self.warehouse} (its lock "
+                    f"{lock} is held by a living process); wait for it to finish, or pass another "
+                    "--run-id"
+                )
+            # Another run's clean-up may have removed the folder between our open and our lock:
+            # then the locked file is no longer the one at the path, so start again.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.write(fd, self.run_id.encode())
+            self._fd, self.locked = fd, bool(taken)
+            if taken:  # what a killed run of this same id staged is of no use: start empty
+                for leftover in self.path.iterdir():
+                    if leftover.name != LOCK:
+                        shutil.rmtree(leftover, ignore_errors=True)
+            if taken is None:
+                log.warning("%s does not support file locks: staging without one", lock)
+            return
+        raise SinkError(f"cannot create the staging folder {self.path}: it keeps disappearing")
+
+    def _remove_dead_folders(self, root: Path) -> list[DeadRun]:
+        """Remove every other folder whose lock no living process holds."""
+        if not self.locked:
+            return []
+        dead = []
+        for folder in sorted(p for p in root.iterdir() if p != self.path):
+            lock = folder / LOCK
+            if not folder.is_dir():
+                continue
+            try:
+                fd = os.open(lock, os.O_RDWR)  # never created here: a folder being set up waits
+            except FileNotFoundError:
+                if not any(folder.iterdir()):
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+                continue
+            except OSError:
+                continue
+            try:
+                if _try_lock(fd) is not True:
+                    continue
+                run_id = os.read(fd, 4096).decode(errors="replace") or None
+                shutil.rmtree(folder, ignore_errors=True)
+                log.info("removed the staging folder %s of a dead run (%s)", folder, run_id)
+                dead.append(DeadRun(folder, run_id))
+            finally:
+                os.close(fd)
+        return dead
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Remove the folder unless the process is dying like a killed one, then unlock.
+
+        A normal end, an error and Ctrl-C clean up. Any other BaseException (the test suite's
+        simulated kill, a signal handler's exit) leaves the folder exactly as SIGKILL would, for
+        the next run to remove.
+        """
+        is_kill = exc_type is not None and not issubclass(exc_type, Exception | KeyboardInterrupt)
+        try:
+            if not is_kill:
+                shutil.rmtree(self.path, ignore_errors=True)
+                with contextlib.suppress(OSError):  # only when empty: another run may be staging
+                    self.path.parent.rmdir()
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)  # releases the lock, as the process's death would
+                self._fd = None
