@@ -44,7 +44,7 @@ from eos_audit.report.transactions import (
 log = logging.getLogger(__name__)
 
 # Queries in flight at once: enough to overlap their scheduling, few enough for a small driver.
-_QUERY_THREADS = 4
+_QUERY_THREADS = 6
 
 
 @dataclass(frozen=True)

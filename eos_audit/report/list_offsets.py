@@ -19,7 +19,13 @@ from pyspark.sql import functions as F
 
 from eos_audit.report.findings import finding_anchor
 from eos_audit.report.limits import ReportLimits
-from eos_audit.report.tables import RunTables, bounded_rows, severity_rank
+from eos_audit.report.tables import (
+    RunTables,
+    bounded_rows,
+    key_filter,
+    rows_and_total,
+    severity_rank,
+)
 from eos_audit.report.transactions import bucket_width
 
 log = logging.getLogger(__name__)
@@ -166,42 +172,25 @@ def query_list_offsets(
         limits: the report's limits.
     """
     offset_findings = tables.findings.where(F.col("finding_type").isin(*OFFSET_FINDINGS))
-    raw: dict[str, Any] = {
-        "marks": bounded_rows(
-            offset_findings.orderBy(
-                severity_rank(), "topic", "partition", "batch_timestamp"
-            ).select(
-                "finding_id",
-                "finding_type",
-                "severity",
-                "cause",
-                "topic",
-                "partition",
-                "base_offset",
-                "previous_offset",
-                "batch_timestamp",
-                "evidence",
-            ),
-            limits.marks_per_chart,
+    marks, marks_total = rows_and_total(
+        offset_findings.orderBy(severity_rank(), "topic", "partition", "batch_timestamp").select(
+            "finding_id", "finding_type", "severity", "cause", "topic", "partition",
+            "base_offset", "previous_offset", "batch_timestamp", "evidence",
         ),
-        "marks_total": bounded_rows(offset_findings.agg(F.count(F.lit(1)).alias("n")), 1)[0]["n"],
-        "errors": bounded_rows(
-            tables.list_offsets_errors.orderBy(
-                F.col("observations").desc(), "topic", "partition"
-            ).select(
-                "topic",
-                "partition",
-                "spec",
-                "error",
-                "observations",
+        limits.marks_per_chart,
+    )  # fmt: skip
+    errors, errors_total = rows_and_total(
+        tables.list_offsets_errors.orderBy(F.col("observations").desc(), "topic", "partition")
+        .select("topic", "partition", "spec", "error", "observations",
                 F.unix_millis("first_observed_at").alias("first_ms"),
-                F.unix_millis("last_observed_at").alias("last_ms"),
-            ),
-            limits.marks_per_chart,
-        ),
-        "errors_total": bounded_rows(
-            tables.list_offsets_errors.agg(F.count(F.lit(1)).alias("n")), 1
-        )[0]["n"],
+                F.unix_millis("last_observed_at").alias("last_ms")),
+        limits.marks_per_chart,
+    )  # fmt: skip
+    raw: dict[str, Any] = {
+        "marks": marks,
+        "marks_total": marks_total,
+        "errors": errors,
+        "errors_total": errors_total,
         "points": [],
         "partitions_observed": 0,
     }
@@ -212,37 +201,47 @@ def query_list_offsets(
     chosen = chosen[: limits.offset_series]
     observations, raw["note"] = _observations(spark, inputs)
     if observations is not None:
-        keys = observations.select("topic", "partition").distinct()
-        raw["partitions_observed"] = bounded_rows(keys.agg(F.count(F.lit(1)).alias("n")), 1)[0]["n"]
-        if len(chosen) < limits.offset_series:
-            for r in bounded_rows(keys.orderBy("topic", "partition"), limits.offset_series * 2):
+        observations = observations.withColumn("t", F.unix_millis("observed_at"))
+        # How many partitions were observed, and when: one aggregate.
+        span = bounded_rows(
+            observations.agg(
+                F.count_distinct("topic", "partition").alias("partitions"),
+                F.min("t").alias("start"),
+                F.max("t").alias("end"),
+            ),
+            1,
+        )[0]
+        raw["partitions_observed"] = span["partitions"]
+        if len(chosen) < limits.offset_series and span["partitions"] > len(chosen):
+            keys = (
+                observations.select("topic", "partition").distinct().orderBy("topic", "partition")
+            )
+            for r in bounded_rows(keys, limits.offset_series * 2):
                 if (r["topic"], r["partition"]) not in chosen and len(
                     chosen
                 ) < limits.offset_series:
                     chosen.append((r["topic"], r["partition"]))
-        raw["points"] = _bucketed(observations, chosen, limits)
+        if span["start"] is not None:
+            raw["points"] = _bucketed(observations, chosen, span["start"], span["end"], limits)
     raw["chosen"] = chosen
     return raw
 
 
 def _bucketed(
-    observations: DataFrame, chosen: list[tuple[str, int]], limits: ReportLimits
+    observations: DataFrame,
+    chosen: list[tuple[str, int]],
+    start: int,
+    end: int,
+    limits: ReportLimits,
 ) -> list[dict]:
-    """Lowest and highest offset per (partition, spec, isolation, time bucket)."""
-    from eos_audit.report.tables import key_filter
-
+    """Lowest and highest offset per (partition, spec, isolation, time bucket) of `chosen`."""
     if not chosen:
         return []
-    picked = observations.where(key_filter(("topic", "partition"), chosen)).withColumn(
-        "t", F.unix_millis("observed_at")
-    )
-    span = bounded_rows(picked.agg(F.min("t").alias("start"), F.max("t").alias("end")), 1)[0]
-    if span["start"] is None:
-        return []
-    width = bucket_width(span["start"], span["end"], limits.time_buckets)
-    bucket = F.floor((F.col("t") - F.lit(span["start"])) / width)
+    width = bucket_width(start, end, limits.time_buckets)
+    bucket = F.floor((F.col("t") - F.lit(start)) / width)
     return bounded_rows(
-        picked.groupBy("topic", "partition", "spec", "isolation", bucket.alias("b"))
+        observations.where(key_filter(("topic", "partition"), chosen))
+        .groupBy("topic", "partition", "spec", "isolation", bucket.alias("b"))
         .agg(
             F.min("offset").alias("low"),
             F.max("offset").alias("high"),

@@ -93,31 +93,44 @@ class RunOverview:
 
 
 def query_overview(tables: RunTables, limits: ReportLimits) -> dict[str, Any]:
-    """The few rows behind the overview: the run record and four aggregates.
+    """The few rows behind the overview: the run record, the counts it must match, coverage.
+
+    The counts (findings per severity, quarantine rows per input, partition_summary totals) come
+    from one job: three small aggregates unioned.
 
     Returns:
-        `run` (the audit_runs row or None), `findings_by_severity`, `quarantine_by_input`,
-        `partitions` (totals over partition_summary) and `lowest_coverage` rows.
+        `run` (the audit_runs row or None), `counts` (kind, key, n) rows and `lowest_coverage`.
     """
-    runs = bounded_rows(tables.audit_runs, 1)
     summary = tables.partition_summary
-    totals = bounded_rows(
-        summary.agg(
-            F.count(F.lit(1)).alias("partitions"),
-            F.coalesce(F.sum("batches"), F.lit(0)).alias("batches"),
-            F.coalesce(F.sum("replica_batches"), F.lit(0)).alias("replica_batches"),
-            F.coalesce(F.sum("batches_with_producer_id"), F.lit(0)).alias(
-                "batches_with_producer_id"
-            ),
-            F.count(F.when(F.col("coverage") < 1.0, 1)).alias("partitions_below_full"),
-        ),
-        1,
+    totals = summary.agg(
+        F.count(F.lit(1)).alias("partitions"),
+        F.coalesce(F.sum("batches"), F.lit(0)).alias("batches"),
+        F.coalesce(F.sum("replica_batches"), F.lit(0)).alias("replica_batches"),
+        F.coalesce(F.sum("batches_with_producer_id"), F.lit(0)).alias("batches_with_producer_id"),
+        F.count(F.when(F.col("coverage") < 1.0, 1)).alias("partitions_below_full"),
     )
+    names = ["partitions", "batches", "replica_batches", "batches_with_producer_id",
+             "partitions_below_full"]  # fmt: skip
+    counts = (
+        tables.findings.groupBy(F.lit("severity").alias("kind"), F.col("severity").alias("key"))
+        .agg(F.count(F.lit(1)).alias("n"))
+        .unionByName(
+            tables.quarantine.groupBy(
+                F.lit("quarantine").alias("kind"), F.col("input").alias("key")
+            ).agg(F.count(F.lit(1)).alias("n"))
+        )
+        .unionByName(
+            totals.select(
+                F.explode(F.create_map(*[x for c in names for x in (F.lit(c), F.col(c))])).alias(
+                    "key", "n"
+                )
+            ).select(F.lit("partitions").alias("kind"), "key", "n")
+        )
+    )
+    runs = bounded_rows(tables.audit_runs, 1)
     return {
         "run": runs[0] if runs else None,
-        "findings_by_severity": bounded_rows(tables.findings.groupBy("severity").count(), 16),
-        "quarantine_by_input": bounded_rows(tables.quarantine.groupBy("input").count(), 16),
-        "partitions": totals[0],
+        "counts": bounded_rows(counts, 1000),
         "lowest_coverage": bounded_rows(
             summary.where(F.col("coverage") < 1.0)
             .orderBy("coverage", "topic", "partition")
@@ -151,9 +164,13 @@ def build_overview(raw: dict[str, Any], run_id: str) -> RunOverview:
         The overview; the checks say whether the recorded counts match the tables.
     """
     run = raw["run"] or {}
-    by_severity = {r["severity"]: int(r["count"]) for r in raw["findings_by_severity"]}
-    quarantine = {r["input"]: int(r["count"]) for r in raw["quarantine_by_input"]}
-    parts = raw["partitions"] or {}
+
+    def counts(kind: str) -> dict[str, int]:
+        return {r["key"]: int(r["n"]) for r in raw["counts"] if r["kind"] == kind}
+
+    by_severity = counts("severity")
+    quarantine = counts("quarantine")
+    parts = counts("partitions")
     recorded = {s: int(run.get(f"findings_{s.lower()}") or 0) for s in SEVERITY_ORDER}
     read = int(run.get("batches_read") or 0)
     audited = int(run.get("batches_audited") or 0)

@@ -22,6 +22,7 @@ from eos_audit.report.tables import (
     first_rows_per_group,
     group_counts,
     key_filter,
+    rows_and_total,
 )
 
 EPOCH_KEY = ("topic", "partition", "producer_id", "producer_epoch")
@@ -123,7 +124,7 @@ def query_epoch_plots(tables: RunTables, limits: ReportLimits) -> dict[str, Any]
     with_findings = tables.producer_sessions.where(F.col("status") != "clean").withColumn(
         "findings_total", per_epoch
     )
-    epochs = bounded_rows(
+    epochs, total = rows_and_total(
         with_findings.orderBy(
             (F.col("status") == "violated").desc(), F.col("findings_total").desc(), *EPOCH_KEY
         ).select(
@@ -137,7 +138,6 @@ def query_epoch_plots(tables: RunTables, limits: ReportLimits) -> dict[str, Any]
         ),
         limits.producer_epochs,
     )
-    total = bounded_rows(with_findings.agg(F.count(F.lit(1)).alias("n")), 1)[0]["n"]
     raw: dict[str, Any] = {"epochs": epochs, "total": total, "findings": [], "counts": {}}
     keys = [tuple(r[c] for c in EPOCH_KEY) for r in epochs]
     if not keys:

@@ -180,3 +180,11 @@ def group_counts(df: DataFrame, group_cols: Sequence[str], max_groups: int) -> d
 def bounded_rows(df: DataFrame, n: int) -> list[dict]:
     """At most `n` rows as dictionaries: the report's only way of bringing rows to the driver."""
     return [row.asDict(recursive=True) for row in df.limit(max(n, 0)).collect()]
+
+
+def rows_and_total(df: DataFrame, n: int) -> tuple[list[dict], int]:
+    """The first `n` rows and how many there are: one query unless there are more than `n`."""
+    rows = bounded_rows(df, n + 1)
+    if len(rows) <= n:
+        return rows, len(rows)
+    return rows[:n], df.count()

@@ -80,11 +80,19 @@ def bucket_width(start_ms: int, end_ms: int, buckets: int) -> int:
 def query_transaction_activity(tables: RunTables, limits: ReportLimits) -> dict[str, Any]:
     """Totals by kind, the time range, counts per time bucket and the first unfinished ones."""
     txns = tables.transactions.withColumn("kind", _kind())
+    totals = bounded_rows(
+        txns.groupBy("kind").agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min("first_timestamp").alias("start"),
+            F.max(_end_ms()).alias("end"),
+        ),
+        16,
+    )
+    starts = [r["start"] for r in totals if r["start"] is not None]
+    ends = [r["end"] for r in totals if r["end"] is not None]
     raw: dict[str, Any] = {
-        "totals": bounded_rows(txns.groupBy("kind").count(), 16),
-        "range": bounded_rows(
-            txns.agg(F.min("first_timestamp").alias("start"), F.max(_end_ms()).alias("end")), 1
-        )[0],
+        "totals": [{"kind": r["kind"], "count": r["count"]} for r in totals],
+        "range": {"start": min(starts, default=None), "end": max(ends, default=None)},
         "buckets": [],
     }
     start, end = raw["range"]["start"], raw["range"]["end"]

@@ -62,21 +62,17 @@ def _run_row(**over):
 def _overview_raw(**run_over):
     return {
         "run": _run_row(**run_over),
-        "findings_by_severity": [
-            {"severity": "CRITICAL", "count": 2},
-            {"severity": "INFO", "count": 1},
+        "counts": [
+            {"kind": "severity", "key": "CRITICAL", "n": 2},
+            {"kind": "severity", "key": "INFO", "n": 1},
+            {"kind": "quarantine", "key": "record_batch", "n": 1},
+            {"kind": "quarantine", "key": "acks", "n": 3},
+            {"kind": "partitions", "key": "partitions", "n": 2},
+            {"kind": "partitions", "key": "batches", "n": 8},
+            {"kind": "partitions", "key": "replica_batches", "n": 1},
+            {"kind": "partitions", "key": "batches_with_producer_id", "n": 6},
+            {"kind": "partitions", "key": "partitions_below_full", "n": 1},
         ],
-        "quarantine_by_input": [
-            {"input": "record_batch", "count": 1},
-            {"input": "acks", "count": 3},
-        ],
-        "partitions": {
-            "partitions": 2,
-            "batches": 8,
-            "replica_batches": 1,
-            "batches_with_producer_id": 6,
-            "partitions_below_full": 1,
-        },
         "lowest_coverage": [{"topic": "t", "partition": 1, "batches": 4, "coverage": 0.5}],
     }
 
