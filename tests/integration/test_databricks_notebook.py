@@ -90,17 +90,16 @@ def test_the_notebook_calls_public_functions_only():
 
 @pytest.fixture(scope="module")
 def audited(spark, tmp_path_factory):
-    """The notebook in audit mode on the demo's export, run once."""
+    """The notebook in audit mode on the demo's export, run once, and the run it recorded."""
     root = tmp_path_factory.mktemp("notebook")
     export, faults = write_demo_export(root / "export")
     values = {"batches": str(export), "warehouse": str(root / "wh"), "run_id": "nb"}
     shown, raised, _ = _run_notebook(spark, values)
-    return shown, raised, root / "wh", faults
+    return shown, raised, root / "wh", faults, run_overview(spark, root / "wh", "nb")
 
 
-def test_audit_mode_audits_shows_the_report_and_fails_the_job(spark, audited):
-    shown, raised, warehouse, faults = audited
-    run = run_overview(spark, warehouse, "nb")
+def test_audit_mode_audits_shows_the_report_and_fails_the_job(audited):
+    shown, raised, warehouse, faults, run = audited
     assert run.findings_total == len(faults)
     # The demo has criticals: the notebook fails the job as the CLI's exit code would.
     assert run.failure("critical") is not None
@@ -111,13 +110,13 @@ def test_audit_mode_audits_shows_the_report_and_fails_the_job(spark, audited):
 
 
 def test_report_mode_shows_a_recorded_run(spark, audited):
-    _, _, warehouse, _ = audited
+    _, _, warehouse, _, run = audited
     values = {"batches": "", "warehouse": str(warehouse), "run_id": "", "fail_on": "never"}
     shown, raised, _ = _run_notebook(spark, values)
     (html,) = shown
     assert "<title>eos-audit run nb</title>" in html  # the latest finished run
-    failure = run_overview(spark, warehouse, "nb").failure("never")
     # With fail_on never only a run that did not succeed fails the job.
+    failure = run.failure("never")
     assert (str(raised) if raised else None) == (
         f"eos-audit run nb: {failure}" if failure else None
     )
