@@ -72,7 +72,8 @@ class ClusterConfig:
     """What the audited cluster ran: it decides defaults the broker applied."""
 
     kafka_version: str = "3.7"
-    # None: the default of that Kafka version (§1.10): 1 day from 3.4 on, 7 days before.
+    # None: the default of that Kafka version (docs/rules.md#producer-expiry): 1 day from 3.4 on, 7
+    # days before.
     producer_id_expiration_ms: int | None = None
 
     @property
@@ -82,7 +83,7 @@ class ClusterConfig:
 
     @property
     def effective_expiration_ms(self) -> int:
-        """Producer-state expiry the broker applied (kafka_rules.md §1.10).
+        """Producer-state expiry the broker applied (docs/rules.md#producer-expiry).
 
         producer.id.expiration.ms since 3.4 (KIP-854), before it
         transactional.id.expiration.ms (7 days).
@@ -102,7 +103,7 @@ class TopicsConfig:
 
 @dataclass(frozen=True)
 class TransactionsConfig:
-    """When an open transaction counts as hanging: timeout plus the broker's grace (§5)."""
+    """When an open transaction counts as hanging (docs/rules.md#hanging-transaction)."""
 
     max_timeout_ms: int = 900_000
     grace_ms: int = 300_000

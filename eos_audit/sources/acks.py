@@ -1,4 +1,6 @@
-"""Client acknowledgements: the `--acks` input contract and its readers (kafka_rules.md §7).
+"""Client acknowledgements: the `--acks` input contract and its readers.
+
+The rules they feed: docs/rules.md#client-sequence-error and docs/rules.md#acked-write-lost.
 
 An *ack* is one send result as the producing application logged it: when it arrived, the batch
 it was for (topic, partition, producer id, epoch, base sequence, record count) and what the
@@ -34,9 +36,9 @@ returned with `_source_error` set (all its reasons, '; '-joined) for the caller 
 * `partition` negative or above int32; `producer_id` below -1 (-1 is RecordBatch.NO_PRODUCER_ID);
   `producer_epoch` outside int16, below -1, or -1 with a producer id;
 * `base_sequence` below -1 or above int32, or -1 with a producer id: an idempotent batch always
-  carries a sequence, and the §7 rule needs it. A producer_id -1 ack (a producer without
-  idempotence) is legal and carries no sequence: its base_sequence is not checked beyond its range
-  (-1 by Kafka's NO_SEQUENCE, but any value is kept) and no rule reads it;
+  carries a sequence, and the client-sequence rule needs it. A producer_id -1 ack (a producer
+  without idempotence) is legal and carries no sequence: its base_sequence is not checked beyond
+  its range (-1 by Kafka's NO_SEQUENCE, but any value is kept) and no rule reads it;
 * `record_count` below 1 (a batch holds at least one record) or above int32;
 * an ack with neither an offset nor an error, or with both; an offset below -1;
 * `log_start_offset` below -1;
@@ -71,7 +73,7 @@ __all__ = [
 FORMATS = ("parquet", "json", "csv")
 UNKNOWN_PRODUCER_ID = "UNKNOWN_PRODUCER_ID"
 OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
-# The errors a leader returns from its sequence check (kafka_rules.md §1.5, §7).
+# The errors a leader returns from its sequence check (docs/rules.md#client-sequence-error).
 SEQUENCE_ERRORS = (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER)
 NO_OFFSET = -1  # ProduceResponse.INVALID_OFFSET
 NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID (and NO_PRODUCER_EPOCH, NO_SEQUENCE)
@@ -208,7 +210,7 @@ def to_contract(df: DataFrame, *, default_source: Column | None = None) -> DataF
             (sequence < -1) | (sequence > INT32_MAX),
             cr.format_reason("base_sequence %s out of range", sequence),
         ),
-        # An idempotent producer numbers every batch; the §7 rule needs that number.
+        # An idempotent producer numbers every batch; the client-sequence rule needs that number.
         reason_when(
             idempotent & (sequence == -1),
             cr.format_reason("producer_id %s without a base_sequence", pid),

@@ -1,12 +1,13 @@
 """`kafka-dump-log.sh` text output → the canonical one-row-per-record-batch DataFrame.
 
-Every version's format of kafka_rules.md §4.1/§4.2 is accepted: batch lines of 0.11 to 4.x (with or
+Every version's format of docs/formats.md#dump-log is accepted: batch lines of 0.11 to 4.x (with or
 without `count:`, `isControl:`, `deleteHorizonMs:`, `isvalid:` in the middle or at the end,
 upper- or lower-case codec), magic 0/1 `offset:` lines, record lines (`| ` prefix, `keysize` or
 `keySize`, the 2.8 superset line, `--skip-record-metadata`), and the 0.11–2.1 deep-iteration format
 that prints only per-record lines (records are grouped into batches by their shared `position:`).
 A control record's `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N` sets the control fields of the
-batch it belongs to (§1.7: the first record of a control batch is the marker).
+batch it belongs to (the first record of a control batch is the marker,
+docs/formats.md#control-batches).
 
 Parsing runs on the executors in the `kafka_dump_log` Python data source, one input partition per
 file. Each file is split into lines once; every line is classified and its fields extracted with
@@ -64,7 +65,7 @@ _CONTROL = (
 # `--print-data-log` tails; matched so the line is recognised, never extracted.
 _DATA_TAIL = r"(?: key: .*| payload: .*)?"
 
-# Batch line, magic 2, every version (§4.1, §4.2).
+# Batch line, magic 2, every version (docs/formats.md#dump-log).
 BATCH_V2 = (
     r"^baseOffset: (?P<base>-?\d+) lastOffset: (?P<last>-?\d+)(?: count: (?P<count>\d+|null))?"
     r" baseSequence: (?P<bseq>-?\d+) lastSequence: (?P<lseq>-?\d+)"
@@ -338,7 +339,7 @@ def parse_dump_log(
     ctl_rec_lines = np.array([], dtype=np.int64)
     if len(rec_idx):
         good = ~orphan
-        # §1.7: the marker is the first record of a control batch.
+        # The marker is the first record of a control batch (docs/formats.md#control-batches).
         batch_of, first = np.unique(rec_batch[good], return_index=True)
         ctl_batch_lines = batch_of
         ctl_rec_lines = rec_idx[good][first]
@@ -511,7 +512,8 @@ def _v2_rows(
     txn = _bool(pc.struct_field(m, "txn"))
     ctl = _bool(pc.struct_field(m, "ctl"))
     # 0.11–2.1 batch lines have no isControl. A transactional batch with a producer id and no
-    # sequence can only be a marker: the leader rejects such data batches (§1.1, LogValidator).
+    # sequence can only be a marker: the leader rejects such data batches
+    # (docs/formats.md#dump-log).
     inferred = pc.and_(pc.and_(txn, pc.equal(bseq, -1)), pc.greater_equal(pid, 0))
     is_control = pc.coalesce(ctl, inferred)
     valid = pc.coalesce(_bool(pc.struct_field(m, "valid2")), _bool(pc.struct_field(m, "valid1")))
@@ -627,7 +629,8 @@ def _old_rows(
     base = np.where(legacy, off[ends], off[starts])
     cols = {
         **_base_columns(g),
-        # A legacy compressed wrapper's offset is its last inner offset (§2.2).
+        # A legacy compressed wrapper's offset is its last inner offset
+        # (docs/formats.md#legacy-entries).
         "base_offset": base,
         "last_offset": off[ends],
         "producer_id": pid[starts],

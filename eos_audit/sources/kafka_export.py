@@ -5,7 +5,8 @@ Decisions made on the driver from file names only (no data is read there):
 - the *primary* replica of each partition, the one audited: the most complete copy by its files
   (highest last segment base offset, then most segment bytes, then replica name);
 - the producer snapshot that seeds the replay: the primary's newest `.snapshot` at or below its
-  first segment's base offset, i.e. the producer state right before the exported log (§1.11, §3.2).
+  first segment's base offset, i.e. the producer state right before the exported log
+  (docs/formats.md#producer-snapshot, docs/rules.md#seeded-state).
 
 Everything else is read on the executors: every replica's segments (the other replicas are
 compared with the primary for REPLICA_DIVERGENCE), the leader-epoch checkpoint of the primary, and

@@ -1,11 +1,11 @@
 """Partition directories of exported Kafka logs: discovery, producer snapshots and checkpoints.
 
-Layout (kafka_rules.md §3.1): `<log.dir>/<topic>-<partition>/` holds the segments
-(`<20-digit base offset>.log`), producer snapshots (`.snapshot`, §3.2) and the
-`leader-epoch-checkpoint` (§3.3); the log dir itself holds the text checkpoints
-`log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks) and
-`recovery-point-offset-checkpoint`. An export is usually `<export>/<broker-id>/<topic>-<p>/`, so the
-folder above a partition dir names the replica.
+Layout (docs/formats.md#partition-directory): `<log.dir>/<topic>-<partition>/` holds the segments
+(`<20-digit base offset>.log`), producer snapshots (`.snapshot`, docs/formats.md#producer-snapshot)
+and the `leader-epoch-checkpoint` (docs/formats.md#checkpoint-files); the log dir itself holds the
+text checkpoints `log-start-offset-checkpoint`, `replication-offset-checkpoint` (high watermarks)
+and `recovery-point-offset-checkpoint`. An export is usually `<export>/<broker-id>/<topic>-<p>/`,
+so the folder above a partition dir names the replica.
 
 Discovery runs on the driver (it lists directories, it reads no data). Every file is read on the
 executors by the `kafka_partition_files` Python data source: snapshots are decoded with one numpy
@@ -341,10 +341,10 @@ def _problem(schema_kind: str, source: str, reason: str, **known) -> pa.RecordBa
 def parse_snapshot(
     data: bytes, *, path: str, topic: str, partition: int, replica: str
 ) -> pa.RecordBatch:
-    """Decode one `.snapshot` file (§3.2) into producer-state rows.
+    """Decode one `.snapshot` file (docs/formats.md#producer-snapshot) into producer-state rows.
 
     A corrupt file (unknown version, CRC mismatch, size not 10 + 46·N, bad name) gives a single
-    row with `_problem` set and no entries, as Kafka drops such a snapshot entirely (§1.11).
+    row with `_problem` set and no entries, as Kafka drops such a snapshot entirely.
 
     Args:
         data: file content.
@@ -362,7 +362,7 @@ def parse_snapshot(
     if not m:
         return _problem("snapshot", path, "file name is not <20-digit offset>.snapshot", **known)
     snap_offset = int(m.group(1))
-    # The file name is the exclusive end offset the state covers (§3.2).
+    # The file name is the exclusive end offset of the state (docs/formats.md#producer-snapshot).
     known["snapshot_offset"] = snap_offset
     known["state_offset"] = snap_offset
     size = len(data)
@@ -534,7 +534,9 @@ def _entry_rows(kind: str, good: pa.StructArray, sources: pa.Array, known: dict)
 def parse_leader_epoch_checkpoint(
     data: bytes, *, path: str, topic: str, partition: int, replica: str
 ) -> list[pa.RecordBatch]:
-    """Decode a `leader-epoch-checkpoint` (§3.3): `0`, count, `<epoch> <startOffset>` lines.
+    """Decode a `leader-epoch-checkpoint`: `0`, count, `<epoch> <startOffset>` lines.
+
+    See docs/formats.md#checkpoint-files.
 
     Args:
         data: file content.

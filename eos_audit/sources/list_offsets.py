@@ -1,4 +1,7 @@
-"""ListOffsets observations: the input contract and its readers (kafka_rules.md §5).
+"""ListOffsets observations: the input contract and its readers.
+
+The rules they feed: docs/rules.md#list-offsets-regression and
+docs/rules.md#acked-data-missing-from-log.
 
 An *observation* is one answer of a partition leader to ListOffsets, recorded by an offset watcher:
 when it was asked, for which partition, with which offset spec (`latest`, `earliest`,

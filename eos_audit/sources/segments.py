@@ -1,9 +1,10 @@
 """Kafka `.log` segment files → the canonical one-row-per-record-batch DataFrame.
 
-The parser walks a segment batch by batch (one `struct.unpack_from` per batch, §2.2 framing: size
-at byte 8, magic at byte 16), then decodes every v2 header field of all batches at once with numpy
-(kafka_rules.md §2.1), verifies CRC-32C with the compiled `crc32c` library and decodes the first
-record of control batches (EndTransactionMarker, §1.7) with a vectorised varint reader. Record
+The parser walks a segment batch by batch (one `struct.unpack_from` per batch; the framing of
+docs/formats.md#segment-layout: size at byte 8, magic at byte 16), then decodes every v2 header
+field of all batches at once with numpy (docs/formats.md#record-batch-v2), verifies CRC-32C with the
+compiled `crc32c` library and decodes the first record of control batches (the transaction
+marker, docs/formats.md#control-batches) with a vectorised varint reader. Record
 payloads are never decoded and never logged.
 
 Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) has one input
@@ -42,11 +43,12 @@ log = logging.getLogger(__name__)
 SOURCE_ERROR_COL = "_source_error"
 DATA_SOURCE_NAME = "kafka_segments"
 
-# §2.1: header layout of a magic v2 batch.
+# Header layout of a magic v2 batch (docs/formats.md#record-batch-v2).
 RECORD_BATCH_OVERHEAD = 61
 LOG_OVERHEAD = 12  # baseOffset int64 + batchLength int32
 MIN_V2_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD  # 49
-# §2.2: smallest legacy message after the log overhead (crc, magic, attributes, [ts], key, value).
+# Smallest legacy message after the log overhead (crc, magic, attributes, [ts], key, value;
+# docs/formats.md#legacy-entries).
 MIN_LEGACY_LENGTH = {0: 14, 1: 22}
 # A declared length above this is treated as garbage rather than a batch cut by a copy: Kafka's
 # segments default to 1 GiB and a batch never exceeds a segment.
@@ -101,7 +103,7 @@ assert ARROW_SCHEMA.names == [f.name for f in RECORD_BATCH.fields] + [SOURCE_ERR
 
 
 # ------------------------------------------------------------------------------------------------
-# Sequence arithmetic (§1.5, DRB / BM)
+# Sequence arithmetic (docs/formats.md#sequence-arithmetic)
 # ------------------------------------------------------------------------------------------------
 def increment_sequence(seq: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """Kafka's `incrementSequence`, vectorised: `s > MAX-k ? k - (MAX - s) - 1 : s + k`.
@@ -334,7 +336,7 @@ def _varint(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarr
 def _control_markers(
     buf: np.ndarray, start: np.ndarray, end: np.ndarray
 ) -> tuple[list[str | None], np.ndarray, np.ndarray]:
-    """Parse the first record of uncompressed control batches (§2.1 record layout, §1.7).
+    """Parse the first record of uncompressed control batches (docs/formats.md#control-batches).
 
     Returns (control_type per batch, coordinator_epoch values, coordinator_epoch valid mask).
     """
@@ -418,7 +420,7 @@ def _decode_v2(
 
     control_type = pa.nulls(n, pa.string())
     coord_epoch = pa.nulls(n, pa.int32())
-    # Compressed control batches (never written by Kafka) and emptied ones (compaction, §1.7)
+    # Compressed control batches (never written by Kafka) and emptied ones (compaction)
     # have no readable marker: their control fields stay null.
     ctl = np.flatnonzero(is_control & ((attributes & 0x07) == 0) & (count > 0))
     if len(ctl):
@@ -466,7 +468,7 @@ def _decode_legacy(
     path: str,
     verify_crc: bool,
 ) -> pa.RecordBatch:
-    """Legacy magic 0/1 entries (§2.2): counted and reconciled, no producer fields."""
+    """Legacy magic 0/1 entries (docs/formats.md#legacy-entries): counted, no producer fields."""
     n = len(pos)
     hdr = buf[pos[:, None] + np.arange(26)]  # offset, size, crc, magic, attributes, timestamp
     offset = _be(hdr, 0, ">i8")
