@@ -16,8 +16,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import OUTPUT_TABLES
-from eos_audit.session import session_has_delta
-from eos_audit.sources.files import read_delta
+from eos_audit.sources.contract_reader import delta_dataframe, read_delta
 from eos_audit.summaries import SEVERITY_ORDER
 
 # Statuses of runs whose tables are incomplete: running (or died running), or failed. A report of
@@ -42,9 +41,9 @@ class TableLocation:
 def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFrame:
     """One output table in its contract's columns; empty when it was never written.
 
-    Without Delta in the session, delta-rs lists the table's current files and Spark reads them
-    with the contract's schema (an empty table then keeps its columns). With Delta in the
-    session, or for a catalog table, `read_delta` reads it.
+    Read as the pipeline reads its own tables (`contract_reader`): a catalog table through
+    Spark; a path through Spark's Delta source when the session has Delta, else delta-rs lists
+    the table's current files and Spark reads them.
 
     Args:
         spark: the session.
@@ -59,21 +58,12 @@ def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFra
     if where.catalog_schema:
         if not spark.catalog.tableExists(location):
             return spark.createDataFrame([], schema)
-        return read_delta(spark, location).select(*schema.fieldNames())
-    if not (Path(location) / "_delta_log").is_dir():
+        df = read_delta(spark, location)
+    elif not (Path(location) / "_delta_log").is_dir():
         return spark.createDataFrame([], schema)
-    if session_has_delta(spark):
-        return read_delta(spark, location).select(*schema.fieldNames())
-    from deltalake import DeltaTable
-
-    delta = DeltaTable(location)
-    if set(delta.protocol().reader_features or []) - {"timestampNtz"}:
-        # Deletion vectors and the like: read_delta refuses them with the reason.
-        return read_delta(spark, location).select(*schema.fieldNames())
-    files = delta.file_uris()
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    else:
+        df = delta_dataframe(spark, location, schema)
+    return df.select(*schema.fieldNames())
 
 
 def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None) -> str:

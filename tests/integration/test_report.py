@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from eos_audit.errors import ConfigError, InputNotFoundError
-from eos_audit.report import ReportLimits, build, report_path, write_report
+from eos_audit.report import ReportLimits, build, report_path, run_overview, write_report
 from eos_audit.report.data import left_out
 from eos_audit.report.partitions import query_partition_timelines
-from eos_audit.report.tables import TableLocation, resolve_run_id, run_tables
+from eos_audit.report.tables import TableLocation, read_table, resolve_run_id, run_tables
+from eos_audit.schemas import OUTPUT_TABLES
 from tests.integration.test_readme_queries import run_query
 
 pytestmark = pytest.mark.slow
@@ -196,3 +197,23 @@ def test_the_databricks_sql_queries_answer_on_the_demo(spark, demo_run):
         ("DUPLICATE_BATCH", 12, 0),
         ("SEQUENCE_GAP", 6, 0),
     ]
+
+
+def test_tables_in_a_catalog_schema(spark, demo_run, tmp_path):
+    # Databricks writes managed tables into a catalog schema; a local database stands in for it.
+    _, _, warehouse, _ = demo_run
+    spark.sql(f"CREATE DATABASE report_catalog LOCATION '{tmp_path / 'db'}'")
+    try:
+        for table in ("audit_runs", "findings", "quarantine", "partition_summary"):
+            read_table(spark, TableLocation(str(warehouse)), table).write.saveAsTable(
+                f"report_catalog.{table}"
+            )
+        o = run_overview(spark, tmp_path, catalog_schema="report_catalog")
+        assert o.run_id == "night-1" and [c for c in o.checks if not c.ok] == []
+        # A table never written (transactions here) reads as empty, with its columns.
+        where = TableLocation(str(tmp_path), "report_catalog")
+        assert (
+            read_table(spark, where, "transactions").columns == OUTPUT_TABLES["transactions"].names
+        )
+    finally:
+        spark.sql("DROP DATABASE report_catalog CASCADE")
