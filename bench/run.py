@@ -75,6 +75,26 @@ def generate(rows: int, path: Path) -> Path:
     return path
 
 
+def jvm_heap_peak_mb(spark, *, reset: bool = False) -> float:
+    """Peak heap of the JVM's pools since the last reset (local mode: driver and executors)."""
+    total = 0
+    for pool in spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans():
+        if str(pool.getType()) != "Heap memory":
+            continue
+        if reset:
+            pool.resetPeakUsage()
+        else:
+            total += pool.getPeakUsage().getUsed()
+    return round(total / 2**20, 1)
+
+
+def python_driver_peak_mb() -> float:
+    """Peak resident memory of this (driver) Python process since it started."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def timed(action, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -193,7 +213,11 @@ def main() -> None:
             )
             results.append(result)
             continue
+        jvm_heap_peak_mb(spark, reset=True)
         audit_s = timed(audit, args.repeat)
+        # Nothing of the batches reaches the driver: both stay flat as the input grows.
+        result["jvm_heap_peak_mb"] = jvm_heap_peak_mb(spark)
+        result["python_driver_peak_mb"] = python_driver_peak_mb()
         result.update({"audit_s": round(audit_s, 2), "ratio": round(audit_s / floor_s, 2),
                        "audit_transfer_ratio": round(audit_s / transfer_s, 2),
                        "audit_batches_per_s": int(rows / audit_s)})
@@ -212,7 +236,9 @@ def main() -> None:
             f"{rows:>11,} batches  floor {floor_s:7.2f}s ({rows / floor_s:>10,.0f}/s)  "
             f"transfer {transfer_s:7.2f}s  audit {audit_s:7.2f}s ({rows / audit_s:>10,.0f}/s)  "
             f"audit/floor {audit_s / floor_s:4.2f}  audit/transfer {audit_s / transfer_s:4.2f}"
-            + (f"  pipeline {result['pipeline_s']:7.2f}s" if "pipeline_s" in result else ""),
+            + (f"  pipeline {result['pipeline_s']:7.2f}s" if "pipeline_s" in result else "")
+            + f"  JVM heap peak {result['jvm_heap_peak_mb']:,.0f} MB"
+            + f"  Python driver peak {result['python_driver_peak_mb']:,.0f} MB",
             flush=True,
         )
         results.append(result)

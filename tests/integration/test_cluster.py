@@ -1,0 +1,160 @@
+"""The nightly job on a real Spark cluster: a standalone master and two workers on localhost.
+
+The cluster is started from the pyspark installation (`spark-class` with the deploy Master and
+Worker classes, nothing downloaded), the audit runs through `spark-submit.sh --master spark://...`
+so the executors are other processes that get the library as the zip spark-submit ships, and the
+tables it writes must equal those of the same audit run locally. The input is a broker export
+(segments), so the Kafka readers run on the executors too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from eos_audit.config import AuditConfig
+from eos_audit.pipeline import AuditInputs, run_audit
+from tests.fixtures.segment_builder import write_tree
+
+# Minutes on 2 cores (three JVMs and their Python workers): run with `./run.sh test -m cluster`.
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+REPO = Path(__file__).resolve().parents[2]
+# Every table the run writes, with the columns that identify a row (audit_runs is compared apart:
+# its times and durations differ between any two runs).
+TABLES = {
+    "findings": "finding_id",
+    "quarantine": "quarantine_id",
+    "transactions": "transaction_id",
+    "partition_summary": "topic, partition",
+    "producer_sessions": "topic, partition, producer_id, producer_epoch",
+    "producer_state": "topic, partition, producer_id",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_class() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+
+
+def _master_state(webui_port: int) -> dict:
+    """The master's own view of the cluster (its web UI's JSON)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui_port}/json/", timeout=2) as r:
+            return json.load(r)
+    except OSError:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
+    """A master and two one-core workers; yields the master URL and web UI port.
+
+    The processes are stopped by their ids (each in its own process group) at the end.
+    """
+    work = tmp_path_factory.mktemp("cluster")
+    port, webui = _free_port(), _free_port()
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    log = (work / "cluster.log").open("w")
+    procs = [
+        subprocess.Popen(
+            [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(webui)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    ]  # fmt: skip
+    url = f"spark://127.0.0.1:{port}"
+    try:
+        for n in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [_spark_class(), "org.apache.spark.deploy.worker.Worker", url, "--host",
+                     "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port",
+                     str(_free_port()), "--work-dir", str(work / f"worker-{n}")],
+                    env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )
+            )  # fmt: skip
+        deadline = time.monotonic() + 120
+        while _master_state(webui).get("aliveworkers", 0) < 2:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                log.flush()
+                pytest.fail("the standalone cluster did not start:\n"
+                            + (work / "cluster.log").read_text()[-3000:])  # fmt: skip
+            time.sleep(0.5)
+        yield url, webui
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        log.close()
+
+
+def _rows(table: Path, order: str) -> list[dict]:
+    rows = pa.table(DeltaTable(str(table)).to_pyarrow_table()).to_pylist()
+    keys = [k.strip() for k in order.split(",")]
+    return sorted(rows, key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def test_a_standalone_cluster_writes_the_tables_a_local_run_writes(
+    spark, standalone_master, tmp_path
+):
+    master_url, webui = standalone_master
+    export = tmp_path / "export"
+    write_tree(export, brokers=3, partitions=2, replication=2, batches_per_partition=30, seed=7)
+    cluster_wh, local_wh = tmp_path / "cluster-wh", tmp_path / "local-wh"
+    env = {
+        **os.environ,
+        "SPARK_MASTER": master_url,
+        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    done = subprocess.run(
+        [str(REPO / "spark-submit.sh"), "--no-delta", "audit", "--batches", str(export),
+         "--batches-format", "segments", "--warehouse", str(cluster_wh), "--run-id", "night",
+         "--fail-on", "never"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # The job ran on the cluster: the master lists it as a finished application of its workers.
+    apps = _master_state(webui).get("completedapps", [])
+    assert [a["name"] for a in apps] == ["eos-audit"] and apps[0]["cores"] == 2, apps
+
+    run_audit(
+        spark,
+        AuditInputs(batches=(str(export),), batches_format="segments"),
+        AuditConfig(),
+        str(local_wh),
+        run_id="night",
+    )
+    for table, order in TABLES.items():
+        assert _rows(cluster_wh / table, order) == _rows(local_wh / table, order), table
+    (cluster_run,) = _rows(cluster_wh / "audit_runs", "run_id")
+    (local_run,) = _rows(local_wh / "audit_runs", "run_id")
+    for column in ("status", "batches_read", "batches_audited", "batches_quarantined"):
+        assert cluster_run[column] == local_run[column], column
+    assert cluster_run["batches_audited"] > 0
