@@ -229,7 +229,8 @@ def _run(args: argparse.Namespace) -> int:
                 f"input {path} does not exist; check --batches, --producer-state, "
                 "--list-offsets and --acks"
             )
-    check_warehouse(args.warehouse, paths)  # run_audit checks again; this is before Spark starts
+    # Before Spark starts (seconds, not a minute); run_audit checks again, creating it.
+    check_warehouse(args.warehouse, paths, create=False)
     export_time_ms(args.export_time)  # a malformed time fails here, not after the audit
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})

@@ -1,4 +1,8 @@
-"""The CLI as users run it: a real process, real exit codes (delta-rs issue 2184 is why)."""
+"""The CLI as users run it: real exit codes (delta-rs issue 2184 is why one runs as a real process).
+
+The demo and the usage errors run as real processes; audits run `main()` in-process on the suite's
+session, since a Spark start per test costs more than the rest of the test.
+"""
 
 import os
 import re
@@ -51,44 +55,49 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     assert rows == [{"n": 9}]  # 6 faults in the log, 3 in the client-side evidence
 
 
-def test_audit_with_critical_findings_exits_1(export, tmp_path):
-    result = run_cli("audit", "--batches", str(export), "--warehouse", str(tmp_path / "wh"))
-    assert result.returncode == 1, result.stderr
-    assert "SEQUENCE_GAP           CRITICAL      1" in result.stdout
-    assert "one shuffle" in result.stderr  # one log line per stage, with the run id
+@pytest.fixture(scope="module")
+def lenient(tmp_path_factory):
+    """The demo export quarantines 1 row of 62 (1.6%): allow 5% to see its findings decide."""
+    conf = tmp_path_factory.mktemp("conf") / "lenient.toml"
+    conf.write_text("[run]\nmax_quarantined_share = 0.05\n")
+    return conf
 
 
 # In-process: the same main() on the test session (Spark start-up is paid once per suite).
-def test_fail_on_never_exits_0(spark, export, tmp_path, capsys):
-    assert (
-        main(
-            [
-                "audit",
-                "--batches",
-                str(export),
-                "--warehouse",
-                str(tmp_path / "wh"),
-                "--fail-on",
-                "never",
-            ]
-        )
-        == 0
-    )
+def test_audit_with_critical_findings_exits_1(spark, export, lenient, tmp_path, capsys, caplog):
+    caplog.set_level("INFO", logger="eos_audit")
+    code = main(
+        ["audit", "--batches", str(export), "--warehouse", str(tmp_path / "wh"),
+         "--conf", str(lenient)]
+    )  # fmt: skip
+    assert code == 1
+    assert "SEQUENCE_GAP           CRITICAL      1" in capsys.readouterr().out
+    assert "one shuffle" in caplog.text  # one log line per stage, with the run id
+
+
+def test_fail_on_never_exits_0(spark, export, lenient, tmp_path, capsys):
+    code = main(
+        ["audit", "--batches", str(export), "--warehouse", str(tmp_path / "wh"),
+         "--conf", str(lenient), "--fail-on", "never"]
+    )  # fmt: skip
+    assert code == 0
+
+
+VALID = {
+    "topic": "t",
+    "partition": 0,
+    "base_offset": 0,
+    "last_offset": 0,
+    "producer_id": 5,
+    "producer_epoch": 0,
+    "base_sequence": 0,
+    "is_transactional": False,
+    "is_control": False,
+}
 
 
 def test_clean_input_exits_0(spark, tmp_path, capsys):
-    rows = {
-        "topic": ["t"],
-        "partition": [0],
-        "base_offset": [0],
-        "last_offset": [0],
-        "producer_id": [5],
-        "producer_epoch": [0],
-        "base_sequence": [0],
-        "is_transactional": [False],
-        "is_control": [False],
-    }
-    pq.write_table(pa.table(rows), tmp_path / "clean.parquet")
+    pq.write_table(pa.table({k: [v] for k, v in VALID.items()}), tmp_path / "clean.parquet")
     code = main(
         [
             "audit",
@@ -102,6 +111,19 @@ def test_clean_input_exits_0(spark, tmp_path, capsys):
     )
     assert code == 0
     assert "no findings" in capsys.readouterr().out
+
+
+def test_too_much_quarantined_exits_4_whatever_fail_on_says(spark, tmp_path, capsys):
+    rows = {k: [v, v] for k, v in VALID.items()}
+    rows["base_offset"], rows["last_offset"] = [0, -7], [0, -7]  # one of two rows impossible
+    pq.write_table(pa.table(rows), tmp_path / "half.parquet")
+    code = main(
+        ["audit", "--batches", str(tmp_path / "half.parquet"), "--warehouse",
+         str(tmp_path / "wh"), "--fail-on", "never"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 4
+    assert "QUARANTINE_EXCEEDED: quarantined 1 of 2 record batches (50.0%)" in out
 
 
 def test_missing_column_exits_2_naming_it(spark, tmp_path, capsys):
