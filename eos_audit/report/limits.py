@@ -22,9 +22,9 @@ class ReportLimits:
     """
 
     findings_per_type: int = 20
-    partitions: int = 16
+    partitions: int = 12
     spans_per_partition: int = 40
-    marks_per_chart: int = 80
+    marks_per_chart: int = 60
     producer_epochs: int = 12
     transactions: int = 30
     time_buckets: int = 60
