@@ -23,7 +23,6 @@ text is never copied (it may be record data). Payloads (`key:`, `payload:` tails
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator
@@ -33,10 +32,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.sources.arrow_text import parse_int
+from eos_audit.sources.file_source import FileDataSource, load_files
 from eos_audit.sources.segments import (
     ARROW_SCHEMA,
     SOURCE_ERROR_COL,
@@ -661,62 +660,37 @@ def _old_rows(
 # ------------------------------------------------------------------------------------------------
 # Spark data source
 # ------------------------------------------------------------------------------------------------
-class _DumpFile(InputPartition):
-    def __init__(self, path: str):
-        super().__init__(path)
-        self.path = path
-
-
-class _DumpLogReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]):
-        self.paths = sorted(json.loads(options.get("paths", "[]")))
-        self.topic = options.get("topic") or None
-        part = options.get("partition")
-        self.partition = int(part) if part not in (None, "") else None
-
-    def partitions(self) -> list[InputPartition]:
-        return [_DumpFile(p) for p in self.paths] or [_DumpFile("")]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        path = getattr(partition, "path", "")
-        if not path:
-            return
-        try:
-            with open(path, "rb") as fh:  # read-only
-                data = fh.read()
-        except OSError as exc:
-            yield error_batch(
-                topic=self.topic,
-                partition=self.partition,
-                sources=[f"{path}:line 0"],
-                errors=[f"cannot read file: {exc.strerror or exc}"],
-            )
-            return
-        table = parse_dump_log(data, path=path, topic=self.topic, partition=self.partition)
-        yield from table.to_batches(max_chunksize=65536)
-
-
-class KafkaDumpLogDataSource(DataSource):
+class KafkaDumpLogDataSource(FileDataSource):
     """Spark data source `kafka_dump_log`: one input partition per text file.
 
     Options:
-        paths: JSON list of file paths.
+        files: JSON list of `{"path": ...}`.
         topic: topic for every batch (overrides the `Dumping` line).
         partition: partition for every batch (overrides the `Dumping` line).
     """
 
-    @classmethod
-    def name(cls) -> str:
-        """The format name used with `spark.read.format(...)`."""
-        return DATA_SOURCE_NAME
+    format_name = DATA_SOURCE_NAME
 
     def schema(self) -> T.StructType:
         """The reader output schema (`RECORD_BATCH` + `_source_error`)."""
         return source_schema()
 
-    def reader(self, schema: T.StructType) -> DataSourceReader:
-        """A reader over the files given in the options."""
-        return _DumpLogReader(self.options)
+    def _topic_partition(self) -> tuple[str | None, int | None]:
+        part = self.options.get("partition")
+        return self.options.get("topic") or None, int(part) if part not in (None, "") else None
+
+    def parse(self, file: dict, data: bytes | memoryview) -> Iterator[pa.RecordBatch]:
+        """The rows of one dump file (`parse_dump_log`)."""
+        topic, partition = self._topic_partition()
+        table = parse_dump_log(bytes(data), path=file["path"], topic=topic, partition=partition)
+        yield from table.to_batches(max_chunksize=65536)
+
+    def unreadable(self, file: dict, reason: str) -> Iterator[pa.RecordBatch]:
+        """One error row at line 0 of the file."""
+        topic, partition = self._topic_partition()
+        yield error_batch(
+            topic=topic, partition=partition, sources=[f"{file['path']}:line 0"], errors=[reason]
+        )
 
 
 def _expand(paths: list[str]) -> list[str]:
@@ -760,11 +734,6 @@ def read_dump_log(
     if isinstance(paths, str):
         paths = [paths]
     files = _expand(paths)
-    spark.dataSource.register(KafkaDumpLogDataSource)
-    reader = spark.read.format(DATA_SOURCE_NAME).option("paths", json.dumps(files))
-    if topic is not None:
-        reader = reader.option("topic", topic)
-    if partition is not None:
-        reader = reader.option("partition", str(int(partition)))
+    options = {"topic": topic or "", "partition": "" if partition is None else str(int(partition))}
     log.info("reading %d kafka-dump-log files", len(files))
-    return reader.load()
+    return load_files(spark, KafkaDumpLogDataSource, [{"path": f} for f in files], **options)

@@ -10,7 +10,8 @@ Three guarantees live here, once:
 
 - a read of no files is one empty partition (Spark would otherwise hand the reader a bare
   `InputPartition` without our attributes; issue 12, case 3);
-- a file that cannot be opened becomes the subclass's error rows, never an exception;
+- a file that cannot be opened, or that a parser fails on (a bug: the parsers are fuzzed never to
+  raise), becomes the subclass's error rows, never a failed task;
 - inputs are opened read-only and never written next to.
 """
 
@@ -70,6 +71,13 @@ class _FilesReader(DataSourceReader):
                         view.release()
         except OSError as exc:
             yield from self.source.unreadable(file, f"cannot read file: {exc.strerror or exc}")
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not fail the night's job
+            # The parsers are fuzzed never to raise (tests/fuzz); should one still, the file
+            # becomes a quarantine row saying so instead of a failed Spark task.
+            log.warning("could not parse %s", path, exc_info=True)
+            yield from self.source.unreadable(
+                file, f"could not parse the file ({type(exc).__name__}: {exc}); a bug in eos-audit"
+            )
 
 
 class FileDataSource(DataSource):

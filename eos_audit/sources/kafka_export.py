@@ -25,12 +25,11 @@ from pyspark.sql import functions as F
 
 from eos_audit.sources.canonical import to_canonical
 from eos_audit.sources.kafka_files import (
-    PartitionDir,
-    discover_partition_dirs,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
     read_snapshot_files,
 )
+from eos_audit.sources.partition_dirs import PartitionDir, discover_partition_dirs
 from eos_audit.sources.segments import read_segment_files
 
 log = logging.getLogger(__name__)

@@ -18,12 +18,10 @@ checkpoint line). Nothing raises on bad content.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 import crc32c
@@ -32,11 +30,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
 from eos_audit.sources.arrow_text import parse_int
+from eos_audit.sources.file_source import FileDataSource, load_files
+from eos_audit.sources.partition_dirs import (  # noqa: F401 (re-exported for callers)
+    PartitionDir,
+    discover_partition_dirs,
+    discover_segment_files,
+)
 from eos_audit.sources.segments import decrement_sequence
 
 if TYPE_CHECKING:
@@ -47,18 +49,7 @@ log = logging.getLogger(__name__)
 DATA_SOURCE_NAME = "kafka_partition_files"
 PROBLEM_COL = "_problem"
 
-# Topic names are [a-zA-Z0-9._-]+ (Topic.java); the partition is the trailing integer.
-_PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-(\d+)$")
-# LocalLog.scala: `<topic>-<partition>.<uuid>-delete|-future|-stray` while deleted/moved/stray.
-_IGNORED_DIR = re.compile(r"-(delete|future|stray)$")
-_SEGMENT = re.compile(r"^\d{20}\.log$")
 _SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
-_KAFKA_FILE = re.compile(
-    r"^(\d{20}\.(log|index|timeindex|txnindex|snapshot)|leader-epoch-checkpoint|partition\.metadata)$"
-)
-# LogFileUtils: transient files of the cleaner / deletion; not part of the log.
-_TRANSIENT = re.compile(r"\.(deleted|cleaned|swap)$")
-
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 OFFSET_CHECKPOINTS = {
     "log-start-offset-checkpoint": "log_start",
@@ -85,163 +76,11 @@ _SNAPSHOT_DTYPE = np.dtype(
 assert _SNAPSHOT_DTYPE.itemsize == SNAPSHOT_ENTRY
 
 
-@dataclass(frozen=True)
-class PartitionDir:
-    """One `<topic>-<partition>` directory of one replica.
-
-    Attributes:
-        topic: topic name.
-        partition: partition number.
-        path: absolute path of the directory.
-        replica: name of the parent folder (the broker id dir of an export, or the log dir name);
-            identifies the copy when several replicas of a partition are exported.
-        log_dir: absolute path of the parent folder, where log-dir level checkpoints live.
-
-    """
-
-    topic: str
-    partition: int
-    path: str
-    replica: str
-    log_dir: str
-
-
 class FileRead(NamedTuple):
     """A parsed file family: usable rows and the problems met (`source`, `reason`)."""
 
     data: DataFrame
     problems: DataFrame
-
-
-# ------------------------------------------------------------------------------------------------
-# Discovery (driver: directory listings only)
-# ------------------------------------------------------------------------------------------------
-def _as_partition_dir(path: str) -> PartitionDir | None:
-    name = os.path.basename(path)
-    m = _PARTITION_DIR.match(name)
-    if not m or _IGNORED_DIR.search(name):
-        return None
-    try:
-        entries = os.listdir(path)
-    except OSError:
-        return None
-    # A folder named like `kafka-0` may be a broker folder: a partition dir holds Kafka files.
-    if not any(_KAFKA_FILE.match(e) for e in entries):
-        return None
-    parent = os.path.dirname(path)
-    return PartitionDir(
-        topic=m.group(1),
-        partition=int(m.group(2)),
-        path=path,
-        replica=os.path.basename(parent),
-        log_dir=parent,
-    )
-
-
-def _walk(root: str) -> Iterator[PartitionDir]:
-    own = _as_partition_dir(root)
-    if own is not None:
-        yield own
-        return
-    for dirpath, dirnames, _ in os.walk(root):
-        keep = []
-        for d in sorted(dirnames):
-            full = os.path.join(dirpath, d)
-            if _IGNORED_DIR.search(d):
-                log.warning("ignoring %s: a deleted, moving or stray log (not the live log)", full)
-                continue
-            found = _as_partition_dir(full)
-            if found is not None:
-                yield found
-            else:
-                keep.append(d)
-        dirnames[:] = keep
-
-
-def discover_partition_dirs(root_paths: list[str]) -> list[PartitionDir]:
-    """Find the `<topic>-<partition>` directories under one or more roots.
-
-    A root may be a log dir, a single partition dir, a `.log` file inside one, or a tree such as
-    `<export>/<broker-id>/<topic>-<partition>/`. `-delete`, `-future` and `-stray` directories are
-    skipped with a warning.
-
-    Args:
-        root_paths: the roots.
-
-    Returns:
-        Partition dirs sorted by topic, partition, replica and path (deduplicated).
-
-    Raises:
-        InputNotFoundError: a root does not exist, or no partition directory was found.
-
-    """
-    if isinstance(root_paths, str):
-        root_paths = [root_paths]
-    found: dict[str, PartitionDir] = {}
-    for root in root_paths:
-        path = os.path.abspath(root)
-        if not os.path.exists(path):
-            raise InputNotFoundError(f"input path does not exist: {root}")
-        if os.path.isfile(path):
-            pd = _as_partition_dir(os.path.dirname(path))
-            if pd is None:
-                raise InputNotFoundError(
-                    f"{root} is a file outside a <topic>-<partition> directory: pass the "
-                    "partition directory or a folder above it"
-                )
-            found[pd.path] = pd
-            continue
-        for pd in _walk(path):
-            found[pd.path] = pd
-    if not found:
-        raise InputNotFoundError(
-            "no Kafka partition directory (<topic>-<partition>/ holding .log files) found under "
-            + ", ".join(root_paths)
-        )
-    return sorted(found.values(), key=lambda d: (d.topic, d.partition, d.replica, d.path))
-
-
-def discover_segment_files(paths: list[str]) -> list[dict]:
-    """The `.log` segment files under `paths`, with their topic and partition.
-
-    A path naming a `.log` file selects that file only.
-
-    Args:
-        paths: as for `discover_partition_dirs`.
-
-    Returns:
-        Dicts `{"path", "topic", "partition", "replica"}` sorted by path.
-
-    Raises:
-        InputNotFoundError: as for `discover_partition_dirs`.
-
-    """
-    if isinstance(paths, str):
-        paths = [paths]
-    explicit = {os.path.abspath(p) for p in paths if os.path.isfile(p)}
-    files: dict[str, dict] = {}
-    for pd in discover_partition_dirs(paths):
-        for name in sorted(os.listdir(pd.path)):
-            full = os.path.join(pd.path, name)
-            if _TRANSIENT.search(name) and ".log" in name:
-                log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
-                continue
-            if not _SEGMENT.match(name):
-                continue
-            if explicit and full not in explicit and not _under_any(full, paths, explicit):
-                continue
-            files[full] = {
-                "path": full,
-                "topic": pd.topic,
-                "partition": pd.partition,
-                "replica": pd.replica,
-            }
-    return [files[k] for k in sorted(files)]
-
-
-def _under_any(full: str, paths: Iterable[str], explicit: set[str]) -> bool:
-    dirs = [os.path.abspath(p) for p in paths if os.path.abspath(p) not in explicit]
-    return any(full.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -586,53 +425,7 @@ def parse_offset_checkpoint(
 # ------------------------------------------------------------------------------------------------
 # Spark data source
 # ------------------------------------------------------------------------------------------------
-class _Files(InputPartition):
-    def __init__(self, files: list[dict]):
-        super().__init__(len(files))
-        self.files = files
-
-
-def _read_one(kind: str, f: dict) -> list[pa.RecordBatch]:
-    path = f["path"]
-    try:
-        with open(path, "rb") as fh:  # read-only; inputs are never modified
-            data = fh.read()
-    except OSError as exc:
-        known = {k: f[k] for k in ("topic", "partition", "replica") if k in f}
-        return [_problem(kind, path, f"cannot read file: {exc.strerror or exc}", **known)]
-    if kind == "snapshot":
-        return [
-            parse_snapshot(
-                data, path=path, topic=f["topic"], partition=f["partition"], replica=f["replica"]
-            )
-        ]
-    if kind == "leader_epoch":
-        return parse_leader_epoch_checkpoint(
-            data, path=path, topic=f["topic"], partition=f["partition"], replica=f["replica"]
-        )
-    return parse_offset_checkpoint(
-        data, path=path, replica=f["replica"], checkpoint_kind=f["checkpoint_kind"]
-    )
-
-
-class _FilesReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]):
-        self.kind = options["kind"]
-        self.files = sorted(json.loads(options.get("files", "[]")), key=lambda f: f["path"])
-
-    def partitions(self) -> list[InputPartition]:
-        chunks = [
-            self.files[i : i + FILES_PER_PARTITION]
-            for i in range(0, len(self.files), FILES_PER_PARTITION)
-        ]
-        return [_Files(c) for c in chunks] or [_Files([])]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        for f in partition.files:  # type: ignore[attr-defined]
-            yield from _read_one(self.kind, f)
-
-
-class KafkaPartitionFilesDataSource(DataSource):
+class KafkaPartitionFilesDataSource(FileDataSource):
     """Spark data source `kafka_partition_files` for snapshots and checkpoints.
 
     Options:
@@ -641,29 +434,40 @@ class KafkaPartitionFilesDataSource(DataSource):
             (and `checkpoint_kind` for offset checkpoints).
     """
 
-    @classmethod
-    def name(cls) -> str:
-        """The format name used with `spark.read.format(...)`."""
-        return DATA_SOURCE_NAME
+    format_name = DATA_SOURCE_NAME
+    files_per_partition = FILES_PER_PARTITION  # small files: many per task
 
     def schema(self) -> T.StructType:
         """The schema of the requested kind plus `_problem`."""
         base = _SCHEMAS[self.options["kind"]]
         return T.StructType([*base.fields, T.StructField(PROBLEM_COL, T.StringType(), True)])
 
-    def reader(self, schema: T.StructType) -> DataSourceReader:
-        """A reader over the files given in the options."""
-        return _FilesReader(self.options)
+    def parse(self, file: dict, data: bytes | memoryview) -> Iterator[pa.RecordBatch]:
+        """The rows of one snapshot or checkpoint file."""
+        kind, path, data = self.options["kind"], file["path"], bytes(data)
+        if kind == "snapshot":
+            yield parse_snapshot(
+                data, path=path, topic=file["topic"], partition=file["partition"],
+                replica=file["replica"],
+            )  # fmt: skip
+        elif kind == "leader_epoch":
+            yield from parse_leader_epoch_checkpoint(
+                data, path=path, topic=file["topic"], partition=file["partition"],
+                replica=file["replica"],
+            )  # fmt: skip
+        else:
+            yield from parse_offset_checkpoint(
+                data, path=path, replica=file["replica"], checkpoint_kind=file["checkpoint_kind"]
+            )
+
+    def unreadable(self, file: dict, reason: str) -> Iterator[pa.RecordBatch]:
+        """One problem row naming the file."""
+        known = {k: file[k] for k in ("topic", "partition", "replica") if k in file}
+        yield _problem(self.options["kind"], file["path"], reason, **known)
 
 
 def _load(spark: SparkSession, kind: str, files: list[dict]) -> FileRead:
-    spark.dataSource.register(KafkaPartitionFilesDataSource)
-    df = (
-        spark.read.format(DATA_SOURCE_NAME)
-        .option("kind", kind)
-        .option("files", json.dumps(files))
-        .load()
-    )
+    df = load_files(spark, KafkaPartitionFilesDataSource, files, kind=kind)
     data = df.filter(F.col(PROBLEM_COL).isNull()).select(*_SCHEMAS[kind].fieldNames())
     problems = df.filter(F.col(PROBLEM_COL).isNotNull()).select(
         "source", F.col(PROBLEM_COL).alias("reason")

@@ -18,9 +18,7 @@ copied while active) is the only thing ignored, and only when every remaining by
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import struct
 import zlib
 from collections.abc import Iterator
@@ -31,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eos_audit.schemas import RECORD_BATCH
+from eos_audit.sources.file_source import FileDataSource, load_files
+from eos_audit.sources.partition_dirs import discover_segment_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -598,90 +597,39 @@ def parse_segment(
 # ------------------------------------------------------------------------------------------------
 # Spark data source
 # ------------------------------------------------------------------------------------------------
-class _FilePartition(InputPartition):
-    def __init__(self, path: str, topic: str, partition: int):
-        super().__init__(path)
-        self.path = path
-        self.topic = topic
-        self.partition = partition
-
-
-class _SegmentReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]):
-        self.files = json.loads(options.get("files", "[]"))
-        self.verify_crc = options.get("verify_crc", "true").lower() == "true"
-
-    def partitions(self) -> list[InputPartition]:
-        files = sorted(self.files, key=lambda f: f["path"])
-        # Without a partition of ours, Spark reads one bare InputPartition that has no path
-        # (issue 12, case 3): an empty list of files is one partition that yields nothing.
-        return [_FilePartition(f["path"], f["topic"], int(f["partition"])) for f in files] or [
-            _FilePartition("", "", 0)
-        ]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        import mmap
-
-        p: _FilePartition = partition  # type: ignore[assignment]
-        if not getattr(p, "path", ""):
-            return
-        try:
-            # Read-only: the input is evidence, never modified or written next to.
-            with open(p.path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size == 0:
-                    return
-                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    mv = memoryview(mm)
-                    try:
-                        yield from iter_segment(
-                            mv,
-                            topic=p.topic,
-                            partition=p.partition,
-                            path=p.path,
-                            verify_crc=self.verify_crc,
-                        )
-                    finally:
-                        mv.release()
-        except OSError as exc:
-            yield error_batch(
-                topic=p.topic,
-                partition=p.partition,
-                sources=[f"{p.path}:0"],
-                errors=[f"cannot read segment file: {exc.strerror or exc}"],
-            )
-
-
-class KafkaSegmentsDataSource(DataSource):
-    """Spark data source `kafka_segments`: one input partition per `.log` file.
+class KafkaSegmentsDataSource(FileDataSource):
+    """Spark data source `kafka_segments`: one input partition per `.log` file, memory-mapped.
 
     Options:
         files: JSON list of `{"path": ..., "topic": ..., "partition": ...}`.
         verify_crc: "true" (default) or "false".
     """
 
-    @classmethod
-    def name(cls) -> str:
-        """The format name used with `spark.read.format(...)`."""
-        return DATA_SOURCE_NAME
+    format_name = DATA_SOURCE_NAME
+    memory_map = True
 
     def schema(self) -> T.StructType:
         """The reader output schema (`source_schema()`)."""
         return source_schema()
 
-    def reader(self, schema: T.StructType) -> DataSourceReader:
-        """A reader over the files given in the options."""
-        return _SegmentReader(self.options)
+    def parse(self, file: dict, data: bytes | memoryview) -> Iterator[pa.RecordBatch]:
+        """The batches of one segment, in file order (`iter_segment`)."""
+        yield from iter_segment(
+            data,
+            topic=file["topic"],
+            partition=int(file["partition"]),
+            path=file["path"],
+            verify_crc=self.options.get("verify_crc", "true").lower() == "true",
+        )
 
-
-def register(spark: SparkSession) -> None:
-    """Register the `kafka_segments` data source with the session (idempotent).
-
-    Args:
-        spark: the session.
-
-    """
-    spark.dataSource.register(KafkaSegmentsDataSource)
+    def unreadable(self, file: dict, reason: str) -> Iterator[pa.RecordBatch]:
+        """One error row at byte 0 of the file."""
+        yield error_batch(
+            topic=file["topic"],
+            partition=int(file["partition"]),
+            sources=[f"{file['path']}:0"],
+            errors=[f"cannot read segment file: {reason.removeprefix('cannot read file: ')}"],
+        )
 
 
 def read_segment_files(
@@ -698,12 +646,8 @@ def read_segment_files(
         The reader output DataFrame (`source_schema()`).
 
     """
-    register(spark)
-    return (
-        spark.read.format(DATA_SOURCE_NAME)
-        .option("files", json.dumps(files))
-        .option("verify_crc", str(bool(verify_crc)).lower())
-        .load()
+    return load_files(
+        spark, KafkaSegmentsDataSource, files, verify_crc=str(bool(verify_crc)).lower()
     )
 
 
@@ -724,8 +668,6 @@ def read_segments(spark: SparkSession, paths: list[str], *, verify_crc: bool = T
         InputNotFoundError: a path does not exist or no partition directory was found.
 
     """
-    from eos_audit.sources.kafka_files import discover_segment_files
-
     files = discover_segment_files(paths)
     log.info("reading %d segment files", len(files))
     return read_segment_files(spark, files, verify_crc=verify_crc)

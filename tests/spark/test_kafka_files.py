@@ -16,13 +16,15 @@ from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import PRODUCER_STATE
 from eos_audit.sources.kafka_files import (
     SNAPSHOT_SCHEMA,
-    PartitionDir,
-    discover_partition_dirs,
-    discover_segment_files,
     parse_snapshot,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
     read_snapshots,
+)
+from eos_audit.sources.partition_dirs import (
+    PartitionDir,
+    discover_partition_dirs,
+    discover_segment_files,
 )
 from tests.fixtures.segment_builder import (
     MAX_INT,
@@ -39,8 +41,14 @@ from tests.fixtures.segment_builder import (
 # Discovery
 # ------------------------------------------------------------------------------------------------
 def test_discovery_on_a_multi_broker_tree(tmp_path, caplog):
-    tree = write_tree(tmp_path, brokers=3, topics=("orders", "pay.ments-v2"), partitions=2,
-                      replication=2, batches_per_partition=3)
+    tree = write_tree(
+        tmp_path,
+        brokers=3,
+        topics=("orders", "pay.ments-v2"),
+        partitions=2,
+        replication=2,
+        batches_per_partition=3,
+    )
     # A broker folder named like a partition dir, holding partition dirs (Kubernetes pod names).
     write_partition_dir(tmp_path, "kafka-0", "audit-log", 11, data_batch(0))
     for suffix in ("orders-0.3f1a2b-delete", "orders-1.3f1a2b-future", "orders-0.9c9c-stray"):
@@ -63,8 +71,9 @@ def test_discovery_on_a_multi_broker_tree(tmp_path, caplog):
 
 
 def test_discovery_of_one_partition_dir_and_one_file(tmp_path):
-    pdir = write_partition_dir(tmp_path, "7", "a-b.c-12", 3, data_batch(0), data_batch(1),
-                               segment_bytes=10)
+    pdir = write_partition_dir(
+        tmp_path, "7", "a-b.c-12", 3, data_batch(0), data_batch(1), segment_bytes=10
+    )
     (dirs,) = discover_partition_dirs([str(pdir)])
     assert (dirs.topic, dirs.partition, dirs.replica) == ("a-b.c-12", 3, "7")
     assert [os.path.basename(f["path"]) for f in discover_segment_files([str(pdir)])] == [
@@ -88,8 +97,16 @@ def test_discovery_errors(tmp_path):
 # Snapshots
 # ------------------------------------------------------------------------------------------------
 ENTRIES = [
-    SnapshotEntry(1000, 2, last_sequence=9, last_offset=120, offset_delta=4, timestamp=77,
-                  coordinator_epoch=3, txn_first_offset=116),
+    SnapshotEntry(
+        1000,
+        2,
+        last_sequence=9,
+        last_offset=120,
+        offset_delta=4,
+        timestamp=77,
+        coordinator_epoch=3,
+        txn_first_offset=116,
+    ),
     # Wraps: decrementSequence(2, 5) = MAX - 3 + 1
     SnapshotEntry(1001, 0, last_sequence=2, last_offset=50, offset_delta=5, timestamp=78),
     # Marker-only producer: no batch metadata.
@@ -115,15 +132,22 @@ def test_snapshot_bytes_follow_the_spec():
 
 
 def test_parse_snapshot_values():
-    rows = parse_snapshot(snapshot_bytes(ENTRIES), path="/d/t-0/00000000000000000121.snapshot",
-                          topic="t", partition=0, replica="b1").to_pylist()
+    rows = parse_snapshot(
+        snapshot_bytes(ENTRIES),
+        path="/d/t-0/00000000000000000121.snapshot",
+        topic="t",
+        partition=0,
+        replica="b1",
+    ).to_pylist()
     assert [r["batches"] for r in rows] == [
         [{"base_sequence": 5, "last_sequence": 9, "base_offset": 116, "last_offset": 120}],
         [{"base_sequence": MAX_INT - 2, "last_sequence": 2, "base_offset": 45, "last_offset": 50}],
         [],
     ]
     assert [(r["coordinator_epoch"], r["txn_first_offset"]) for r in rows] == [
-        (3, 116), (None, None), (0, None)
+        (3, 116),
+        (None, None),
+        (0, None),
     ]
     assert [r["source"] for r in rows] == [
         f"/d/t-0/00000000000000000121.snapshot:{10 + 46 * i}" for i in range(3)
@@ -142,8 +166,9 @@ def test_parse_snapshot_values():
 )
 def test_corrupt_snapshots_are_problems(mutate, reason):
     bad = mutate(snapshot_bytes(ENTRIES))
-    (row,) = parse_snapshot(bad, path="/d/t-0/00000000000000000121.snapshot", topic="t",
-                            partition=0, replica="b1").to_pylist()
+    (row,) = parse_snapshot(
+        bad, path="/d/t-0/00000000000000000121.snapshot", topic="t", partition=0, replica="b1"
+    ).to_pylist()
     assert reason in row["_problem"] and row["producer_id"] is None
 
 
@@ -152,10 +177,17 @@ def _recrc(data: bytes) -> bytes:
 
 
 def test_read_snapshots_round_trip(spark, tmp_path):
-    good = write_partition_dir(tmp_path, "b1", "t", 0, data_batch(0),
-                               snapshots={121: snapshot_bytes(ENTRIES), 5: snapshot_bytes([])})
-    write_partition_dir(tmp_path, "b2", "t", 0, data_batch(0),
-                        snapshots={121: snapshot_bytes(ENTRIES)[:-1]})
+    good = write_partition_dir(
+        tmp_path,
+        "b1",
+        "t",
+        0,
+        data_batch(0),
+        snapshots={121: snapshot_bytes(ENTRIES), 5: snapshot_bytes([])},
+    )
+    write_partition_dir(
+        tmp_path, "b2", "t", 0, data_batch(0), snapshots={121: snapshot_bytes(ENTRIES)[:-1]}
+    )
     dirs = discover_partition_dirs([str(tmp_path)])
     state, problems = read_snapshots(spark, dirs)
     assert state.schema.names[: len(PRODUCER_STATE.names)] == PRODUCER_STATE.names
@@ -165,23 +197,55 @@ def test_read_snapshots_round_trip(spark, tmp_path):
     path = str(good / "00000000000000000121.snapshot")
     extra = {"state_offset": 121} if "state_offset" in PRODUCER_STATE.names else {}
     expected_rows = [
-        {"topic": "t", "partition": 0, "producer_id": 1000, "producer_epoch": 2,
-         "coordinator_epoch": 3, "txn_first_offset": 116, "last_timestamp": 77,
-         "batches": [(5, 9, 116, 120)], "source": f"{path}:10", "snapshot_offset": 121,
-         "replica": "b1", **extra},
-        {"topic": "t", "partition": 0, "producer_id": 1001, "producer_epoch": 0,
-         "coordinator_epoch": None, "txn_first_offset": None, "last_timestamp": 78,
-         "batches": [(MAX_INT - 2, 2, 45, 50)], "source": f"{path}:56", "snapshot_offset": 121,
-         "replica": "b1", **extra},
-        {"topic": "t", "partition": 0, "producer_id": 1002, "producer_epoch": 7,
-         "coordinator_epoch": 0, "txn_first_offset": None, "last_timestamp": 79, "batches": [],
-         "source": f"{path}:102", "snapshot_offset": 121, "replica": "b1", **extra},
+        {
+            "topic": "t",
+            "partition": 0,
+            "producer_id": 1000,
+            "producer_epoch": 2,
+            "coordinator_epoch": 3,
+            "txn_first_offset": 116,
+            "last_timestamp": 77,
+            "batches": [(5, 9, 116, 120)],
+            "source": f"{path}:10",
+            "snapshot_offset": 121,
+            "replica": "b1",
+            **extra,
+        },
+        {
+            "topic": "t",
+            "partition": 0,
+            "producer_id": 1001,
+            "producer_epoch": 0,
+            "coordinator_epoch": None,
+            "txn_first_offset": None,
+            "last_timestamp": 78,
+            "batches": [(MAX_INT - 2, 2, 45, 50)],
+            "source": f"{path}:56",
+            "snapshot_offset": 121,
+            "replica": "b1",
+            **extra,
+        },
+        {
+            "topic": "t",
+            "partition": 0,
+            "producer_id": 1002,
+            "producer_epoch": 7,
+            "coordinator_epoch": 0,
+            "txn_first_offset": None,
+            "last_timestamp": 79,
+            "batches": [],
+            "source": f"{path}:102",
+            "snapshot_offset": 121,
+            "replica": "b1",
+            **extra,
+        },
     ]
     expected = spark.createDataFrame(
         [tuple(r.get(n) for n in SNAPSHOT_SCHEMA.names) for r in expected_rows], SNAPSHOT_SCHEMA
     )
-    assert_df_equality(state, expected, ignore_row_order=True, ignore_nullable=True,
-                       ignore_metadata=True)
+    assert_df_equality(
+        state, expected, ignore_row_order=True, ignore_nullable=True, ignore_metadata=True
+    )
     (p,) = problems.collect()
     assert p.source == str(tmp_path / "b2" / "t-0" / "00000000000000000121.snapshot")
     assert "corrupt snapshot" in p.reason
@@ -191,8 +255,9 @@ def test_read_snapshots_round_trip(spark, tmp_path):
 # Checkpoints
 # ------------------------------------------------------------------------------------------------
 def test_checkpoint_files(spark, tmp_path):
-    write_partition_dir(tmp_path, "1", "orders", 0, data_batch(0),
-                        leader_epochs=[(0, 0), (3, 120), (7, 5000)])
+    write_partition_dir(
+        tmp_path, "1", "orders", 0, data_batch(0), leader_epochs=[(0, 0), (3, 120), (7, 5000)]
+    )
     p1 = write_partition_dir(tmp_path, "1", "orders", 1, data_batch(0))
     (p1 / "leader-epoch-checkpoint").write_text("0\n2\n0 0\nbroken line\n")
     (tmp_path / "1" / "log-start-offset-checkpoint").write_text(
@@ -205,8 +270,10 @@ def test_checkpoint_files(spark, tmp_path):
     dirs = discover_partition_dirs([str(tmp_path)])
 
     epochs, epoch_problems = read_leader_epoch_checkpoints(spark, dirs)
-    got = sorted((r.topic, r.partition, r.replica, r.leader_epoch, r.start_offset, r.source)
-                 for r in epochs.collect())
+    got = sorted(
+        (r.topic, r.partition, r.replica, r.leader_epoch, r.start_offset, r.source)
+        for r in epochs.collect()
+    )
     lec = str(tmp_path / "1" / "orders-0" / "leader-epoch-checkpoint")
     assert got == [
         ("orders", 0, "1", 0, 0, f"{lec}:line 3"),

@@ -17,6 +17,7 @@ from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.segments import (
     SOURCE_ERROR_COL,
     parse_segment,
+    read_segment_files,
     read_segments,
     source_schema,
 )
@@ -47,12 +48,25 @@ def canonical(row: dict) -> dict:
 def mixed_segment() -> bytes:
     hist = generate_history(40, seed=7)
     extra = [
-        data_batch(hist.next_offset, 3, compression_type=1, producer_id=5, producer_epoch=1,
-                   base_sequence=MAX_INT - 1, leader_epoch=4),
+        data_batch(
+            hist.next_offset,
+            3,
+            compression_type=1,
+            producer_id=5,
+            producer_epoch=1,
+            base_sequence=MAX_INT - 1,
+            leader_epoch=4,
+        ),
         legacy_entry(hist.next_offset + 3, magic=1),
         legacy_entry(hist.next_offset + 4, magic=0),
-        control_batch(hist.next_offset + 5, producer_id=5, producer_epoch=1, commit=False,
-                      coordinator_epoch=2**31 - 1, leader_epoch=4),
+        control_batch(
+            hist.next_offset + 5,
+            producer_id=5,
+            producer_epoch=1,
+            commit=False,
+            coordinator_epoch=2**31 - 1,
+            leader_epoch=4,
+        ),
     ]
     return b"".join(hist.batches + extra)
 
@@ -85,15 +99,26 @@ def test_sequence_wraparound_example_from_spec():
 
 
 def test_control_batch_bytes_follow_the_spec():
-    b = control_batch(42, producer_id=7, producer_epoch=3, commit=True, coordinator_epoch=9,
-                      leader_epoch=5, timestamp=BASE_TS)
+    b = control_batch(
+        42,
+        producer_id=7,
+        producer_epoch=3,
+        commit=True,
+        coordinator_epoch=9,
+        leader_epoch=5,
+        timestamp=BASE_TS,
+    )
     record = bytes.fromhex(
         "20"  # length varint: 16
         "00"  # attributes
         "00"  # timestampDelta
         "00"  # offsetDelta
-        "08" "0000" "0001"  # key length 4, version 0, type COMMIT
-        "0c" "0000" "00000009"  # value length 6, version 0, coordinatorEpoch 9
+        "08"
+        "0000"
+        "0001"  # key length 4, version 0, type COMMIT
+        "0c"
+        "0000"
+        "00000009"  # value length 6, version 0, coordinatorEpoch 9
         "00"  # headers
     )
     after_crc = (
@@ -178,11 +203,21 @@ def test_legacy_entry_between_v2_batches():
     assert [r["magic"] for r in rows] == [2, 1, 2]
     legacy = rows[1]
     assert canonical(legacy) == {
-        "base_offset": 2, "last_offset": 2, "producer_id": -1, "producer_epoch": -1,
-        "base_sequence": -1, "last_sequence": -1, "record_count": None,
-        "is_transactional": False, "is_control": False, "control_type": None,
-        "coordinator_epoch": None, "partition_leader_epoch": -1, "magic": 1,
-        "max_timestamp": BASE_TS + 5, "crc_valid": True,
+        "base_offset": 2,
+        "last_offset": 2,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "base_sequence": -1,
+        "last_sequence": -1,
+        "record_count": None,
+        "is_transactional": False,
+        "is_control": False,
+        "control_type": None,
+        "coordinator_epoch": None,
+        "partition_leader_epoch": -1,
+        "magic": 1,
+        "max_timestamp": BASE_TS + 5,
+        "crc_valid": True,
     }
 
 
@@ -242,8 +277,13 @@ def expected_rows(tree_root) -> list[dict]:
             data = Path(path).read_bytes()
             for pos, entry in split_entries(data):
                 rows.append(
-                    {"topic": topic, "partition": int(part), **kafka_python_view(entry),
-                     "source": f"{path}:{pos}", SOURCE_ERROR_COL: None}
+                    {
+                        "topic": topic,
+                        "partition": int(part),
+                        **kafka_python_view(entry),
+                        "source": f"{path}:{pos}",
+                        SOURCE_ERROR_COL: None,
+                    }
                 )
     return rows
 
@@ -282,3 +322,16 @@ def test_read_segments_nothing_found(spark, tmp_path):
         read_segments(spark, [str(tmp_path)])
     with pytest.raises(InputNotFoundError, match=re.escape("input path does not exist")):
         read_segments(spark, [str(tmp_path / "missing")])
+
+
+def test_the_data_source_reads_no_file_and_unreadable_files_without_failing(spark, tmp_path):
+    # Issue 12, case 3: a read of no segment was a bare InputPartition and an AttributeError.
+    assert read_segment_files(spark, []).collect() == []
+    folder = tmp_path / "orders-0" / "00000000000000000000.log"
+    folder.mkdir(parents=True)  # a directory where a segment should be: cannot be read
+    empty = tmp_path / "orders-0" / "00000000000000000009.log"
+    empty.write_bytes(b"")
+    files = [{"path": str(p), "topic": "orders", "partition": 0} for p in (folder, empty)]
+    (row,) = read_segment_files(spark, files).collect()
+    assert row.source == f"{folder}:0"
+    assert row[SOURCE_ERROR_COL].startswith("cannot read segment file: Is a directory")
