@@ -15,6 +15,8 @@ from deltalake import DeltaTable, QueryBuilder
 from eos_audit.cli import exit_code, main
 from eos_audit.pipeline import RunResult
 from eos_audit.sinks.run_status import finished_status
+from eos_audit.sources.acks import SOURCE_ERROR as ACKS_ERROR
+from eos_audit.sources.acks import read_acks
 from eos_audit.sources.dump_log import parse_dump_log
 from eos_audit.sources.record_batches import read_tabular
 from eos_audit.sources.segments import SOURCE_ERROR_COL
@@ -188,3 +190,21 @@ def test_case8_warehouse_inside_an_input_directory_exits_2(spark, tmp_path, caps
     assert_one_sentence(err)
     assert f"--warehouse {inputs / 'wh'} is inside the input directory {inputs}" in err
     assert not (inputs / "wh").exists()
+
+
+def test_case1_acknowledged_offsets_at_the_long_limit_are_quarantined(spark, tmp_path):
+    # The audit computes an acknowledged batch's last offset (offset + record_count - 1): a row
+    # whose sum leaves no next offset is quarantined where it enters, so no job can overflow.
+    header = "source,topic,partition,producer_id,producer_epoch,base_sequence,record_count,"
+    header += "offset,error,log_start_offset,event_time\n"
+    rows = [
+        f"edge,t,0,7,0,0,1,{LONG_MAX - 1},,0,2026-11-21T03:00:00Z",  # last offset MAX - 1: fine
+        f"over,t,0,7,0,1,5,{LONG_MAX - 2},,0,2026-11-21T03:00:01Z",
+        f"max,t,0,7,0,2,1,{LONG_MAX},,0,2026-11-21T03:00:02Z",
+    ]
+    (tmp_path / "acks.csv").write_text(header + "\n".join(rows) + "\n")
+    acks = read_acks(spark, [str(tmp_path / "acks.csv")])
+    reasons = {r["source"]: r[ACKS_ERROR] for r in acks.collect()}
+    assert reasons["edge"] is None
+    assert reasons["over"] == f"offset {LONG_MAX - 2} plus record_count 5 leaves no next offset"
+    assert reasons["max"] == f"offset {LONG_MAX} plus record_count 1 leaves no next offset"
