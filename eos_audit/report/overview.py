@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import RunTables, bounded_rows
+from eos_audit.sinks.run_status import SUCCEEDED
 from eos_audit.summaries import SEVERITY_ORDER
 
 
@@ -80,7 +81,7 @@ class RunOverview:
         Args:
             fail_on: the threshold, as `--fail-on` takes it.
         """
-        if self.status != "SUCCEEDED":
+        if self.status != SUCCEEDED:
             return f"status {self.status}" + (f": {self.error}" if self.error else "")
         if fail_on == "never":
             return None

@@ -16,12 +16,9 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import OUTPUT_TABLES
+from eos_audit.sinks.run_status import FINISHED
 from eos_audit.sources.contract_reader import delta_dataframe, read_delta
 from eos_audit.summaries import SEVERITY_ORDER
-
-# Statuses of runs whose tables are incomplete: running (or died running), or failed. A report of
-# "the latest run" skips them; a report of one of them by its id shows what there is.
-INCOMPLETE_STATUSES = ("RUNNING", "FAILED")
 
 
 @dataclass(frozen=True)
@@ -70,7 +67,7 @@ def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None
     """The run to report: `run_id` when it is recorded, else the latest finished run.
 
     "Latest" is the run that finished last (run ids given by hand need not sort by date) among
-    those whose tables are complete (not RUNNING, not FAILED).
+    those whose tables are complete (`run_status.FINISHED`: not RUNNING, not FAILED).
 
     Raises:
         InputNotFoundError: no such run, or no finished run at all, in `audit_runs`.
@@ -84,7 +81,7 @@ def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None
             )
         return run_id
     latest = (
-        runs.where(~F.col("status").isin(*INCOMPLETE_STATUSES))
+        runs.where(F.col("status").isin(*FINISHED))
         .orderBy(F.col("finished_at").desc(), F.col("run_id").desc())
         .select("run_id")
         .limit(1)
