@@ -22,7 +22,7 @@ from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
 from eos_audit.errors import EosAuditError, InputNotFoundError
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
 from eos_audit.sinks.warehouse import check_warehouse
-from eos_audit.sources.formats import FORMAT_NAMES
+from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
 
 if TYPE_CHECKING:
     from eos_audit.pipeline import RunResult
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--list-offsets-format",
         default="auto",
-        choices=("auto", "parquet", "json", "csv", "get-offsets"),
+        choices=("auto", *LIST_OFFSETS_FORMATS),
     )
     audit.add_argument(
         "--list-offsets-spec",
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="client send results (schemas/acks.json as Parquet/JSON/CSV): acknowledged writes "
         "are checked against the log",
     )
-    audit.add_argument("--acks-format", default="auto", choices=("auto", "parquet", "json", "csv"))
+    audit.add_argument("--acks-format", default="auto", choices=("auto", *ACKS_FORMATS))
     audit.add_argument(
         "--export-time",
         metavar="ISO-8601",

@@ -58,6 +58,7 @@ from eos_audit.schemas import ACKS, ACKS_COLUMNS
 from eos_audit.sources import contract_reader as cr
 from eos_audit.sources.canonical import INT16_MAX, INT16_MIN, INT32_MAX, LONG_MAX, reason_when
 from eos_audit.sources.contract_reader import SOURCE_ERROR
+from eos_audit.sources.formats import ACKS_FORMATS
 
 __all__ = [
     "ACKS",
@@ -70,7 +71,7 @@ __all__ = [
     "to_contract",
 ]
 
-FORMATS = ("parquet", "json", "csv")
+FORMATS = ACKS_FORMATS
 UNKNOWN_PRODUCER_ID = "UNKNOWN_PRODUCER_ID"
 OUT_OF_ORDER_SEQUENCE_NUMBER = "OUT_OF_ORDER_SEQUENCE_NUMBER"
 # The errors a leader returns from its sequence check (docs/rules.md#client-sequence-error).

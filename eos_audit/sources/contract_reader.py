@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
+from eos_audit.sources import formats
 from eos_audit.sources.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 DEFAULT_SOURCE = "_default_source"
@@ -31,14 +32,8 @@ _CORRUPT = "_corrupt_record"
 _UPSTREAM = "_upstream"
 # A topic name Kafka accepts (Topic.java: at most 249 of [a-zA-Z0-9._-]).
 LEGAL_TOPIC = r"^[A-Za-z0-9._-]{1,249}$"
-# File suffixes of the tabular formats every contract reader accepts.
-TABLE_SUFFIXES = {
-    ".parquet": "parquet",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-    ".csv": "csv",
-}
+# File suffixes of the tabular formats every contract reader accepts (the registry's).
+TABLE_SUFFIXES = formats.TABLE_SUFFIXES
 _HAS_ZONE = r"(?i)\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\s*(?:Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?)$"
 # A Java exception's toString(): optional package, the class name, optionally ": message".
 _EXCEPTION_CLASS = r"^(?:[\w$]+\.)*(\w+)Exception\b"

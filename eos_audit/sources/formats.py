@@ -1,8 +1,10 @@
-"""The one registry of record-batch input formats: name, file suffixes, reader.
+"""The one registry of input formats: name, file suffixes, reader.
 
 The CLI's `--batches-format` choices, the pipeline's reading and format detection, and the
 Databricks notebook's format widget all come from `BATCH_FORMATS`, so a format is added in one
-place. Every reader returns a `BatchRead`: the batches in the canonical schema (`to_canonical`
+place; the tabular suffixes and the formats of the other inputs (acknowledgements, ListOffsets
+observations) are declared here too. No Spark is imported here: the CLI reads it before Spark
+starts. Every reader returns a `BatchRead`: the batches in the canonical schema (`to_canonical`
 output) and, for a broker export, what else the partition directories hold.
 """
 
@@ -17,6 +19,22 @@ from eos_audit.errors import InputNotFoundError, InputSchemaError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+# File suffixes of the tabular formats, for every input that comes as a table.
+TABLE_SUFFIXES = {
+    ".parquet": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".csv": "csv",
+}
+# The formats of the other inputs (their readers: eos_audit.sources.acks, .list_offsets); the
+# CLI's choices and the readers' checks both come from here.
+ACKS_FORMATS = ("parquet", "json", "csv")
+LIST_OFFSETS_FORMATS = ("parquet", "json", "csv", "get-offsets")
+# kafka-get-offsets.sh output as it is usually saved.
+LIST_OFFSETS_SUFFIXES = {**TABLE_SUFFIXES, ".txt": "get-offsets", ".out": "get-offsets",
+                         ".log": "get-offsets"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -91,9 +109,19 @@ def _dump_log(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
 BATCH_FORMATS: dict[str, InputFormat] = {
     f.name: f
     for f in (
-        InputFormat("parquet", (".parquet",), _tabular("parquet"), "Parquet files"),
-        InputFormat("json", (".json", ".jsonl", ".ndjson"), _tabular("json"), "JSON lines"),
-        InputFormat("csv", (".csv",), _tabular("csv"), "CSV with a header line"),
+        *(
+            InputFormat(
+                name,
+                tuple(s for s, f in TABLE_SUFFIXES.items() if f == name),
+                _tabular(name),
+                description,
+            )
+            for name, description in (
+                ("parquet", "Parquet files"),
+                ("json", "JSON lines"),
+                ("csv", "CSV with a header line"),
+            )
+        ),
         InputFormat("delta", (), _tabular("delta"), "a Delta table"),
         InputFormat(
             "segments", (".log",), _segments, "Kafka partition directories (.log segments)"

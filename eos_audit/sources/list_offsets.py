@@ -66,12 +66,13 @@ from eos_audit.sources.contract_reader import (  # noqa: F401 (re-exported)
     SOURCE_ERROR,
     parse_utc_time,
 )
+from eos_audit.sources.formats import LIST_OFFSETS_FORMATS, LIST_OFFSETS_SUFFIXES
 
 log = logging.getLogger(__name__)
 
 SPECS = ("latest", "earliest", "max_timestamp")
 ISOLATIONS = ("read_uncommitted", "read_committed")
-FORMATS = ("parquet", "json", "csv", "get-offsets")
+FORMATS = LIST_OFFSETS_FORMATS
 INT32_MAX = 2_147_483_647
 
 # The published contract lives with the others in eos_audit/schemas.py (schemas/list_offsets.json).
@@ -90,12 +91,7 @@ CONTRACT = cr.TableContract(
     required_note=" (spec and isolation default to the reader's arguments)",
 )
 
-_SUFFIXES = {
-    **cr.TABLE_SUFFIXES,
-    ".txt": "get-offsets",
-    ".out": "get-offsets",
-    ".log": "get-offsets",
-}
+_SUFFIXES = LIST_OFFSETS_SUFFIXES
 _FORMAT_ALIASES = {"kafka-get-offsets": "get-offsets", "text": "get-offsets", "jsonl": "json"}
 _SPEC_ALIASES = {
     "latest": "latest",
