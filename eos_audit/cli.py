@@ -143,6 +143,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="where the sample export is written (default: a temporary folder)",
     )
+
+    report = commands.add_parser(
+        "report", help="write the HTML report of a recorded run (default: the latest finished)"
+    )
+    report.add_argument("--warehouse", required=True, metavar="DIR", help="the run's --warehouse")
+    report.add_argument("--run-id", help="the run (default: the latest finished run)")
+    report.add_argument(
+        "--conf", metavar="FILE", help="the run's configuration ([output] catalog_schema)"
+    )
+    report.add_argument(
+        "--output", metavar="FILE", help="where to write it (default: DIR/reports/<run_id>.html)"
+    )
     return parser
 
 
@@ -191,6 +203,18 @@ def _run(args: argparse.Namespace) -> int:
     from eos_audit.pipeline import AuditInputs, export_time_ms, run_audit
     from eos_audit.session import get_spark
 
+    if args.command == "report":
+        from eos_audit.report import write_report
+
+        config = load_config(args.conf)
+        path = write_report(
+            get_spark(), args.warehouse, args.run_id,
+            Path(args.output) if args.output else None,
+            catalog_schema=config.output.catalog_schema,
+        )  # fmt: skip
+        print(f"report: {path}")
+        return EXIT_OK
+
     if args.command == "demo":
         from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
 
@@ -214,10 +238,10 @@ def _run(args: argparse.Namespace) -> int:
             )
         config: AuditConfig = load_config(None)
         inputs = demo_inputs(path, evidence)
-        result = run_audit(
-            get_spark(), inputs, config, str(Path(args.warehouse).resolve()), run_id="demo"
-        )
+        warehouse = str(Path(args.warehouse).resolve())
+        result = run_audit(get_spark(), inputs, config, warehouse, run_id="demo")
         _print_summary(result)
+        _write_report(warehouse, result.run_id, config)
         return EXIT_OK  # the findings are the point of the demo
 
     config = load_config(args.conf)
@@ -250,7 +274,23 @@ def _run(args: argparse.Namespace) -> int:
     )
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)
+    _write_report(args.warehouse, result.run_id, config)
     return exit_code(result, config.run.fail_on)
+
+
+def _write_report(warehouse: str, run_id: str, config: AuditConfig) -> None:
+    """Write the run's HTML report and print its path; a report that fails never fails the run."""
+    from eos_audit.report import write_report
+    from eos_audit.session import get_spark
+
+    try:
+        path = write_report(
+            get_spark(), warehouse, run_id, catalog_schema=config.output.catalog_schema
+        )
+    except Exception as exc:  # noqa: BLE001 - the audit's tables and exit code stand without it
+        log.warning("run %s: the HTML report could not be written: %s", run_id, exc)
+        return
+    print(f"\nreport: {path}")
 
 
 def exit_code(result: RunResult, fail_on: str) -> int:
