@@ -20,21 +20,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import __version__, engine
+from eos_audit import engine
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
-    AUDIT_RUNS,
-    FINDINGS,
-    LIST_OFFSETS_ERRORS,
-    PARTITION_SUMMARY,
-    PRODUCER_SESSIONS,
     PRODUCER_STATE,
-    QUARANTINE,
-    TRANSACTIONS,
 )
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import TableWriter, choose_writer
+from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
@@ -50,26 +44,6 @@ from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sess
 log = logging.getLogger(__name__)
 
 BATCH_FORMATS = ("auto", *FORMAT_NAMES)
-
-# Tables written per run, in writing order (audit_runs is written first and last).
-DATA_TABLES = (
-    "findings",
-    "quarantine",
-    "transactions",
-    "partition_summary",
-    "producer_sessions",
-    "list_offsets_errors",
-    "producer_state",
-)
-TABLE_SCHEMAS = {
-    "findings": FINDINGS,
-    "quarantine": QUARANTINE,
-    "transactions": TRANSACTIONS,
-    "partition_summary": PARTITION_SUMMARY,
-    "producer_sessions": PRODUCER_SESSIONS,
-    "list_offsets_errors": LIST_OFFSETS_ERRORS,
-    "producer_state": PRODUCER_STATE,
-}
 
 
 @dataclass(frozen=True)
@@ -333,39 +307,6 @@ def _summary(staged: DataFrame) -> dict:
     return row.asDict(recursive=True)
 
 
-def _run_row(
-    spark: SparkSession,
-    result: RunResult,
-    started: dt.datetime,
-    inputs: AuditInputs,
-    config: AuditConfig,
-) -> tuple:
-    """The run's audit_runs row, in the contract's column order."""
-    # While RUNNING, finished_at is when the start was recorded (the contract's column is
-    # non-null, and a stale RUNNING row's age is what an operator wants to see).
-    finished = started if result.status == RUNNING else dt.datetime.now(dt.UTC)
-    values = {
-        "run_id": result.run_id,
-        "started_at": started,
-        "finished_at": finished,
-        "status": result.status,
-        "package_version": __version__,
-        "spark_version": spark.version,
-        "writer": result.writer,
-        "inputs": json.dumps(asdict(inputs), sort_keys=True),
-        "configuration": config.to_json(),
-        "batches_read": result.batches_read,
-        "batches_audited": result.batches_audited,
-        "batches_quarantined": result.batches_quarantined,
-        "findings_critical": result.findings_by_severity.get("CRITICAL", 0),
-        "findings_error": result.findings_by_severity.get("ERROR", 0),
-        "findings_warning": result.findings_by_severity.get("WARNING", 0),
-        "findings_info": result.findings_by_severity.get("INFO", 0),
-        "error": result.error,
-    }
-    return tuple(values[f.name] for f in AUDIT_RUNS.fields)
-
-
 def _reached(point: str) -> None:
     """A named point of a run (read, staged, wrote:<table>). Does nothing.
 
@@ -390,42 +331,6 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
     where = match.group(1) if match else "an input file"
     first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
     return InputSchemaError(f"cannot read {where}: it is not a readable input file ({first})")
-
-
-def _settle_dead_runs(
-    spark: SparkSession, writer: TableWriter, stage: RunStage, run_id: str
-) -> None:
-    """Remove the rows of runs that died RUNNING and record them FAILED (issue 12, case 2).
-
-    A dead run's folder was found by its unheld lock (eos_audit.sinks.staging). Its rows are
-    partial, so they are removed from every table; its audit_runs row stays, FAILED, saying so.
-    A dead run of this same run id needs nothing: this run replaces its rows.
-    """
-    from eos_audit.sources.contract_reader import read_delta
-
-    for dead in stage.dead_runs:
-        if dead.run_id is None or dead.run_id == run_id:
-            continue
-        location = writer.location("audit_runs")
-        try:
-            row = read_delta(spark, location).where(F.col("run_id") == dead.run_id).limit(1).head()
-        except Exception:  # noqa: BLE001 - no table yet: nothing was written by that run
-            log.debug("no audit_runs to settle %s in", dead.run_id, exc_info=True)
-            continue
-        if row is None or row["status"] != RUNNING:
-            continue  # it finished and died while removing its staging folder
-        log.warning("run %s: run %s died while RUNNING; removing its rows", run_id, dead.run_id)
-        for table in DATA_TABLES:
-            schema = TABLE_SCHEMAS[table]
-            writer.replace_run_rows(table, [], schema, dead.run_id)
-        values = row.asDict()
-        values.update(
-            status=FAILED,
-            finished_at=dt.datetime.now(dt.UTC),
-            error=f"died while running (killed?); its partial rows were removed by run {run_id}",
-        )
-        failed = tuple(values[f.name] for f in AUDIT_RUNS.fields)
-        writer.replace_run_rows("audit_runs", [failed], AUDIT_RUNS, dead.run_id)
 
 
 def _audit_and_write(
@@ -551,10 +456,11 @@ def run_audit(
             staging_dir=stage.subdir("tables"),
         )
         result = RunResult(run_id=run_id, status=RUNNING, writer=writer.name)
-        _settle_dead_runs(spark, writer, stage, run_id)
-        result.tables["audit_runs"] = writer.replace_run_rows(
-            "audit_runs", [_run_row(spark, result, started, inputs, config)], AUDIT_RUNS, run_id
+        recorder = RunRecorder(
+            spark, writer, started, json.dumps(asdict(inputs), sort_keys=True), config.to_json()
         )
+        recorder.settle_dead_runs(stage.dead_runs, run_id)
+        recorder.record(result)  # RUNNING, before any other table is written
         batches = ", ".join(inputs.batches)
         log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
         try:
@@ -567,43 +473,8 @@ def run_audit(
                 raise unreadable from exc
         except (Exception, KeyboardInterrupt) as exc:
             # Anything short of the process dying is recorded; a kill leaves RUNNING behind.
-            result.status = FAILED
-            result.error = _error_text(exc)
-            _record(spark, writer, result, started, inputs, config)
+            result.status, result.error = FAILED, error_text(exc)
+            recorder.record(result)
             raise
-        _record(spark, writer, result, started, inputs, config)
+        recorder.record(result)
     return result
-
-
-def _error_text(exc: BaseException) -> str:
-    """What audit_runs.error says about a failure: one short paragraph, never a JVM stack."""
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
-    text = str(exc) if isinstance(exc, EosAuditError) else f"{type(exc).__name__}: {exc}"
-    lines = text.strip().splitlines() or [type(exc).__name__]
-    return lines[0][:2000]
-
-
-def _record(
-    spark: SparkSession,
-    writer: TableWriter,
-    result: RunResult,
-    started: dt.datetime,
-    inputs: AuditInputs,
-    config: AuditConfig,
-) -> None:
-    """Replace the run's RUNNING row by its final one.
-
-    A failed run's record that cannot be written is logged, not raised: the run's own error
-    matters more.
-    """
-    try:
-        row = _run_row(spark, result, started, inputs, config)
-        location = writer.replace_run_rows("audit_runs", [row], AUDIT_RUNS, result.run_id)
-        result.tables["audit_runs"] = location
-        log.info("run %s: %s, recorded in %s", result.run_id, result.status, location)
-    except Exception:
-        if result.status == FAILED:
-            log.exception("run %s: could not record the run in audit_runs", result.run_id)
-        else:
-            raise
