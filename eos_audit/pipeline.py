@@ -27,7 +27,7 @@ from eos_audit.schemas import (
     PRODUCER_STATE,
 )
 from eos_audit.session import session_has_delta
-from eos_audit.sinks.delta import TableWriter, choose_writer
+from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
@@ -387,14 +387,15 @@ def _audit_and_write(
         "list_offsets_errors": offset_errors,
         "producer_state": engine.producer_state_of(staged).withColumn("run_id", F.lit(run_id)),
     }
-    for table in DATA_TABLES:
-        schema = TABLE_SCHEMAS[table]
-        if frames[table] is None:  # known empty: no Spark job for nothing
-            result.tables[table] = writer.replace_run_rows(table, [], schema, run_id)
-        else:
-            result.tables[table] = writer.replace_run(table, frames[table], schema, run_id)
-        log.info("run %s: wrote %s", run_id, result.tables[table])
+
+    def written(table: str, location: str) -> None:
+        result.tables[table] = location
+        log.info("run %s: wrote %s", run_id, location)
         _reached(f"wrote:{table}")
+
+    # None: known to be empty (no Spark job for nothing).
+    tables = [TableRows(t, frames[t], TABLE_SCHEMAS[t]) for t in DATA_TABLES]
+    writer.replace_runs(tables, run_id, written)
     summary = _summary(staged)
     result.batches_audited = int(summary["audited"])
     result.batches_quarantined = int(summary["quarantined"])

@@ -29,6 +29,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -85,6 +86,41 @@ class TableWriter(Protocol):
         """Replace the rows of `run_id` by a few rows made on the driver (the run's record)."""
         ...
 
+    def replace_runs(
+        self, tables: list[TableRows], run_id: str, on_written: Callable[[str, str], None]
+    ) -> dict[str, str]:
+        """Replace the rows of `run_id` in several tables, in order.
+
+        `on_written(table, where)` runs after each table's commit; returns where each table is.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """One table's rows of a run: a DataFrame, or None when known to be empty."""
+
+    table: str
+    df: DataFrame | None
+    schema: T.StructType
+
+
+def _replace_each(
+    writer: TableWriter,
+    tables: list[TableRows],
+    run_id: str,
+    on_written: Callable[[str, str], None],
+) -> dict[str, str]:
+    """`replace_runs` as one `replace_run` per table."""
+    out = {}
+    for t in tables:
+        if t.df is None:
+            out[t.table] = writer.replace_run_rows(t.table, [], t.schema, run_id)
+        else:
+            out[t.table] = writer.replace_run(t.table, t.df, t.schema, run_id)
+        on_written(t.table, out[t.table])
+    return out
+
 
 def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     """Select the contract's columns in order, cast to the contract's types."""
@@ -131,6 +167,12 @@ class SparkDeltaWriter:
         spark = SparkSession.getActiveSession()
         return self.replace_run(table, spark.createDataFrame(rows, schema), schema, run_id)
 
+    def replace_runs(
+        self, tables: list[TableRows], run_id: str, on_written: Callable[[str, str], None]
+    ) -> dict[str, str]:
+        """One replaceWhere write per table (Spark's Delta writer stages nothing itself)."""
+        return _replace_each(self, tables, run_id, on_written)
+
 
 @dataclass
 class DeltaRsWriter:
@@ -148,44 +190,112 @@ class DeltaRsWriter:
 
     def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
         """Stage on the executors as Parquet, then stream into the Delta table."""
+        staging = self._staging(table)
+        try:
+            _conform(df, schema).write.mode("overwrite").parquet(str(staging))
+            return self._stream(table, staging, schema, run_id, lambda batch: batch.columns)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def replace_runs(
+        self, tables: list[TableRows], run_id: str, on_written: Callable[[str, str], None]
+    ) -> dict[str, str]:
+        """Stage every table in one Spark job, then stream each into its Delta table in order.
+
+        The tables' rows go into one Parquet dataset partitioned by table, each table's columns
+        packed in a struct column of its own: one job instead of one per table (each job is a
+        scheduling round trip however few the rows).
+        """
+        staged = [t for t in tables if t.df is not None]
+        if len(staged) < 2:
+            return _replace_each(self, tables, run_id, on_written)
+        column = {t.table: f"_t{i}" for i, t in enumerate(staged)}
+        structs = {
+            t.table: T.StructType([T.StructField(f.name, f.dataType, True) for f in t.schema])
+            for t in staged
+        }
+        parts = []
+        for t in staged:
+            row = F.struct(*[t.df[f.name].cast(f.dataType).alias(f.name) for f in t.schema])
+            parts.append(
+                t.df.select(
+                    F.lit(t.table).alias("_table"),
+                    *[
+                        (row if other == t.table else F.lit(None).cast(structs[other])).alias(name)
+                        for other, name in column.items()
+                    ],
+                )
+            )
+        union = parts[0]
+        for part in parts[1:]:
+            union = union.unionByName(part)
+        staging = self._staging("tables")
+        out = {}
+        try:
+            union.write.mode("overwrite").partitionBy("_table").parquet(str(staging))
+            for t in tables:
+                if t.df is None:
+                    out[t.table] = self.replace_run_rows(t.table, [], t.schema, run_id)
+                else:
+                    name = column[t.table]
+                    out[t.table] = self._stream(
+                        t.table,
+                        staging / f"_table={t.table}",
+                        t.schema,
+                        run_id,
+                        lambda batch, name=name: batch.column(name).flatten(),
+                    )
+                on_written(t.table, out[t.table])
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return out
+
+    def _staging(self, name: str) -> Path:
+        root = Path(self.staging_dir) if self.staging_dir else Path(self.warehouse) / "_staging"
+        return root / f"{name}-{uuid.uuid4().hex}"
+
+    def _stream(
+        self,
+        table: str,
+        folder: Path,
+        schema: T.StructType,
+        run_id: str,
+        columns: Callable[[pa.RecordBatch], list[pa.Array]],
+    ) -> str:
+        """Stream staged Parquet (`columns` picks the table's columns of a batch) into the table.
+
+        Driver memory stays flat: batch by batch, never the whole table.
+        """
         from deltalake import write_deltalake
 
         target = self.location(table)
-        root = Path(self.staging_dir) if self.staging_dir else Path(self.warehouse) / "_staging"
-        staging = root / f"{table}-{uuid.uuid4().hex}"
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        try:
-            _conform(df, schema).write.mode("overwrite").parquet(str(staging))
-            files = sorted(str(p) for p in staging.glob("*.parquet"))
-            dataset = pads.dataset(files, format="parquet") if files else None
+        files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []
+        dataset = pads.dataset(files, format="parquet") if files else None
 
-            def batches():
-                if dataset is None:
-                    return
-                for batch in dataset.to_batches(batch_size=65_536):
-                    # Spark writes timestamps as INT96 and marks every column nullable; the cast
-                    # pins the contract's Arrow types and nullability.
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            batch.column(i).cast(arrow_schema.field(i).type)
-                            for i in range(len(arrow_schema))
-                        ],
-                        schema=arrow_schema,
-                    )
-
-            def commit() -> None:
-                # A fresh reader per attempt: the staged files stay until the commit succeeds.
-                write_deltalake(
-                    target,
-                    pa.RecordBatchReader.from_batches(arrow_schema, batches()),
-                    mode="overwrite",
-                    predicate=f"run_id = {_quote(run_id)}",
-                    schema_mode=None,
+        def batches():
+            if dataset is None:
+                return
+            for batch in dataset.to_batches(batch_size=65_536):
+                # Spark writes timestamps as INT96 and marks every column nullable; the cast
+                # pins the contract's Arrow types and nullability.
+                arrays = columns(batch)
+                yield pa.RecordBatch.from_arrays(
+                    [arrays[i].cast(arrow_schema.field(i).type) for i in range(len(arrow_schema))],
+                    schema=arrow_schema,
                 )
 
-            _commit(commit, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        def commit() -> None:
+            # A fresh reader per attempt: the staged files stay until the commit succeeds.
+            write_deltalake(
+                target,
+                pa.RecordBatchReader.from_batches(arrow_schema, batches()),
+                mode="overwrite",
+                predicate=f"run_id = {_quote(run_id)}",
+                schema_mode=None,
+            )
+
+        _commit(commit, target)
         return target
 
     def replace_run_rows(

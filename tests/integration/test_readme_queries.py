@@ -76,6 +76,13 @@ def test_the_queries_answer_what_they_ask(spark, demo_run):
     assert [(r["topic"], r["partition"]) for r in coverage] == [("payments", 0), ("orders", 0)]
 
 
+def table_of(path: Path) -> pa.Table:
+    # QueryBuilder, not DeltaTable.to_pyarrow_table (delta-rs issue 2184 aborts at exit).
+    return pa.table(
+        QueryBuilder().register("t", DeltaTable(str(path))).execute("SELECT * FROM t").read_all()
+    )
+
+
 def test_the_queries_count_only_finished_runs(spark, demo_run, tmp_path):
     """A run that died RUNNING (or FAILED) after writing findings changes no answer."""
     import datetime as dt
@@ -93,12 +100,12 @@ def test_the_queries_count_only_finished_runs(spark, demo_run, tmp_path):
 
     before = answers()
     for table in ("findings", "producer_sessions", "transactions", "partition_summary"):
-        rows = DeltaTable(str(warehouse / table)).to_pyarrow_table()
+        rows = table_of(warehouse / table)
         dead = rows.set_column(
             rows.schema.get_field_index("run_id"), "run_id", pa.array(["dead"] * len(rows))
         )
         write_deltalake(str(warehouse / table), dead, mode="append")
-    runs = DeltaTable(str(warehouse / "audit_runs")).to_pyarrow_table()
+    runs = table_of(warehouse / "audit_runs")
     later = dt.datetime(2099, 1, 1, tzinfo=dt.UTC)
     for run_id, status in (("dead", "RUNNING"), ("failed", "FAILED")):
         row = runs.to_pylist()[0] | {"run_id": run_id, "status": status, "finished_at": later}

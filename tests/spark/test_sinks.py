@@ -2,41 +2,49 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from eos_audit.errors import SinkError
 from eos_audit.schemas import FINDINGS
 from eos_audit.session import session_has_delta
-from eos_audit.sinks.delta import DeltaRsWriter, SparkDeltaWriter, choose_writer
+from eos_audit.sinks import delta as sinks_delta
+from eos_audit.sinks.delta import (
+    DeltaRsWriter,
+    SparkDeltaWriter,
+    TableRows,
+    choose_writer,
+    with_commit_retries,
+)
 
 
 def _findings(spark, run_id: str, n: int):
-    rows = [
-        (
-            f"id{run_id}{i}",
-            run_id,
-            "SEQUENCE_GAP",
-            "CRITICAL",
-            "UNEXPLAINED",
-            "OUT_OF_ORDER_SEQUENCE_NUMBER",
-            "t",
-            0,
-            7,
-            1,
-            i * 10,
-            i * 10 + 2,
-            5,
-            7,
-            3,
-            4,
-            "a sentence",
-            "§1.5",
-            {"missing_sequences": "2"},
-            1_000,
-            "src",
-        )
-        for i in range(n)
-    ]
-    return spark.createDataFrame(rows, FINDINGS)
+    return spark.createDataFrame([_findings_row(run_id, i) for i in range(n)], FINDINGS)
+
+
+def _findings_row(run_id: str, i: int) -> tuple:
+    return (
+        f"id{run_id}{i}",
+        run_id,
+        "SEQUENCE_GAP",
+        "CRITICAL",
+        "UNEXPLAINED",
+        "OUT_OF_ORDER_SEQUENCE_NUMBER",
+        "t",
+        0,
+        7,
+        1,
+        i * 10,
+        i * 10 + 2,
+        5,
+        7,
+        3,
+        4,
+        "a sentence",
+        "§1.5",
+        {"missing_sequences": "2"},
+        1_000,
+        "src",
+    )
 
 
 def _read(path: str, sql: str) -> list[dict]:
@@ -114,3 +122,64 @@ def test_spark_delta_writer_round_trip(spark, warehouse):
     back = spark.read.format("delta").load(location)
     assert back.count() == 3
     assert back.where(F.col("run_id") == "a").schema["finding_id"].nullable is False
+
+
+class CommitFailedError(Exception):
+    """delta-rs's name for a lost optimistic-concurrency race."""
+
+
+def test_a_lost_commit_race_is_retried_and_other_errors_are_not(monkeypatch):
+    monkeypatch.setattr(sinks_delta.time, "sleep", lambda seconds: None)
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise CommitFailedError("a concurrent transaction added new data")
+
+    with_commit_retries(flaky, "t")
+    assert len(attempts) == 3
+
+    def broken():
+        attempts.append(1)
+        raise ValueError("not a race")
+
+    attempts.clear()
+    with pytest.raises(ValueError, match="not a race"):
+        with_commit_retries(broken, "t")
+    assert len(attempts) == 1
+
+
+def test_driver_rows_replace_a_run_without_spark(warehouse):
+    writer = DeltaRsWriter(warehouse=str(warehouse))
+    rows = [tuple(_findings_row(run_id, i)) for run_id in ("a", "b") for i in range(2)]
+    writer.replace_run_rows("findings", rows[:2], FINDINGS, "a")
+    writer.replace_run_rows("findings", rows[2:], FINDINGS, "b")
+    writer.replace_run_rows("findings", rows[:1], FINDINGS, "a")
+    got = _read(str(warehouse / "findings"), "SELECT run_id, count(*) AS n FROM t GROUP BY run_id")
+    assert sorted((r["run_id"], r["n"]) for r in got) == [("a", 1), ("b", 2)]
+
+
+def test_several_tables_in_one_staging_job_land_as_one_by_one(spark, warehouse):
+    writer = DeltaRsWriter(str(warehouse), staging_dir=str(warehouse / "_staging" / "run"))
+    other = T.StructType(
+        [T.StructField("run_id", T.StringType(), False), T.StructField("n", T.LongType(), True)]
+    )
+    written = []
+    tables = [
+        TableRows("findings", _findings(spark, "a", 3), FINDINGS),
+        TableRows("empty", None, other),
+        TableRows("counts", spark.createDataFrame([("a", 7), ("a", None)], other), other),
+    ]
+    places = writer.replace_runs(tables, "a", lambda t, where: written.append(t))
+    assert written == ["findings", "empty", "counts"]  # in order, one commit each
+    assert places["counts"] == str(warehouse / "counts")
+    assert _read(str(warehouse / "findings"), "SELECT count(*) AS n FROM t") == [{"n": 3}]
+    assert _read(places["empty"], "SELECT count(*) AS n FROM t") == [{"n": 0}]
+    rows = _read(places["counts"], "SELECT run_id, n FROM t ORDER BY n")
+    assert rows == [{"run_id": "a", "n": 7}, {"run_id": "a", "n": None}]
+    fields = {f.name: f.nullable for f in DeltaTable(places["counts"]).schema().fields}
+    assert fields == {"run_id": False, "n": True}  # the contract's nullability, not Spark's
+    assert not (warehouse / "_staging" / "run").exists() or not any(
+        (warehouse / "_staging" / "run").iterdir()
+    )
