@@ -55,6 +55,12 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     assert rows == [{"n": 9}]  # 6 faults in the log, 3 in the client-side evidence
 
 
+@pytest.fixture(autouse=True)
+def _no_html_report(monkeypatch):
+    """In-process audits skip the HTML report (tests/integration/test_report_cli.py has it)."""
+    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
+
+
 @pytest.fixture(scope="module")
 def lenient(tmp_path_factory):
     """The demo export quarantines 1 row of 62 (1.6%): allow 5% to see its findings decide."""

@@ -35,6 +35,12 @@ VALID = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_html_report(monkeypatch):
+    """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
+    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
+
+
 def audit(capsys, *args):
     code = main(["audit", *map(str, args)])
     out, err = capsys.readouterr()
@@ -63,6 +69,7 @@ def assert_one_sentence(err):
     assert "Traceback" not in err and "at org.apache" not in err
 
 
+@pytest.mark.slow  # a whole audit
 def test_case1_long_max_last_offset_is_quarantined_not_fatal(spark, tmp_path, capsys):
     pq.write_table(pa.table({k: [v] for k, v in {**VALID, "last_offset": LONG_MAX}.items()}),
                    tmp_path / "b.parquet")  # fmt: skip
@@ -76,6 +83,7 @@ def test_case1_long_max_last_offset_is_quarantined_not_fatal(spark, tmp_path, ca
     assert run_record(tmp_path / "w")["status"] == "NOTHING_AUDITED"
 
 
+@pytest.mark.slow  # a whole audit
 def test_case3_partition_folder_without_log_files_and_case7_zero_length_segment(
     spark, tmp_path, capsys
 ):
@@ -96,6 +104,7 @@ def test_case3_partition_folder_without_log_files_and_case7_zero_length_segment(
     assert run_record(tmp_path / "w")["status"] == "NOTHING_AUDITED"
 
 
+@pytest.mark.slow  # a whole audit
 def test_case4_malformed_json_lines_are_quarantined_with_line_and_text(spark, tmp_path, capsys):
     path = tmp_path / "b.jsonl"
     bad = '{"topic": "t", "partition": 0, "base_offset": '
