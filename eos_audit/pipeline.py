@@ -328,9 +328,11 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
     if not _READ_FAILURE.search(text):
         return None
     match = _FAILED_FILE.search(text)
-    where = match.group(1) if match else "an input file"
-    first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
-    return InputSchemaError(f"cannot read {where}: it is not a readable input file ({first})")
+    where = re.sub(r"^file:/*", "/", match.group(1)) if match else "an input file"
+    # The line that says what failed, not Py4J's "An error occurred while calling o43.parquet".
+    cause = next(line for line in text.splitlines() if _READ_FAILURE.search(line))
+    cause = re.sub(r"\s+", " ", cause).strip()[:300]
+    return InputSchemaError(f"cannot read {where}: it is not a readable input file ({cause})")
 
 
 def _audit_and_write(

@@ -217,3 +217,15 @@ def test_case1_acknowledged_offsets_at_the_long_limit_are_quarantined(spark, tmp
     assert reasons["edge"] is None
     assert reasons["over"] == f"offset {LONG_MAX - 2} plus record_count 5 leaves no next offset"
     assert reasons["max"] == f"offset {LONG_MAX} plus record_count 1 leaves no next offset"
+
+
+def test_case5_a_parquet_file_spark_cannot_read_exits_2_naming_it(spark, tmp_path, capsys):
+    # The PAR1 markers are there, the footer is garbage: only Spark finds out, and says so in
+    # hundreds of lines; the user gets one sentence naming the file.
+    path = tmp_path / "b.parquet"
+    path.write_bytes(b"PAR1" + bytes(range(256)) * 4 + b"\x10\x00\x00\x00PAR1")
+    code, _, err = audit(capsys, "--batches", path, "--warehouse", tmp_path / "w")
+    assert code == 2, err
+    assert_one_sentence(err)
+    assert "cannot read" in err and "b.parquet" in err
+    assert run_record(tmp_path / "w")["status"] == "FAILED"
