@@ -208,3 +208,17 @@ def test_round_trip_segments_and_dump_log_text_agree(spark, round_trip_dirs):
     assert from_text.filter(from_text[SOURCE_ERROR_COL].isNotNull()).count() == 0
     assert_df_equality(from_segments, from_text, ignore_row_order=True)
     assert from_segments.filter("is_control AND control_type IS NULL").count() == 0
+
+
+def test_a_number_beyond_its_field_quarantines_its_line():
+    # Found by fuzzing (issue 12): Arrow's cast of such a number raised and failed the task.
+    line = (
+        "baseOffset: 99999999999999999999 lastOffset: 1 count: 2 baseSequence: 2147483648 "
+        "lastSequence: 1 producerId: 7 producerEpoch: 0 partitionLeaderEpoch: 0 "
+        "isTransactional: false isControl: false position: 0 CreateTime: 1 size: 80 magic: 2 "
+        "compresscodec: none crc: 1 isvalid: true"
+    )
+    table = parse_dump_log((line + "\n").encode(), path="d.txt", topic="t", partition=0)
+    (row,) = table.to_pylist()
+    assert row["source"] == "d.txt:line 1"
+    assert row[SOURCE_ERROR_COL] == "number out of range for its field: baseSequence, baseOffset"

@@ -16,6 +16,7 @@ from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import PRODUCER_STATE
 from eos_audit.sources.kafka_files import (
     SNAPSHOT_SCHEMA,
+    parse_leader_epoch_checkpoint,
     parse_snapshot,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
@@ -297,3 +298,19 @@ def test_checkpoint_files(spark, tmp_path):
     (problem,) = offset_problems.collect()
     assert problem.source.endswith("recovery-point-offset-checkpoint:line 1")
     assert problem.reason == "unsupported checkpoint version"
+
+
+def test_checkpoint_numbers_beyond_their_fields_are_malformed_lines():
+    # Found by fuzzing (issue 12): an epoch above int32 failed the Arrow cast and the task.
+    text = checkpoint_text([(0, 0), (2147483648, 5), (3, 99999999999999999999), (4, 9)])
+    batches = parse_leader_epoch_checkpoint(
+        text.encode(), path="lec", topic="t", partition=0, replica="1"
+    )
+    rows = [r for b in batches for r in b.to_pylist()]
+    good = [(r["leader_epoch"], r["start_offset"]) for r in rows if r["_problem"] is None]
+    bad = [(r["source"], r["_problem"]) for r in rows if r["_problem"] is not None]
+    assert good == [(0, 0), (4, 9)]
+    assert bad == [
+        ("lec:line 4", "malformed checkpoint line"),
+        ("lec:line 5", "malformed checkpoint line"),
+    ]
