@@ -164,7 +164,7 @@ def main() -> None:
     from eos_audit.config import AuditConfig
     from eos_audit.pipeline import AuditInputs, run_audit
     from eos_audit.session import get_spark
-    from eos_audit.sources.files import read_tabular
+    from eos_audit.sources.record_batches import read_tabular
 
     spark = get_spark("eos-audit-bench")
     spark.conf.set("spark.sql.shuffle.partitions", "16")

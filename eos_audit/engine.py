@@ -257,7 +257,8 @@ def ack_rows(acks_df: DataFrame) -> DataFrame:
             partition=F.col("partition"),
             kind=F.lit(int(RowKind.ACK)),
             base_offset=F.col("offset"),
-            last_offset=F.col("offset") + count - 1,
+            # The acks source quarantines offsets that would overflow; try_add keeps it that way.
+            last_offset=F.try_add(F.col("offset"), count - 1),
             producer_id=F.col("producer_id"),
             producer_epoch=F.col("producer_epoch"),
             base_sequence=F.col("base_sequence"),

@@ -219,8 +219,14 @@ QUARANTINE = _struct(QUARANTINE_COLUMNS)
 AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("run_id", T.StringType(), False, "run id (given, or derived from the inputs)"),
     Column("started_at", T.TimestampType(), False, "when the run started (UTC)"),
-    Column("finished_at", T.TimestampType(), False, "when the run finished (UTC)"),
-    Column("status", T.StringType(), False, "SUCCEEDED or FAILED"),
+    Column(
+        "finished_at", T.TimestampType(), False,
+        "when the run finished (UTC); while RUNNING, when the run started",
+    ),  # fmt: skip
+    Column(
+        "status", T.StringType(), False,
+        "RUNNING, SUCCEEDED, QUARANTINE_EXCEEDED, NOTHING_AUDITED or FAILED",
+    ),  # fmt: skip
     Column("package_version", T.StringType(), False, "eos-audit version"),
     Column("spark_version", T.StringType(), False, "Spark version of the session"),
     Column("writer", T.StringType(), False, "spark-delta or delta-rs"),
@@ -233,7 +239,10 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("findings_error", T.LongType(), False, "findings with severity ERROR"),
     Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
     Column("findings_info", T.LongType(), False, "findings with severity INFO"),
-    Column("error", T.StringType(), True, "what went wrong when status is FAILED"),
+    Column(
+        "error", T.StringType(), True,
+        "why the run is FAILED, NOTHING_AUDITED or QUARANTINE_EXCEEDED",
+    ),  # fmt: skip
 ]
 AUDIT_RUNS = _struct(AUDIT_RUNS_COLUMNS)
 

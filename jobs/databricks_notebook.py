@@ -16,13 +16,11 @@
 
 # COMMAND ----------
 
+# The input formats come from the one registry the CLI reads too (it imports no Spark).
+from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
+
 dbutils.widgets.text("batches", "", "Record batches (paths; empty: report only)")
-dbutils.widgets.dropdown(
-    "batches_format",
-    "auto",
-    ["auto", "parquet", "json", "csv", "delta", "segments", "dump-log"],
-    "Batches format",
-)
+dbutils.widgets.dropdown("batches_format", "auto", ["auto", *FORMAT_NAMES], "Batches format")
 dbutils.widgets.text("warehouse", "/Volumes/main/eos_audit/lake", "Warehouse (staging, reports)")
 dbutils.widgets.text("catalog_schema", "", "Catalog schema (empty: from conf, else paths)")
 dbutils.widgets.text("run_id", "", "Run id (empty: derived; report only: the latest)")
@@ -37,10 +35,7 @@ dbutils.widgets.text("producer_state", "", "Producer state (paths, or a producer
 dbutils.widgets.dropdown("no_verify_crc", "false", ["false", "true"], "Skip CRC-32C (segments)")
 dbutils.widgets.text("list_offsets", "", "ListOffsets observations (paths)")
 dbutils.widgets.dropdown(
-    "list_offsets_format",
-    "auto",
-    ["auto", "parquet", "json", "csv", "get-offsets"],
-    "ListOffsets format",
+    "list_offsets_format", "auto", ["auto", *LIST_OFFSETS_FORMATS], "ListOffsets format"
 )
 dbutils.widgets.dropdown(
     "list_offsets_spec",
@@ -49,7 +44,7 @@ dbutils.widgets.dropdown(
     "ListOffsets spec (get-offsets text)",
 )
 dbutils.widgets.text("acks", "", "Send results (paths)")
-dbutils.widgets.dropdown("acks_format", "auto", ["auto", "parquet", "json", "csv"], "Acks format")
+dbutils.widgets.dropdown("acks_format", "auto", ["auto", *ACKS_FORMATS], "Acks format")
 dbutils.widgets.text("export_time", "", "Export time (ISO-8601)")
 dbutils.widgets.text("topic", "", "Topic (dump-log text without one)")
 dbutils.widgets.text("partition", "", "Partition (dump-log text without one)")
