@@ -10,6 +10,8 @@ This is the only module that configures logging.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import logging
 import sys
 import tempfile
@@ -45,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eos-audit", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"eos-audit {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="log warnings and errors only (no stage and progress lines)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", choices=("text", "json"), default="text",
+        help="json: one JSON object per log line on stderr, for schedulers",
+    )  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
@@ -158,12 +168,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the error, if any)."""
+
+    def format(self, record: logging.LogRecord) -> str:  # noqa: D102
+        line = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            line["error"] = self.formatException(record.exc_info)
+        return json.dumps(line)
+
+
+def configure_logging(verbose: bool, quiet: bool = False, log_format: str = "text") -> None:
+    """Configure the process's logging (the CLI owns it): level, format, Spark's noise off."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonLogFormatter()
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, handlers=[handler])
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -320,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     """
     args = build_parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    configure_logging(args.verbose, args.quiet, args.log_format)
     try:
         return _run(args)
     except EosAuditError as exc:

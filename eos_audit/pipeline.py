@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit import engine, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
@@ -368,16 +368,16 @@ def _audit_and_write(
     if read.problems is not None:
         records = records.unionByName(engine.problem_records(read.problems, run_id))
     _reached("read")
-    log.info("run %s: auditing (one shuffle) and staging the results", run_id)
-    records.write.mode("overwrite").partitionBy("kind").parquet(str(staged_path))
-    if acks is not None:
-        _stage_acks(acks, config, run_id, staged_path)
     offset_errors = None
-    if inputs.list_offsets:
-        from eos_audit.rules.list_offsets import list_offsets_error_counts
+    with progress.stage(spark, run_id, "auditing (one shuffle) and staging the results"):
+        records.write.mode("overwrite").partitionBy("kind").parquet(str(staged_path))
+        if acks is not None:
+            _stage_acks(acks, config, run_id, staged_path)
+        if inputs.list_offsets:
+            from eos_audit.rules.list_offsets import list_offsets_error_counts
 
-        observations = _stage_list_offsets(spark, inputs, config, run_id, staged_path)
-        offset_errors = list_offsets_error_counts(observations, run_id)
+            observations = _stage_list_offsets(spark, inputs, config, run_id, staged_path)
+            offset_errors = list_offsets_error_counts(observations, run_id)
     _reached("staged")
     staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(staged_path))
     frames = {
@@ -397,8 +397,10 @@ def _audit_and_write(
 
     # None: known to be empty (no Spark job for nothing).
     tables = [TableRows(t, frames[t], TABLE_SCHEMAS[t]) for t in DATA_TABLES]
-    writer.replace_runs(tables, run_id, written)
-    summary = _summary(staged)
+    with progress.stage(spark, run_id, "writing the tables"):
+        writer.replace_runs(tables, run_id, written)
+    with progress.stage(spark, run_id, "counting"):
+        summary = _summary(staged)
     result.batches_audited = int(summary["audited"])
     result.batches_quarantined = int(summary["quarantined"])
     result.batches_read = result.batches_audited + result.batches_quarantined
