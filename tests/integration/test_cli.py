@@ -42,6 +42,7 @@ def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
     assert re.search(r"^ACKED_WRITE_LOST +CRITICAL +1$", result.stdout, re.MULTILINE)
     assert re.search(r"^LIST_OFFSETS_REGRESSION +WARNING +1$", result.stdout, re.MULTILINE)
     assert "batches read 62 = audited 61 + quarantined 1" in result.stdout
+    assert "eos-audit run demo: SUCCEEDED" in result.stdout  # its malformed row is planted
     assert re.search(
         rf"^  findings +{re.escape(str(tmp_path / 'wh' / 'findings'))}$",
         result.stdout,
