@@ -323,11 +323,8 @@ def sort_key(name: str) -> Column:
         return header.bitwiseAND(F.lit(bit))
     if name == "crc_valid":  # 0 not checked, 1 failed, 2 valid: nulls, then false, then true
         return F.shiftright(header, wire.CRC_SHIFT).bitwiseAND(F.lit(wire.CRC_MASK))
-    if name in ("control_type", "magic"):
-        shift, mask = {
-            "control_type": (wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
-            "magic": (wire.MAGIC_SHIFT, wire.MAGIC_MASK),
-        }[name]
+    if name in wire.HEADER_CODES:
+        shift, mask = wire.HEADER_CODES[name]
         value = F.shiftright(header, shift).bitwiseAND(F.lit(mask))
     else:
         field, high, _ = next(pair for pair in wire.PAIRS if name in pair[1:])
@@ -360,12 +357,11 @@ def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
     crc = F.when(F.col("crc_valid"), F.lit(2)).when(~F.col("crc_valid"), F.lit(1)).otherwise(0)
     header = [
         F.shiftleft(F.col("kind").cast("long"), wire.KIND_SHIFT),
-        _bits(F.col("control_type"), wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
-        _bits(F.col("magic"), wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+        *[_bits(F.col(name), *code) for name, code in wire.HEADER_CODES.items()],
         _flag(F.coalesce(F.col("is_transactional"), F.lit(False)), wire.TRANSACTIONAL_BIT),
         _flag(F.coalesce(F.col("is_control"), F.lit(False)), wire.CONTROL_BIT),
         _bits(crc, wire.CRC_SHIFT, wire.CRC_MASK),
-        *[_null_bit(name) for name in ("control_type", "magic")],
+        *[_null_bit(name) for name in wire.HEADER_CODES],
         *[_null_bit(name) for _, high, low in wire.PAIRS for name in (high, low)],
     ]
     packed = header[0]

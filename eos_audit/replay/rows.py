@@ -92,8 +92,8 @@ REPLAY_SCHEMA = T.StructType(
 # `engine.wire_rows` (Spark) and `runner.unpack` (NumPy) are the only code that knows this
 # layout; tests/spark/test_wire.py checks that they agree.
 KIND_SHIFT = 56  # the kind in the header's top bits: ordering by header orders by kind first
-CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK = 0, 0b111
-MAGIC_SHIFT, MAGIC_MASK = 3, 0b11
+# The small codes in the header: name -> (shift, mask).
+HEADER_CODES = {"control_type": (0, 0b111), "magic": (3, 0b11)}
 TRANSACTIONAL_BIT = 1 << 5
 CONTROL_BIT = 1 << 6
 # The CRC verdict: 0 not checked (null), 1 failed, 2 valid.

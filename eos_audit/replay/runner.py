@@ -157,7 +157,6 @@ OUTPUT_ARROW = pa.schema(
     ]
 )
 WIRE_ARROW = to_arrow_schema(wire.WIRE_SCHEMA)
-_STRUCT_COLUMNS = ("finding", "transaction", "session", "partition_stats", "state", "quarantine")
 _RECORD_OF_OUTPUT = {
     "findings": "finding",
     "transactions": "transaction",
@@ -175,8 +174,9 @@ def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     return batch.column(name).fill_null(NULL).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _header_value(header: np.ndarray, name: str, shift: int, mask: int) -> np.ndarray:
+def _header_value(header: np.ndarray, name: str) -> np.ndarray:
     """A small code packed in the header, NULL where its null bit is set."""
+    shift, mask = wire.HEADER_CODES[name]
     return np.where(header & wire.NULL_BITS[name], NULL, (header >> shift) & mask)
 
 
@@ -210,10 +210,7 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
 
     kind, _ = ints("kind")
     header = kind << wire.KIND_SHIFT
-    for name, shift, mask in (
-        ("control_type", wire.CONTROL_TYPE_SHIFT, wire.CONTROL_TYPE_MASK),
-        ("magic", wire.MAGIC_SHIFT, wire.MAGIC_MASK),
-    ):
+    for name, (shift, mask) in wire.HEADER_CODES.items():
         value, null = ints(name)
         header |= ((value & mask) << shift) | np.where(null, wire.NULL_BITS[name], 0)
     header |= np.where(flag("is_transactional"), wire.TRANSACTIONAL_BIT, 0)
@@ -297,9 +294,7 @@ class _Replayer:
             partition=partitions,
             is_transactional=(header & wire.TRANSACTIONAL_BIT) != 0,
             is_control=(header & wire.CONTROL_BIT) != 0,
-            control_type=_header_value(header, "control_type", wire.CONTROL_TYPE_SHIFT,
-                                       wire.CONTROL_TYPE_MASK),
-            magic=_header_value(header, "magic", wire.MAGIC_SHIFT, wire.MAGIC_MASK),
+            **{name: _header_value(header, name) for name in wire.HEADER_CODES},
             # -1 not checked, 0 failed, 1 valid
             crc_valid=((header >> wire.CRC_SHIFT) & wire.CRC_MASK) - 1,
             is_compacted=_topic_flags(topics, self.settings.compacted_regex),
