@@ -91,12 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: run.fail_on of the configuration, critical)",
     )
     audit.add_argument("--conf", metavar="FILE", help="TOML configuration (see conf/defaults.toml)")
-    audit.add_argument(
+    seeding = audit.add_mutually_exclusive_group()
+    seeding.add_argument(
         "--producer-state",
         nargs="+",
         default=[],
         metavar="PATH",
-        help="seeded producer state (Parquet/JSON in schemas/producer_state.json)",
+        help="seeded producer state: Parquet/JSON in schemas/producer_state.json, or a "
+        "producer_state Delta table (its latest finished run's state)",
+    )
+    seeding.add_argument(
+        "--since-state",
+        action="store_true",
+        help="nightly runs: seed with the latest finished run's producer_state in --warehouse "
+        "and skip the batches it covers already (audited by that run); on the first night "
+        "every batch is audited (docs/nightly.md)",
     )
     audit.add_argument(
         "--no-verify-crc", action="store_true", help="segments: skip CRC-32C verification"
@@ -211,11 +220,18 @@ def _fails(by_severity: dict[str, int], fail_on: str) -> bool:
 def _print_summary(result, out=None) -> None:
     out = out or sys.stdout
     print(f"\neos-audit run {result.run_id}: {result.status} (writer: {result.writer})", file=out)
+    skipped = (
+        f" + skipped {result.batches_skipped} (audited by run {result.seeded_from_run})"
+        if result.batches_skipped
+        else ""
+    )
     print(
         f"batches read {result.batches_read} = audited {result.batches_audited} + quarantined "
-        f"{result.batches_quarantined}",
+        f"{result.batches_quarantined}{skipped}",
         file=out,
     )
+    if result.seeded_from_run and not result.batches_skipped:
+        print(f"seeded with run {result.seeded_from_run}'s producer_state", file=out)
     if result.error:
         print(f"{result.status}: {result.error}", file=out)
     if result.findings_by_type:
@@ -298,6 +314,7 @@ def _run(args: argparse.Namespace) -> int:
         batches=tuple(args.batches),
         batches_format=args.batches_format,
         producer_state=tuple(args.producer_state),
+        since_state=args.since_state,
         verify_crc=not args.no_verify_crc,
         dump_topic=args.topic,
         dump_partition=args.partition,

@@ -245,6 +245,22 @@ def checkpoint_rows(log_starts_df: DataFrame | None, high_watermarks_df: DataFra
     return frames
 
 
+def coverage_rows(covered_df: DataFrame) -> DataFrame:
+    """--since-state: where the seeding run's state ends, at the start of its partition.
+
+    Batches below it are counted as skipped, not replayed (docs/nightly.md).
+    """
+    return covered_df.select(
+        *_replay_row(
+            topic=F.col("topic"),
+            partition=F.col("partition"),
+            kind=F.lit(int(RowKind.STATE_COVERAGE)),
+            value=F.col("covered_end"),
+            source=F.lit("producer_state"),
+        )
+    )
+
+
 def ack_rows(acks_df: DataFrame) -> DataFrame:
     """Successful client acknowledgements (docs/rules.md#acked-write-lost), before the log.
 
@@ -280,6 +296,7 @@ def replay_rows(
     high_watermarks_df: DataFrame | None = None,
     leader_epochs_df: DataFrame | None = None,
     acks_df: DataFrame | None = None,
+    covered_df: DataFrame | None = None,
 ) -> DataFrame:
     """Every input as replay rows, shuffled once by (topic, partition) and sorted in replay order.
 
@@ -292,6 +309,7 @@ def replay_rows(
         epoch_entry_rows(leader_epochs_df) if leader_epochs_df is not None else None,
         *checkpoint_rows(log_starts_df, high_watermarks_df),
         ack_rows(acks_df) if acks_df is not None else None,
+        coverage_rows(covered_df) if covered_df is not None else None,
     ]
     for more in extra:
         if more is not None:
@@ -559,6 +577,7 @@ def audit(
     leader_epochs_df: DataFrame | None = None,
     acks_df: DataFrame | None = None,
     as_of_ms: int | None = None,
+    covered_df: DataFrame | None = None,
 ) -> DataFrame:
     """Replay every partition and return the tagged output records.
 
@@ -576,6 +595,8 @@ def audit(
         acks_df: optional client acknowledgements in the acks contract (valid rows only):
             ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH.
         as_of_ms: the export time in epoch ms, when known: the age of open transactions.
+        covered_df: optional (topic, partition, covered_end): the seeded state covers the log
+            below covered_end already, so batches there are counted as skipped, not replayed.
 
     Returns:
         One row per output record: `kind` (one of OUTPUT_KINDS) and one non-null struct of that
@@ -589,6 +610,7 @@ def audit(
         high_watermarks_df=high_watermarks_df,
         leader_epochs_df=leader_epochs_df,
         acks_df=acks_df,
+        covered_df=covered_df,
     )
     emitted = rows.mapInArrow(replay_partitions(replay_settings(config, as_of_ms)), KERNEL_OUTPUT)
     record = F.col("record")

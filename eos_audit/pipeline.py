@@ -27,6 +27,7 @@ from eos_audit.schemas import (
     PRODUCER_STATE,
 )
 from eos_audit.session import session_has_delta
+from eos_audit.since_state import latest_state, warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
@@ -62,6 +63,9 @@ class AuditInputs:
     export_time: str | None = None
     acks: tuple[str, ...] = ()
     acks_format: str = "auto"
+    # Seed from the warehouse's own producer_state (the latest finished run's) and skip the
+    # batches that state covers already (docs/nightly.md).
+    since_state: bool = False
 
 
 @dataclass
@@ -74,6 +78,8 @@ class RunResult:
     batches_read: int = 0
     batches_audited: int = 0
     batches_quarantined: int = 0
+    batches_skipped: int = 0  # below the offsets the seeding run's state covers (--since-state)
+    seeded_from_run: str | None = None
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
     tables: dict[str, str] = field(default_factory=dict)
@@ -147,14 +153,18 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFram
     """Seeded producer state in the `producer_state` contract.
 
     Each path is Parquet or JSON lines, or a `producer_state` Delta table an earlier run wrote
-    (its latest run's rows: the state that run's replay ended in).
+    (its latest finished run's rows: the state that run's replay ended in, see
+    eos_audit.since_state).
     """
     if not paths:
         return None
     frames = []
     for path in paths:
         if (Path(path) / "_delta_log").is_dir():
-            frames.append(_latest_run_state(spark, path))
+            state = latest_state(spark, path)
+            frames.append(
+                state.seeds if state is not None else spark.createDataFrame([], PRODUCER_STATE)
+            )
             continue
         fmt = detect_format(path)
         if fmt not in ("parquet", "json"):
@@ -168,25 +178,6 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFram
     for other in frames[1:]:
         df = df.unionByName(other)
     return df
-
-
-def _latest_run_state(spark: SparkSession, path: str) -> DataFrame:
-    """The rows of the latest run of a producer_state Delta table, read on the executors.
-
-    Without Delta in the session, delta-rs lists the table's current data files and Spark reads
-    them, so the table is read as Delta defines it (removed files stay unread).
-    """
-    if session_has_delta(spark):
-        table = spark.read.format("delta").load(path).select(*PRODUCER_STATE.fieldNames())
-    else:
-        from deltalake import DeltaTable
-
-        files = DeltaTable(path).file_uris()
-        if not files:
-            return spark.createDataFrame([], PRODUCER_STATE)
-        table = spark.read.schema(PRODUCER_STATE).parquet(*files)
-    # A scalar subquery: Spark picks the latest run while it reads, nothing comes to the driver.
-    return table.where(F.col("run_id") == table.agg(F.max("run_id")).scalar())
 
 
 def export_time_ms(export_time: str | None) -> int | None:
@@ -298,6 +289,7 @@ def _summary(staged: DataFrame) -> dict:
             F.sum(F.col("partition_stats.batches") + F.col("partition_stats.replica_batches")),
             F.lit(0),
         ).alias("audited"),
+        F.coalesce(F.sum("partition_stats.batches_skipped"), F.lit(0)).alias("skipped"),
         *[
             F.count(F.when(findings & (F.col("finding.severity") == s), 1)).alias(s)
             for s in SEVERITY_ORDER
@@ -337,6 +329,7 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
 
 def _audit_and_write(
     spark: SparkSession,
+    warehouse: str,
     inputs: AuditInputs,
     config: AuditConfig,
     writer: TableWriter,
@@ -348,6 +341,19 @@ def _audit_and_write(
     staged_path = Path(stage.subdir("records"))
     as_of_ms = export_time_ms(inputs.export_time)
     read = read_inputs(spark, inputs)
+    covered = None
+    if inputs.since_state:
+        state = warehouse_state(spark, warehouse, config.output.catalog_schema, run_id)
+        if state is not None:
+            # Snapshot files in the export seed only the partitions the run's state does not
+            # cover: where it does, it already holds everything up to its offset.
+            seeds = state.seeds
+            if read.seeds is not None:
+                uncovered = read.seeds.join(state.covered, ["topic", "partition"], "left_anti")
+                seeds = seeds.unionByName(uncovered)
+            read.seeds = seeds
+            covered = state.covered
+            result.seeded_from_run = state.run_id
     acks = read_acks_input(spark, inputs)
     valid_acks = None
     if acks is not None:
@@ -364,6 +370,7 @@ def _audit_and_write(
         leader_epochs_df=read.leader_epochs,
         acks_df=valid_acks,
         as_of_ms=as_of_ms,
+        covered_df=covered,
     )
     if read.problems is not None:
         records = records.unionByName(engine.problem_records(read.problems, run_id))
@@ -403,14 +410,20 @@ def _audit_and_write(
         summary = _summary(staged)
     result.batches_audited = int(summary["audited"])
     result.batches_quarantined = int(summary["quarantined"])
-    result.batches_read = result.batches_audited + result.batches_quarantined
+    result.batches_skipped = int(summary["skipped"])
+    result.batches_read = (
+        result.batches_audited + result.batches_quarantined + result.batches_skipped
+    )
     result.findings_by_severity = {s: int(summary[s]) for s in SEVERITY_ORDER}
     result.findings_by_type = sorted(
         ((k.split("|")[0], k.split("|")[1], int(v)) for k, v in (summary["by_type"] or {}).items()),
         key=lambda t: (SEVERITY_ORDER.index(t[1]), t[0]),
     )
     result.status, result.error = finished_status(
-        result.batches_audited, result.batches_quarantined, config.run.max_quarantined_share
+        result.batches_audited,
+        result.batches_quarantined,
+        config.run.max_quarantined_share,
+        result.batches_skipped,
     )
 
 
@@ -448,6 +461,11 @@ def run_audit(
 
     """
     started = dt.datetime.now(dt.UTC)
+    if inputs.since_state and inputs.producer_state:
+        raise ConfigError(
+            "--since-state seeds from the warehouse's own producer_state: leave out "
+            "--producer-state, or use it without --since-state to seed from elsewhere"
+        )
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
     has_delta = session_has_delta(spark)
@@ -470,7 +488,7 @@ def run_audit(
         log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
         try:
             try:
-                _audit_and_write(spark, inputs, config, writer, result, stage)
+                _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
                 unreadable = as_input_error(exc)
                 if unreadable is None:

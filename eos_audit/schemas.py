@@ -235,6 +235,16 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("batches_read", T.LongType(), False, "input rows read"),
     Column("batches_audited", T.LongType(), False, "rows that passed validation and were audited"),
     Column("batches_quarantined", T.LongType(), False, "rows written to the quarantine table"),
+    Column(
+        "batches_skipped", T.LongType(), True,
+        "batches below the offsets the seeding run's state covers (--since-state): "
+        "batches_read = batches_audited + batches_quarantined + batches_skipped; null in rows "
+        "written before this column existed",
+    ),  # fmt: skip
+    Column(
+        "seeded_from_run", T.StringType(), True,
+        "the run whose producer_state seeded this one (--since-state), null otherwise",
+    ),  # fmt: skip
     Column("findings_critical", T.LongType(), False, "findings with severity CRITICAL"),
     Column("findings_error", T.LongType(), False, "findings with severity ERROR"),
     Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
@@ -257,6 +267,7 @@ PARTITION_STATS = T.StructType(
         T.StructField("batches_with_producer_id", T.LongType(), False),
         T.StructField("records", T.LongType(), True),
         T.StructField("max_timestamp", T.LongType(), True),
+        T.StructField("batches_skipped", T.LongType(), False),
     ]
 )
 
@@ -268,6 +279,11 @@ PARTITION_SUMMARY_COLUMNS: list[Column] = [
     Column("last_offset", T.LongType(), True, "last offset of the audited log"),
     Column("batches", T.LongType(), False, "batches audited (the audited replica)"),
     Column("replica_batches", T.LongType(), False, "batches of other replicas, compared"),
+    Column(
+        "batches_skipped", T.LongType(), True,
+        "batches (of any replica) below the offset the seeding run's state covers "
+        "(--since-state): that run audited them; null in rows written before this column existed",
+    ),  # fmt: skip
     Column("records", T.LongType(), True, "records in the audited batches"),
     Column("producers", T.LongType(), False, "producer ids seen"),
     Column("batches_with_producer_id", T.LongType(), False, "batches carrying a producer id"),
@@ -441,6 +457,39 @@ LIST_OFFSETS_ERRORS_COLUMNS: list[Column] = [
 ]
 LIST_OFFSETS_ERRORS = _struct(LIST_OFFSETS_ERRORS_COLUMNS)
 
+# The ground truth of a synthetic export (eos-audit generate; scored by eos-audit score).
+GROUND_TRUTH_COLUMNS: list[Column] = [
+    Column(
+        "run_id",
+        T.StringType(),
+        False,
+        "the generation that planted the fault (gen-<batches>-<seed>); a re-generation replaces "
+        "its rows",
+    ),
+    Column(
+        "fault_kind",
+        T.StringType(),
+        False,
+        "the injected scenario (eos_audit.generate.plan.FAULT_KINDS); a scenario may raise "
+        "several findings, one row each",
+    ),
+    Column("finding_type", T.StringType(), False, "the finding the audit must report"),
+    Column("cause", T.StringType(), True, "its cause; null for finding types without one"),
+    Column("severity", T.StringType(), False, "the severity the audit gives it by default"),
+    Column("topic", T.StringType(), False, "topic name"),
+    Column("partition", T.IntegerType(), False, "partition number"),
+    Column(
+        "base_offset",
+        T.LongType(),
+        False,
+        "the finding's base_offset: the batch's, the acknowledged offset (ACKED_WRITE_LOST) or "
+        "the regressed observed offset (LIST_OFFSETS_REGRESSION)",
+    ),
+    Column("producer_id", T.LongType(), True, "producer id, null for ListOffsets faults"),
+    Column("producer_epoch", T.IntegerType(), True, "producer epoch of the batch, when any"),
+]
+GROUND_TRUTH = _struct(GROUND_TRUTH_COLUMNS)
+
 # Every published table: name -> columns. Order is the order of the JSON contracts.
 PUBLISHED: dict[str, list[Column]] = {
     "record_batch": RECORD_BATCH_COLUMNS,
@@ -454,6 +503,7 @@ PUBLISHED: dict[str, list[Column]] = {
     "acks": ACKS_COLUMNS,
     "producer_sessions": PRODUCER_SESSIONS_COLUMNS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS_COLUMNS,
+    "ground_truth": GROUND_TRUTH_COLUMNS,
 }
 
 OUTPUT_TABLES: dict[str, T.StructType] = {

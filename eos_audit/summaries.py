@@ -47,6 +47,7 @@ def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
         "last_offset",
         "batches",
         "replica_batches",
+        "batches_skipped",
         "records",
         *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in counts],
         "batches_with_producer_id",

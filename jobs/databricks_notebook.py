@@ -32,6 +32,9 @@ dbutils.widgets.dropdown(
     "Fail on",
 )
 dbutils.widgets.text("producer_state", "", "Producer state (paths, or a producer_state table)")
+dbutils.widgets.dropdown(
+    "since_state", "false", ["false", "true"], "Since state (nightly: seed from the warehouse)"
+)
 dbutils.widgets.dropdown("no_verify_crc", "false", ["false", "true"], "Skip CRC-32C (segments)")
 dbutils.widgets.text("list_offsets", "", "ListOffsets observations (paths)")
 dbutils.widgets.dropdown(
@@ -82,6 +85,7 @@ if paths("batches"):
         batches=paths("batches"),
         batches_format=value("batches_format"),
         producer_state=paths("producer_state"),
+        since_state=value("since_state") == "true",
         verify_crc=value("no_verify_crc") != "true",
         dump_topic=value("topic"),
         dump_partition=int(value("partition")) if value("partition") else None,
@@ -96,7 +100,8 @@ if paths("batches"):
     run_id = result.run_id
     print(
         f"run {result.run_id}: {result.status}; read {result.batches_read} = audited "
-        f"{result.batches_audited} + quarantined {result.batches_quarantined}"
+        f"{result.batches_audited} + quarantined {result.batches_quarantined} + skipped "
+        f"{result.batches_skipped}"
     )
 
 # COMMAND ----------

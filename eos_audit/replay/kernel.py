@@ -62,6 +62,7 @@ ACK = int(RowKind.ACK)
 SEED_BATCH = int(RowKind.SEED_BATCH)
 SEED_STATE = int(RowKind.SEED_STATE)
 LEADER_EPOCH_ENTRY = int(RowKind.LEADER_EPOCH_ENTRY)
+STATE_COVERAGE = int(RowKind.STATE_COVERAGE)
 AUDITED = int(RowKind.AUDITED)
 REPLICA = int(RowKind.REPLICA)
 OPEN = int(ControlType.OPEN)
@@ -664,6 +665,20 @@ def begin_partition(part, partition):
     part.producers = 0
     part.audited_producers = 0
     part.acks = 0
+    part.covered_end = NULL
+    part.skipped_batches = 0
+
+
+def already_in_state(rows, i, part):
+    """A batch below the offset the seeded state covers: replayed by an earlier run already.
+
+    What LogLoader does when it loads a producer-state snapshot: only the log above the snapshot's
+    offset is replayed on top of it (docs/rules.md#seeded-state, --since-state).
+    """
+    if part.covered_end == NULL or rows.base_offset[i] >= part.covered_end:
+        return False
+    part.skipped_batches += 1
+    return True
 
 
 def count_occurrence(part, base_offset):
@@ -875,6 +890,8 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
     judge_acks(part, acks, out_findings, counts, tp_row, is_compacted)
     clock = params.as_of_ms if params.as_of_ms != NULL else part.latest_timestamp
     log_end = part.max_last_offset + 1 if part.max_last_offset != NULL else NULL
+    # With --since-state the seeded state may cover more than this export holds.
+    log_end = max_or_null(log_end, part.covered_end)
     for slot in range(part.producers):
         e = entries[slot]
         flush_summary(e, out_sessions, counts, tp_row, part)
@@ -882,7 +899,7 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
             emit_open_transaction(e, part, out_findings, out_transactions, counts, tp_row, clock,
                                   params)
         emit_final_state(e, part, out_states, counts, tp_row, log_end)
-    if part.batches + part.replica_batches > 0:
+    if part.batches + part.replica_batches + part.skipped_batches > 0:
         p = out_partitions[counts[PARTITIONS]]
         counts[PARTITIONS] += 1
         p.tp_row = tp_row
@@ -895,6 +912,7 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
         p.records = part.records if part.batches > 0 else NULL
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
+        p.batches_skipped = part.skipped_batches
     slots.clear()
     ack_index.clear()
     part.active = False
@@ -1033,10 +1051,14 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                                        out_transactions, out_sessions, counts):
                 counts[ROOM_NEEDED] = 0
                 return i
+        elif kind == STATE_COVERAGE:
+            part.covered_end = max_or_null(part.covered_end, rows.value[i])
         elif kind == LEADER_EPOCH_ENTRY:
             part.epoch_entry_epoch = rows.value[i]
             part.epoch_entry_start = rows.base_offset[i]
         elif kind == AUDITED:
+            if already_in_state(rows, i, part):
+                continue
             if takes_part_in_replay(rows, i) and rows.producer_id[i] not in slots \
                     and part.producers >= len(entries):
                 counts[ROOM_NEEDED] = 0
@@ -1053,6 +1075,8 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
             match_acks(rows, i, acks, ack_index)
             count_audited_batch(rows, i, part)
         elif kind == REPLICA:
+            if already_in_state(rows, i, part):
+                continue
             count_occurrence(part, rows.base_offset[i])
             check_replica_batch(rows, i, part, out_findings, counts)
     return n

@@ -22,10 +22,12 @@ class RowKind(IntEnum):
     ACK = 2  # a successful client acknowledgement (value: its time, epoch ms)
     SEED_BATCH = 3  # a cached batch of seeded producer state (value: the state's offset)
     SEED_STATE = 4  # the seeded entry itself (value: its open transaction's first offset)
+    # --since-state: the seeded state already covers the log below this offset (value: it)
+    STATE_COVERAGE = 5
     # -- the log, by offset; at one offset in this order --
-    LEADER_EPOCH_ENTRY = 5  # leader-epoch checkpoint entry (value: the epoch)
-    AUDITED = 6  # a batch of the audited replica
-    REPLICA = 7  # the same offset in another replica, compared with the audited one
+    LEADER_EPOCH_ENTRY = 6  # leader-epoch checkpoint entry (value: the epoch)
+    AUDITED = 7  # a batch of the audited replica
+    REPLICA = 8  # the same offset in another replica, compared with the audited one
 
 
 PREAMBLE_KINDS = (
@@ -34,6 +36,7 @@ PREAMBLE_KINDS = (
     RowKind.ACK,
     RowKind.SEED_BATCH,
     RowKind.SEED_STATE,
+    RowKind.STATE_COVERAGE,
 )
 
 

@@ -108,6 +108,9 @@ PARTITION_STATE = np.dtype(
         ("occurrence", np.int64),
         ("previous_ack_offset", np.int64),
         ("ack_occurrence", np.int64),
+        # --since-state: the log below this offset is in the seeded state already
+        ("covered_end", np.int64),
+        ("skipped_batches", np.int64),  # batches below it, not replayed again
         # statistics
         ("batches", np.int64),
         ("replica_batches", np.int64),
@@ -220,6 +223,7 @@ PARTITION_EVENT = np.dtype(
         ("records", np.int64),
         ("max_timestamp", np.int64),
         ("producers", np.int64),
+        ("batches_skipped", np.int64),
     ],
     align=True,
 )

@@ -61,6 +61,7 @@ class RunOverview:
     batches_read: int
     batches_audited: int
     batches_quarantined: int
+    batches_skipped: int
     findings_by_severity: dict[str, int]
     quarantine_by_input: dict[str, int]
     checks: list[Check]
@@ -107,11 +108,12 @@ def query_overview(tables: RunTables, limits: ReportLimits) -> dict[str, Any]:
         F.count(F.lit(1)).alias("partitions"),
         F.coalesce(F.sum("batches"), F.lit(0)).alias("batches"),
         F.coalesce(F.sum("replica_batches"), F.lit(0)).alias("replica_batches"),
+        F.coalesce(F.sum("batches_skipped"), F.lit(0)).alias("batches_skipped"),
         F.coalesce(F.sum("batches_with_producer_id"), F.lit(0)).alias("batches_with_producer_id"),
         F.count(F.when(F.col("coverage") < 1.0, 1)).alias("partitions_below_full"),
     )
-    names = ["partitions", "batches", "replica_batches", "batches_with_producer_id",
-             "partitions_below_full"]  # fmt: skip
+    names = ["partitions", "batches", "replica_batches", "batches_skipped",
+             "batches_with_producer_id", "partitions_below_full"]  # fmt: skip
     counts = (
         tables.findings.groupBy(F.lit("severity").alias("kind"), F.col("severity").alias("key"))
         .agg(F.count(F.lit(1)).alias("n"))
@@ -176,9 +178,20 @@ def build_overview(raw: dict[str, Any], run_id: str) -> RunOverview:
     read = int(run.get("batches_read") or 0)
     audited = int(run.get("batches_audited") or 0)
     quarantined = int(run.get("batches_quarantined") or 0)
+    # Runs recorded before --since-state existed have no batches_skipped: none were skipped.
+    skipped = int(run.get("batches_skipped") or 0)
     in_summary = int(parts.get("batches") or 0) + int(parts.get("replica_batches") or 0)
     checks = [
-        Check("batches read = audited + quarantined", read, audited + quarantined),
+        Check(
+            "batches read = audited + quarantined + skipped (--since-state)",
+            read,
+            audited + quarantined + skipped,
+        ),
+        Check(
+            "batches skipped = batches_skipped of partition_summary",
+            skipped,
+            int(parts.get("batches_skipped") or 0),
+        ),
         Check(
             "batches quarantined = record_batch rows in quarantine",
             quarantined,
@@ -210,6 +223,7 @@ def build_overview(raw: dict[str, Any], run_id: str) -> RunOverview:
         batches_read=read,
         batches_audited=audited,
         batches_quarantined=quarantined,
+        batches_skipped=skipped,
         findings_by_severity=recorded,
         quarantine_by_input=quarantine,
         checks=checks,

@@ -153,6 +153,11 @@ def _run_section(data: ReportData) -> str:
             esc(
                 f"read {fmt_int(o.batches_read)} = audited {fmt_int(o.batches_audited)} "
                 f"+ quarantined {fmt_int(o.batches_quarantined)}"
+                + (
+                    f" + skipped {fmt_int(o.batches_skipped)} (audited by the seeding run)"
+                    if o.batches_skipped
+                    else ""
+                )
             ),
         ],
         [

@@ -152,6 +152,8 @@ class SparkDeltaWriter:
             .write.format("delta")
             .mode("overwrite")
             .option("replaceWhere", f"run_id = {_quote(run_id)}")
+            # A newer eos-audit may add (nullable) columns to a table an older one created.
+            .option("mergeSchema", "true")
         )
         target = self.location(table)
         if self.catalog_schema:
@@ -292,7 +294,8 @@ class DeltaRsWriter:
                 pa.RecordBatchReader.from_batches(arrow_schema, batches()),
                 mode="overwrite",
                 predicate=f"run_id = {_quote(run_id)}",
-                schema_mode=None,
+                # A newer eos-audit may add (nullable) columns to a table an older one created.
+                schema_mode="merge",
             )
 
         _commit(commit, target)
@@ -311,7 +314,11 @@ class DeltaRsWriter:
         )
         _commit(
             lambda: write_deltalake(
-                target, data, mode="overwrite", predicate=f"run_id = {_quote(run_id)}"
+                target,
+                data,
+                mode="overwrite",
+                predicate=f"run_id = {_quote(run_id)}",
+                schema_mode="merge",
             ),
             target,
         )

@@ -97,6 +97,8 @@ class RunRecorder:
             "batches_read": result.batches_read,
             "batches_audited": result.batches_audited,
             "batches_quarantined": result.batches_quarantined,
+            "batches_skipped": result.batches_skipped,
+            "seeded_from_run": result.seeded_from_run,
             "findings_critical": by_severity.get("CRITICAL", 0),
             "findings_error": by_severity.get("ERROR", 0),
             "findings_warning": by_severity.get("WARNING", 0),

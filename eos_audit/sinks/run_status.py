@@ -18,7 +18,9 @@ FINISHED = (SUCCEEDED, NOTHING_AUDITED, QUARANTINE_EXCEEDED)
 UNUSABLE_INPUT = (NOTHING_AUDITED, QUARANTINE_EXCEEDED)
 
 
-def finished_status(audited: int, quarantined: int, max_share: float) -> tuple[str, str | None]:
+def finished_status(
+    audited: int, quarantined: int, max_share: float, skipped: int = 0
+) -> tuple[str, str | None]:
     """The status of a run that went through, and why it is not SUCCEEDED (issue 12, case 7).
 
     Quarantined batches leave holes the replay cannot see into (a lost batch is a sequence gap),
@@ -29,11 +31,18 @@ def finished_status(audited: int, quarantined: int, max_share: float) -> tuple[s
         audited: record batches audited.
         quarantined: record batches quarantined.
         max_share: run.max_quarantined_share, from 0 to 1.
+        skipped: record batches an earlier run's state covers (--since-state): not part of the
+            quarantined share, and the reason when nothing else was read.
 
     Returns:
         (status, explanation or None).
     """
     read = audited + quarantined
+    if audited == 0 and skipped > 0 and quarantined == 0:
+        return NOTHING_AUDITED, (
+            f"all {skipped} record batches are below the offsets the seeding run's state covers "
+            "(--since-state): that run audited them already, and nothing newer was read"
+        )
     if audited == 0:
         return NOTHING_AUDITED, (
             f"no record batch was audited ({quarantined} quarantined): the input holds nothing "

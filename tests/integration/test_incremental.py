@@ -121,3 +121,89 @@ def test_without_yesterdays_state_the_boundary_faults_are_missed(spark, tmp_path
     }
     assert ("DUPLICATE_BATCH", 8) not in found
     assert ("FENCED_PRODUCER_EPOCH", 12) not in found
+
+
+def _run_row(warehouse, run_id):
+    columns = "status, batches_read, batches_audited, batches_quarantined, batches_skipped, " \
+        "seeded_from_run, error"  # fmt: skip
+    return _sql(warehouse / "audit_runs", f"SELECT {columns} FROM t WHERE run_id = '{run_id}'")[0]
+
+
+def test_since_state_skips_the_reexported_overlap_and_seeds_from_the_latest_finished_run(
+    spark, tmp_path
+):
+    """--since-state: night 2's export repeats night 1's last three batches (a re-exported
+    overlap); they are counted as skipped, not audited twice, and the findings are the combined
+    run's. Run ids sort against time here (zz- before aa-), so "latest" must come from audit_runs.
+    """
+    overlap = [DAY_1[-3], DAY_1[-2], DAY_1[-1]]  # offsets 6, 7 of partition 0 and 0-2 of 1
+    day_1 = _write(spark, DAY_1, tmp_path / "day-1")
+    day_2 = _write(spark, overlap + DAY_2, tmp_path / "day-2")
+    day_3 = _write(spark, [DAY_2[-2], data(14, pid=4, epoch=1, seq=2)], tmp_path / "day-3")
+    nightly, combined = tmp_path / "nightly", tmp_path / "combined"
+    config = AuditConfig()
+
+    def night(export, run_id):
+        inputs = AuditInputs(batches=(export,), since_state=True)
+        return run_audit(spark, inputs, config, str(nightly), run_id=run_id)
+
+    first = night(day_1, "zz-night-1")  # the first night: no state yet, everything audited
+    assert (first.batches_skipped, first.seeded_from_run) == (0, None)
+    second = night(day_2, "aa-night-2")
+    day_2_new = _write(spark, DAY_2, tmp_path / "day-2-new")  # the same night, no overlap
+    run_audit(spark, AuditInputs(batches=(day_1, day_2_new)), config, str(combined),
+              run_id="aa-night-2")  # fmt: skip
+
+    assert _night_2(nightly / "findings", "aa-night-2", FINDING_COLUMNS) == _night_2(
+        combined / "findings", "aa-night-2", FINDING_COLUMNS
+    )
+    assert _sql(nightly / "findings", "SELECT count(*) AS n FROM t WHERE run_id = 'aa-night-2'")[
+        0
+    ]["n"] == 3  # DUPLICATE_BATCH, SEQUENCE_GAP, FENCED_PRODUCER_EPOCH; the overlap adds none
+    assert _run_row(nightly, "aa-night-2") == {
+        "status": "SUCCEEDED", "batches_read": 10, "batches_audited": 7,
+        "batches_quarantined": 0, "batches_skipped": 3, "seeded_from_run": "zz-night-1",
+        "error": None,
+    }  # fmt: skip
+    assert second.batches_read == second.batches_audited + second.batches_skipped == 10
+    skipped = _sql(
+        nightly / "partition_summary",
+        "SELECT partition, batches, batches_skipped, first_offset FROM t "
+        "WHERE run_id = 'aa-night-2' ORDER BY partition",
+    )
+    assert skipped == [
+        {"partition": 0, "batches": 6, "batches_skipped": 2, "first_offset": 8},
+        {"partition": 1, "batches": 1, "batches_skipped": 1, "first_offset": 3},
+    ]
+
+    # Night 3 re-exports night 2's offset 13: seeded by night 2 (the latest finished run, though
+    # "zz-night-1" sorts after it), offset 13 is skipped; seeded by night 1 it would be audited.
+    third = night(day_3, "mm-night-3")
+    assert (third.seeded_from_run, third.batches_skipped, third.batches_audited) == (
+        "aa-night-2", 1, 1,
+    )  # fmt: skip
+
+    # Re-running night 3 seeds from night 2 again, not from its own first attempt.
+    again = night(day_3, "mm-night-3")
+    assert (again.seeded_from_run, again.batches_skipped) == ("aa-night-2", 1)
+
+    # An export the state covers entirely: nothing audited, said so, and the state carried on.
+    covered = night(day_3, "nn-night-3-covered")
+    assert (covered.status, covered.batches_audited, covered.batches_skipped) == (
+        "NOTHING_AUDITED", 0, 2,
+    )  # fmt: skip
+    assert "already" in covered.error
+    state_offsets = _sql(
+        nightly / "producer_state",
+        "SELECT DISTINCT state_offset FROM t WHERE run_id = 'nn-night-3-covered' "
+        "AND partition = 0",
+    )
+    assert state_offsets == [{"state_offset": 15}]
+
+
+def test_since_state_and_producer_state_are_exclusive(spark, tmp_path):
+    from eos_audit.errors import ConfigError
+
+    inputs = AuditInputs(batches=(str(tmp_path),), producer_state=("x",), since_state=True)
+    with pytest.raises(ConfigError, match="--since-state"):
+        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "w"))

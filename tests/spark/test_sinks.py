@@ -1,3 +1,5 @@
+import datetime as dt
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
@@ -183,3 +185,32 @@ def test_several_tables_in_one_staging_job_land_as_one_by_one(spark, warehouse):
     assert not (warehouse / "_staging" / "run").exists() or not any(
         (warehouse / "_staging" / "run").iterdir()
     )
+
+
+def test_a_table_written_before_a_new_column_takes_rows_with_it(spark, warehouse):
+    """A warehouse an older eos-audit wrote (audit_runs without batches_skipped and
+    seeded_from_run) keeps working: the new columns are added, old rows read null."""
+    from eos_audit.schemas import AUDIT_RUNS
+
+    old = T.StructType(
+        [f for f in AUDIT_RUNS.fields if f.name not in ("batches_skipped", "seeded_from_run")]
+    )
+    writer = DeltaRsWriter(warehouse=str(warehouse))
+    when = dt.datetime(2026, 11, 21, tzinfo=dt.UTC)
+    values = {"run_id": "old", "started_at": when, "finished_at": when, "status": "SUCCEEDED",
+              "package_version": "0.1.0", "spark_version": "4.2.0", "writer": "delta-rs",
+              "inputs": "{}", "configuration": "{}", "batches_read": 5, "batches_audited": 5,
+              "batches_quarantined": 0, "batches_skipped": 2, "seeded_from_run": "old",
+              "findings_critical": 0, "findings_error": 0, "findings_warning": 0,
+              "findings_info": 0, "error": None}  # fmt: skip
+    writer.replace_run_rows("audit_runs", [tuple(values[f.name] for f in old)], old, "old")
+    new_row = tuple({**values, "run_id": "new"}[f.name] for f in AUDIT_RUNS)
+    writer.replace_run_rows("audit_runs", [new_row], AUDIT_RUNS, "new")
+    got = _read(
+        str(warehouse / "audit_runs"),
+        "SELECT run_id, batches_skipped, seeded_from_run FROM t ORDER BY run_id",
+    )
+    assert got == [
+        {"run_id": "new", "batches_skipped": 2, "seeded_from_run": "old"},
+        {"run_id": "old", "batches_skipped": None, "seeded_from_run": None},
+    ]

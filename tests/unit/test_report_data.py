@@ -80,7 +80,7 @@ def _overview_raw(**run_over):
 def test_overview_checks_reconcile_and_coverage():
     o = build_overview(_overview_raw(), "night-1")
     assert all(c.ok for c in o.checks), [c for c in o.checks if not c.ok]
-    assert len(o.checks) == 7
+    assert len(o.checks) == 8
     assert o.quarantine_by_input == {"record_batch": 1, "acks": 3}
     assert o.coverage.share == 0.75
     assert o.coverage.lowest == [("t", 1, 4, 0.5)]
@@ -94,9 +94,18 @@ def test_overview_check_fails_when_counts_disagree():
     o = build_overview(_overview_raw(batches_read=11, findings_critical=3), "night-1")
     failed = {c.statement: (c.expected, c.actual) for c in o.checks if not c.ok}
     assert failed == {
-        "batches read = audited + quarantined": (11, 10),
+        "batches read = audited + quarantined + skipped (--since-state)": (11, 10),
         "CRITICAL findings recorded = CRITICAL rows in findings": (3, 2),
     }
+
+
+def test_overview_reconciles_batches_skipped_by_since_state():
+    raw = _overview_raw(batches_read=13, batches_skipped=3)
+    raw["counts"].append({"kind": "partitions", "key": "batches_skipped", "n": 3})
+    assert all(c.ok for c in build_overview(raw, "night-2").checks)
+    raw["counts"][-1]["n"] = 2  # partition_summary lost one: the check says so
+    failed = [c.statement for c in build_overview(raw, "night-2").checks if not c.ok]
+    assert failed == ["batches skipped = batches_skipped of partition_summary"]
 
 
 def test_overview_of_an_unrecorded_run():

@@ -1,0 +1,166 @@
+"""Which run's producer state seeds tonight's audit, and what of the log it covers already.
+
+`--producer-state <warehouse>/producer_state` and `--since-state` read the state the latest
+finished run ended in. Run ids are digests of a run's inputs (or names the user chose), so
+"latest" is decided by `audit_runs.finished_at`, not by the run id: the `audit_runs` table next to
+the state is read on the driver (one small row per run, no batch data). A state table without its
+`audit_runs` is accepted only when it holds a single run, since nothing else says which is latest.
+
+With `--since-state` the state also says where each partition's audited log ended
+(`state_offset`): tonight's batches below it were audited by that run and are already inside the
+state, so the replay skips them, as the broker's log loader replays only the log above the
+snapshot it loaded (docs/nightly.md). They are counted in `batches_skipped`, so
+`batches_read = batches_audited + batches_quarantined + batches_skipped`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from eos_audit.errors import ConfigError
+from eos_audit.schemas import PRODUCER_STATE
+from eos_audit.session import session_has_delta
+from eos_audit.sinks.run_status import FINISHED
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SeedState:
+    """The state that seeds a run: its rows and the per-partition end of what it covers."""
+
+    run_id: str
+    seeds: DataFrame
+    covered: DataFrame  # topic, partition, covered_end
+
+
+def _is_delta_dir(path: str) -> bool:
+    return (Path(path) / "_delta_log").is_dir()
+
+
+def _read_delta(spark: SparkSession, location: str, columns: list[str]) -> DataFrame:
+    """A Delta table (a path, or a catalog name when the session has Delta) read by Spark.
+
+    Without Delta in the session, delta-rs lists the table's current data files and Spark reads
+    them, so the table is read as Delta defines it (removed files stay unread).
+    """
+    if session_has_delta(spark):
+        reader = spark.read.format("delta")
+        df = reader.load(location) if "/" in location else spark.read.table(location)
+        return df.select(*columns)
+    from deltalake import DeltaTable
+
+    files = DeltaTable(location).file_uris()
+    schema = PRODUCER_STATE if "producer_id" in columns else None
+    if not files:
+        if schema is None:
+            raise ConfigError(f"{location}: the Delta table has no data files")
+        return spark.createDataFrame([], schema)
+    reader = spark.read.schema(schema) if schema is not None else spark.read
+    return reader.parquet(*files).select(*columns)
+
+
+def latest_finished_run(
+    spark: SparkSession, audit_runs: str, exclude_run_id: str | None = None
+) -> str | None:
+    """The run id of the latest finished run in an `audit_runs` table, other than `exclude_run_id`.
+
+    A re-run of a night (same run id) is therefore seeded by the run before it, not by its own
+    earlier attempt. FAILED and RUNNING runs never seed: their tables may be incomplete.
+    """
+    runs = _read_delta(spark, audit_runs, ["run_id", "status", "finished_at"]).where(
+        F.col("status").isin(*FINISHED)
+    )
+    if exclude_run_id is not None:
+        runs = runs.where(F.col("run_id") != exclude_run_id)
+    # One small row per run, never batch data.
+    latest = runs.orderBy(F.col("finished_at").desc(), F.col("run_id").desc()).limit(1).collect()
+    return latest[0]["run_id"] if latest else None
+
+
+def state_of_run(spark: SparkSession, producer_state: str, run_id: str) -> DataFrame:
+    """The rows of one run in a `producer_state` Delta table (read on the executors)."""
+    table = _read_delta(spark, producer_state, PRODUCER_STATE.fieldNames())
+    return table.where(F.col("run_id") == run_id)
+
+
+def latest_state(
+    spark: SparkSession, producer_state: str, exclude_run_id: str | None = None
+) -> SeedState | None:
+    """The latest finished run's state in a `producer_state` table, or None when there is none.
+
+    Args:
+        spark: the session.
+        producer_state: the table (a path, or catalog_schema.producer_state).
+        exclude_run_id: the run being made, which must not seed itself.
+
+    Raises:
+        ConfigError: the table has rows of several runs but no `audit_runs` table beside it to
+            tell which is the latest.
+    """
+    if "/" in producer_state or _is_delta_dir(producer_state):
+        audit_runs = str(Path(producer_state).parent / "audit_runs")
+        has_runs = _is_delta_dir(audit_runs)
+    else:  # catalog_schema.producer_state
+        audit_runs = producer_state.rsplit(".", 1)[0] + ".audit_runs"
+        has_runs = spark.catalog.tableExists(audit_runs)
+    if has_runs:
+        run_id = latest_finished_run(spark, audit_runs, exclude_run_id)
+    else:
+        # Distinct run ids of a state table: one per run, a handful of rows.
+        ids = [
+            r["run_id"]
+            for r in _read_delta(spark, producer_state, ["run_id"]).distinct().collect()
+            if r["run_id"] != exclude_run_id
+        ]
+        if len(ids) > 1:
+            raise ConfigError(
+                f"{producer_state} holds the state of {len(ids)} runs and there is no audit_runs "
+                "table beside it to tell which finished last: pass one run's state as a Parquet "
+                "file to --producer-state"
+            )
+        run_id = ids[0] if ids else None
+    if run_id is None:
+        return None
+    seeds = state_of_run(spark, producer_state, run_id)
+    covered = seeds.groupBy("topic", "partition").agg(
+        F.max("state_offset").alias("covered_end")
+    ).where(F.col("covered_end").isNotNull())
+    return SeedState(run_id=run_id, seeds=seeds, covered=covered)
+
+
+def warehouse_state(
+    spark: SparkSession, warehouse: str, catalog_schema: str, run_id: str
+) -> SeedState | None:
+    """--since-state: the state the warehouse's latest finished run (not this one) ended in.
+
+    Returns None on the first night (no `producer_state` table yet, or no finished run), which
+    is logged: every batch is audited, and producers met mid-stream start unknown.
+    """
+    if catalog_schema:
+        location = f"{catalog_schema}.producer_state"
+        exists = spark.catalog.tableExists(location)
+    else:
+        location = str(Path(warehouse) / "producer_state")
+        exists = _is_delta_dir(location)
+    state = latest_state(spark, location, exclude_run_id=run_id) if exists else None
+    if state is None:
+        log.info(
+            "run %s: --since-state: no finished run's producer_state in %s yet (a first night): "
+            "auditing every batch",
+            run_id,
+            location,
+        )
+    else:
+        log.info(
+            "run %s: --since-state: seeded with run %s's producer_state; batches below the "
+            "offsets it covers are skipped",
+            run_id,
+            state.run_id,
+        )
+    return state
