@@ -172,6 +172,29 @@ def test_seeded_state_continues_and_a_zombie_is_fenced():
     assert [b["base_sequence"] for b in state["batches"]] == [0, 10]
 
 
+def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
+    seed = [
+        row(RowKind.SEED_BATCH, producer_id=1, producer_epoch=0, base_sequence=0,
+            last_sequence=9, base_offset=0, last_offset=9, timestamp=TS, magic=2),
+        row(RowKind.SEED_STATE, producer_id=1, producer_epoch=0, base_sequence=-1,
+            last_sequence=-1, timestamp=TS, magic=2),
+        row(RowKind.STATE_COVERAGE, value=10),
+    ]  # fmt: skip
+    # Offsets 0-9 (the seed's own last batch, re-exported) are skipped, not a duplicate; offset
+    # 10 continues the seed's sequence.
+    again = data(0, 0, n=10)
+    out = replay([*seed, again, data(10, 10)])
+    assert out.get("finding", []) == []
+    stats = out["partition_stats"][0]["partition_stats"]
+    assert (stats["batches"], stats["batches_skipped"], stats["first_offset"]) == (1, 1, 10)
+    # Everything covered: nothing audited, and the state still covers offset 10.
+    out = replay([*seed, again])
+    assert out["partition_stats"][0]["partition_stats"]["batches_skipped"] == 1
+    assert out["state"][0]["state"]["state_offset"] == 10
+    # Without the coverage row the same re-exported batch is replayed: a duplicate.
+    assert [f[0] for f in findings([*seed[:2], again])] == ["DUPLICATE_BATCH"]
+
+
 def test_coordinator_appends_take_no_cache_slot_and_get_no_sequence_check():
     rows = [data(0, 0), data(1, -1), data(2, 1), data(3, -1)]
     assert findings(rows) == []
