@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from eos_audit import __version__
 from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
 from eos_audit.errors import EosAuditError, InputNotFoundError
+from eos_audit.generate.command import add_generate_parser, run_generate
+from eos_audit.score import add_score_parser, run_score
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
 from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
@@ -175,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--output", metavar="FILE", help="where to write it (default: DIR/reports/<run_id>.html)"
     )
+    add_generate_parser(commands)
+    add_score_parser(commands)
     return parser
 
 
@@ -251,6 +255,8 @@ def _run(args: argparse.Namespace) -> int:
     from eos_audit.pipeline import AuditInputs, export_time_ms, run_audit
     from eos_audit.session import get_spark
 
+    if args.command in ("generate", "score"):
+        return run_generate(args) if args.command == "generate" else run_score(args)
     if args.command == "report":
         from eos_audit.report import write_report
 
