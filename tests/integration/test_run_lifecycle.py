@@ -115,7 +115,8 @@ def test_the_same_run_id_twice_at_once_is_refused(tmp_path):
 def test_concurrent_writers_land_whole_and_never_double_a_run(tmp_path):
     writer = DeltaRsWriter(warehouse=str(tmp_path))
     now = dt.datetime(2026, 11, 21, tzinfo=dt.UTC)
-    rest = ("SUCCEEDED", "v", "s", "delta-rs", "{}", "{}", 1, 1, 0, 0, 0, 0, 0, None)
+    # status .. batches_quarantined, batches_skipped, seeded_from_run, findings by severity, error
+    rest = ("SUCCEEDED", "v", "s", "delta-rs", "{}", "{}", 1, 1, 0, 0, None, 0, 0, 0, 0, None)
     errors = []
 
     def write(run_id):
