@@ -11,6 +11,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (the cluster, then the other end-to-end runs).
+
+    With two workers, a long test started last would run alone at the end; started first, the
+    other worker gets through the short ones meanwhile. The order is stable otherwise.
+    """
+    items.sort(key=lambda i: 0 if "cluster" in i.keywords else 1 if "slow" in i.keywords else 2)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A local[2] session: UI off, few shuffle partitions, UTC; stopped at the end of the run."""

@@ -28,7 +28,8 @@ from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, run_audit
 from tests.fixtures.segment_builder import write_tree
 
-# Minutes on 2 cores (three JVMs and their Python workers): run with `./run.sh test -m cluster`.
+# Two to four minutes on 2 cores (three JVMs and their Python workers): `./run.sh test` starts it
+# first, beside the other tests; `./run.sh test -m cluster` runs it alone.
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[2]
