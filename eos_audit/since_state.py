@@ -21,11 +21,12 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError
-from eos_audit.schemas import PRODUCER_STATE
-from eos_audit.session import session_has_delta
+from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
 from eos_audit.sinks.run_status import FINISHED
+from eos_audit.sources.contract_reader import delta_dataframe
 
 log = logging.getLogger(__name__)
 
@@ -44,25 +45,12 @@ def _is_delta_dir(path: str) -> bool:
 
 
 def _read_delta(spark: SparkSession, location: str, columns: list[str]) -> DataFrame:
-    """A Delta table (a path, or a catalog name when the session has Delta) read by Spark.
-
-    Without Delta in the session, delta-rs lists the table's current data files and Spark reads
-    them, so the table is read as Delta defines it (removed files stay unread).
-    """
-    if session_has_delta(spark):
-        reader = spark.read.format("delta")
-        df = reader.load(location) if "/" in location else spark.read.table(location)
-        return df.select(*columns)
-    from deltalake import DeltaTable
-
-    files = DeltaTable(location).file_uris()
-    schema = PRODUCER_STATE if "producer_id" in columns else None
-    if not files:
-        if schema is None:
-            raise ConfigError(f"{location}: the Delta table has no data files")
-        return spark.createDataFrame([], schema)
-    reader = spark.read.schema(schema) if schema is not None else spark.read
-    return reader.parquet(*files).select(*columns)
+    """Columns of an eos-audit table, a path or a catalog name (the readers' one Delta reader)."""
+    if "/" not in location and "." in location:
+        return spark.read.table(location).select(*columns)
+    schema = PRODUCER_STATE if "producer_id" in columns else AUDIT_RUNS
+    empty = T.StructType([schema[c] for c in columns])
+    return delta_dataframe(spark, location, empty).select(*columns)
 
 
 def latest_finished_run(
