@@ -32,7 +32,7 @@ def main() -> int:
 
     from eos_audit.config import load_config
     from eos_audit.generate.plan import GenerationPlan
-    from eos_audit.generate.spark_export import GeneratedExport, iso, write_export
+    from eos_audit.generate.spark_export import export_layout, write_export
     from eos_audit.pipeline import AuditInputs, run_audit
     from eos_audit.score import score
     from eos_audit.session import get_spark
@@ -50,16 +50,7 @@ def main() -> int:
         start = time.perf_counter()
         write_export(spark, plan, data)
         generate_s = time.perf_counter() - start
-    export = GeneratedExport(
-        directory=data,
-        generation_id=f"gen-{plan.batches}-{plan.seed}",
-        export_time=iso(plan.export_time_ms()),
-        batches=data / "batches",
-        acks=data / "acks",
-        list_offsets=data / "list_offsets",
-        ground_truth=data / "ground_truth",
-        conf=data / "audit.toml",
-    )
+    export = export_layout(plan, data)
     warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-gt-"))
     try:
         inputs = AuditInputs(

@@ -654,6 +654,21 @@ def conf_text(plan: GenerationPlan) -> str:
     )
 
 
+def export_layout(plan: GenerationPlan, directory: str | Path) -> GeneratedExport:
+    """Where the export of `plan` under `directory` puts each of its parts (nothing written)."""
+    out = Path(directory).resolve()
+    return GeneratedExport(
+        directory=out,
+        generation_id=generation_id(plan),
+        export_time=iso(plan.export_time_ms()),
+        batches=out / "batches",
+        acks=out / "acks",
+        list_offsets=out / "list_offsets",
+        ground_truth=out / "ground_truth",
+        conf=out / "audit.toml",
+    )
+
+
 def write_export(
     spark: SparkSession, plan: GenerationPlan, directory: str | Path
 ) -> GeneratedExport:
@@ -671,19 +686,9 @@ def write_export(
     Returns:
         The paths and the audit arguments of the export.
     """
-    out = Path(directory).resolve()
+    export = export_layout(plan, directory)
+    out, gen_id = export.directory, export.generation_id
     out.mkdir(parents=True, exist_ok=True)
-    gen_id = generation_id(plan)
-    export = GeneratedExport(
-        directory=out,
-        generation_id=gen_id,
-        export_time=iso(plan.export_time_ms()),
-        batches=out / "batches",
-        acks=out / "acks",
-        list_offsets=out / "list_offsets",
-        ground_truth=out / "ground_truth",
-        conf=out / "audit.toml",
-    )
     slots_df = slots(spark, plan)
     observations_df = observations(spark, plan)
     log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
