@@ -126,13 +126,13 @@ def finding_at(findings, counts, code, rows, i, part, cause, error, expected, pr
     f.row = i
     f.tp_row = i
     f.partition = part.partition
-    f.producer_id = rows.producer_id[i]
-    f.producer_epoch = rows.producer_epoch[i]
-    f.base_offset = rows.base_offset[i]
-    f.last_offset = rows.last_offset[i]
-    f.base_sequence = rows.base_sequence[i]
-    f.last_sequence = rows.last_sequence[i]
-    f.timestamp = rows.timestamp[i]
+    f.producer_id = rows[i].producer_id
+    f.producer_epoch = rows[i].producer_epoch
+    f.base_offset = rows[i].base_offset
+    f.last_offset = rows[i].last_offset
+    f.base_sequence = rows[i].base_sequence
+    f.last_sequence = rows[i].last_sequence
+    f.timestamp = rows[i].timestamp
     f.expected_sequence = expected
     f.previous_offset = previous
     f.occurrence = part.occurrence
@@ -209,15 +209,20 @@ def cache_position(e, epoch, base_sequence, last_sequence):
     docs/rules.md#duplicate-batch: the broker looks at its 5 cached batches only; the audit looks
     back DUPLICATE_LOOKBACK batches, so a retry the broker no longer recognised is still named.
     """
-    for back in range(e.ring_size):
-        k = (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
+    # Every slot is compared, in storage order, and the newest match kept: a loop without early
+    # exits or modulo per step, which the compiler turns into vector compares (most batches
+    # match nothing, so all slots are compared anyway).
+    found = -1
+    for k in range(e.ring_size):
         if (
-            e.ring_epoch[k] == epoch
-            and e.ring_base_sequence[k] == base_sequence
-            and e.ring_last_sequence[k] == last_sequence
+            (e.ring_base_sequence[k] == base_sequence)
+            & (e.ring_last_sequence[k] == last_sequence)
+            & (e.ring_epoch[k] == epoch)
         ):
-            return back
-    return -1
+            back = (e.ring_next - 1 - k) % DUPLICATE_LOOKBACK
+            if found < 0 or back < found:
+                found = back
+    return found
 
 
 def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset):
@@ -286,7 +291,7 @@ def flush_summary(e, sessions, counts, tp_row, part):
 
 def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
     """Count an audited row into its producer epoch's summary."""
-    epoch = rows.producer_epoch[i]
+    epoch = rows[i].producer_epoch
     if e.summary_open and e.summary_epoch != epoch:
         flush_summary(e, sessions, counts, i, part)
     if not e.summary_open:
@@ -302,8 +307,8 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
         e.summary_records = NULL  # markers only: no records
         e.summary_first_timestamp = NULL
         e.summary_last_timestamp = NULL
-    base_offset = rows.base_offset[i]
-    last_offset = rows.last_offset[i]
+    base_offset = rows[i].base_offset
+    last_offset = rows[i].last_offset
     e.summary_batches += 1
     if e.summary_first_offset == NULL or base_offset < e.summary_first_offset:
         e.summary_first_offset = base_offset
@@ -316,14 +321,14 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
         if e.summary_records == NULL:
             e.summary_records = 0
         e.summary_records += record_estimate(rows, i)
-        if rows.base_sequence[i] >= 0:
+        if rows[i].base_sequence >= 0:
             if (
                 e.summary_first_sequence_offset == NULL
                 or base_offset < e.summary_first_sequence_offset
             ):
                 e.summary_first_sequence_offset = base_offset
-                e.summary_first_sequence = rows.base_sequence[i]
-            last_sequence = rows.last_sequence[i]
+                e.summary_first_sequence = rows[i].base_sequence
+            last_sequence = rows[i].last_sequence
             if (
                 e.summary_last_sequence_offset == NULL
                 or last_offset > e.summary_last_sequence_offset
@@ -338,9 +343,9 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
 
 def record_estimate(rows, i):
     """Records of a batch; dump-log text without a count: the offsets it spans."""
-    if rows.record_count[i] != NULL:
-        return rows.record_count[i]
-    return rows.last_offset[i] - rows.base_offset[i] + 1
+    if rows[i].record_count != NULL:
+        return rows[i].record_count
+    return rows[i].last_offset - rows[i].base_offset + 1
 
 
 # ------------------------------------------------------------------------------------------------
@@ -352,13 +357,13 @@ def takes_part_in_replay(rows, i):
     Batches with a producer id, magic 2 and a CRC that did not fail; a control batch with no
     records changes nothing.
     """
-    if rows.producer_id[i] < 0:
+    if rows[i].producer_id < 0:
         return False
-    if rows.magic[i] != NULL and rows.magic[i] < 2:
+    if rows[i].magic != NULL and rows[i].magic < 2:
         return False
-    if rows.crc_valid[i] == 0:
+    if rows[i].crc_valid == 0:
         return False
-    return not (rows.is_control[i] and rows.record_count[i] == 0)
+    return not (rows[i].is_control and rows[i].record_count == 0)
 
 
 def slot_of(slots, entries, part, producer_id):
@@ -396,10 +401,10 @@ def check_sequence(e, rows, i, part, findings, counts):
     """
     last_sequence = last_sequence_of(e)
     expected = next_expected_sequence(last_sequence)
-    sequence = rows.base_sequence[i]
+    sequence = rows[i].base_sequence
     if sequence == expected:
         return
-    if explained_by_corrupt_batch(e, rows.producer_epoch[i], expected, sequence):
+    if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
         return
     missing = (sequence - expected) % SEQUENCE_SPACE
     previous = e.last_data_offset if last_sequence != -1 else NULL
@@ -418,7 +423,7 @@ def check_sequence(e, rows, i, part, findings, counts):
                        OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
         f.facts[0] = last_sequence
     else:
-        cause = COMPACTION if rows.is_compacted[i] else gap_cause
+        cause = COMPACTION if rows[i].is_compacted else gap_cause
         f = finding_at(findings, counts, SEQUENCE_GAP, rows, i, part, cause,
                        OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
         f.facts[0] = last_sequence
@@ -432,11 +437,11 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
     UnifiedLog.analyzeAndValidateProducerState and ProducerAppendInfo.append, in the order
     docs/replay_semantics.md gives ("Verdict of a data batch", "Verdict of a marker").
     """
-    epoch = rows.producer_epoch[i]
-    sequence = rows.base_sequence[i]
-    is_marker = rows.is_control[i]
+    epoch = rows[i].producer_epoch
+    sequence = rows[i].base_sequence
+    is_marker = rows[i].is_control
     is_data = not is_marker
-    sequence_checked = is_data and sequence >= 0 and not rows.is_coordinator_topic[i]
+    sequence_checked = is_data and sequence >= 0 and not rows[i].is_coordinator_topic
     if epoch < current_epoch:
         # ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch)
         f = finding_at(findings, counts, FENCED_PRODUCER_EPOCH, rows, i, part, NO_CAUSE,
@@ -468,7 +473,7 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
             cause = PRODUCER_EXPIRY
         elif log_start != NULL and log_start > 0:
             cause = LOG_START
-        elif rows.is_compacted[i]:
+        elif rows[i].is_compacted:
             cause = COMPACTION
         else:
             cause = UNEXPLAINED
@@ -476,12 +481,12 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
                        params.unknown_producer_error, 0, e.previous_offset)
         f.facts[0] = log_start
         return
-    if is_data and not rows.is_transactional[i] and e.txn_open:
+    if is_data and not rows[i].is_transactional and e.txn_open:
         # ProducerAppendInfo.appendDataBatch (docs/rules.md#invalid-txn-state)
         finding_at(findings, counts, INVALID_TXN_STATE, rows, i, part, NO_CAUSE,
                    INVALID_TXN_STATE_ERROR, NULL, e.txn_first_offset)
         return
-    coordinator_epoch = rows.coordinator_epoch[i]
+    coordinator_epoch = rows[i].coordinator_epoch
     if is_marker and coordinator_epoch != NULL and coordinator_epoch < e.coordinator_epoch:
         # ProducerAppendInfo.appendEndTxnMarker (docs/rules.md#coordinator-fenced)
         f = finding_at(findings, counts, COORDINATOR_FENCED, rows, i, part, NO_CAUSE,
@@ -501,10 +506,10 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
     t.partition = part.partition
     t.producer_id = e.producer_id
     t.start_epoch = e.txn_start_epoch
-    t.end_epoch = rows.producer_epoch[i]
+    t.end_epoch = rows[i].producer_epoch
     t.first_offset = e.txn_first_offset
-    t.marker_offset = rows.base_offset[i]
-    t.outcome = rows.control_type[i]
+    t.marker_offset = rows[i].base_offset
+    t.outcome = rows[i].control_type
     t.hanging = False
     t.batches = e.txn_batches
     t.first_timestamp = e.txn_first_timestamp
@@ -513,7 +518,7 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
         t.duration_ms = timestamp - e.txn_first_timestamp
     else:
         t.duration_ms = NULL
-    t.coordinator_epoch = rows.coordinator_epoch[i]
+    t.coordinator_epoch = rows[i].coordinator_epoch
 
 
 def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out_transactions,
@@ -523,18 +528,18 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
     Returns False when the producer needs a slot and none is free (the caller grows the entries
     and calls again).
     """
-    slot = slot_of(slots, entries, part, rows.producer_id[i])
+    slot = slot_of(slots, entries, part, rows[i].producer_id)
     if slot < 0:
         return False
     e = entries[slot]
-    kind = rows.kind[i]
+    kind = rows[i].kind
     audited = kind == AUDITED
-    timestamp = rows.timestamp[i] if rows.timestamp[i] >= 0 else NULL
-    is_marker = rows.is_control[i] and kind != SEED_STATE
-    is_data = not rows.is_control[i] and kind != SEED_STATE
-    epoch = rows.producer_epoch[i]
-    sequence_checked = is_data and rows.base_sequence[i] >= 0 and not rows.is_coordinator_topic[i]
-    is_txn_data = is_data and rows.is_transactional[i]
+    timestamp = rows[i].timestamp if rows[i].timestamp >= 0 else NULL
+    is_marker = rows[i].is_control and kind != SEED_STATE
+    is_data = not rows[i].is_control and kind != SEED_STATE
+    epoch = rows[i].producer_epoch
+    sequence_checked = is_data and rows[i].base_sequence >= 0 and not rows[i].is_coordinator_topic
+    is_txn_data = is_data and rows[i].is_transactional
 
     expired = audited and is_expired(e, timestamp, params.expiration_ms)
     if expired:
@@ -544,7 +549,7 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
     duplicate_back = -1
     duplicate_offset = NULL
     if audited and sequence_checked and not fenced:
-        duplicate_back = cache_position(e, epoch, rows.base_sequence[i], rows.last_sequence[i])
+        duplicate_back = cache_position(e, epoch, rows[i].base_sequence, rows[i].last_sequence)
         if duplicate_back >= 0:
             k = (e.ring_next - 1 - duplicate_back) % DUPLICATE_LOOKBACK
             duplicate_offset = e.ring_base_offset[k]
@@ -561,10 +566,10 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
     # What expiry reads from the log, whatever the verdict.
     e.has_rows = True
     e.previous_timestamp = timestamp
-    e.previous_offset = rows.base_offset[i] if kind != SEED_STATE else NULL
+    e.previous_offset = rows[i].base_offset if kind != SEED_STATE else NULL
     if is_marker:
         e.log_txn_open = False
-    elif is_txn_data or (kind == SEED_STATE and rows.value[i] != NULL):
+    elif is_txn_data or (kind == SEED_STATE and rows[i].value != NULL):
         e.log_txn_open = True
     if epoch > e.epoch:
         e.epoch = epoch  # a fenced row is lower, a duplicate equal: only new epochs raise it
@@ -573,27 +578,27 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
 
     e.last_timestamp = timestamp
     if sequence_checked:
-        add_batch(e, epoch, rows.base_sequence[i], rows.last_sequence[i], rows.base_offset[i],
-                  rows.last_offset[i])
+        add_batch(e, epoch, rows[i].base_sequence, rows[i].last_sequence, rows[i].base_offset,
+                  rows[i].last_offset)
         e.has_last_data = True
         e.last_data_epoch = epoch
-        e.last_data_sequence = rows.last_sequence[i]
-        e.last_data_offset = rows.base_offset[i]
-        e.last_data_coverage_end = rows.last_offset[i] + 1 if audited else rows.value[i]
+        e.last_data_sequence = rows[i].last_sequence
+        e.last_data_offset = rows[i].base_offset
+        e.last_data_coverage_end = rows[i].last_offset + 1 if audited else rows[i].value
         e.corrupt_claim = False
     if is_marker:
         if e.txn_open and audited:
             close_transaction(e, rows, i, part, out_transactions, counts, timestamp)
         e.txn_open = False
         e.txn_first_offset = NULL
-        if rows.coordinator_epoch[i] != NULL:
-            e.coordinator_epoch = rows.coordinator_epoch[i]
+        if rows[i].coordinator_epoch != NULL:
+            e.coordinator_epoch = rows[i].coordinator_epoch
     elif kind == SEED_STATE:
-        if rows.coordinator_epoch[i] != NULL:
-            e.coordinator_epoch = rows.coordinator_epoch[i]
-        if rows.value[i] != NULL:
+        if rows[i].coordinator_epoch != NULL:
+            e.coordinator_epoch = rows[i].coordinator_epoch
+        if rows[i].value != NULL:
             e.txn_open = True
-            e.txn_first_offset = rows.value[i]
+            e.txn_first_offset = rows[i].value
             e.txn_first_last_offset = NULL
             e.txn_first_timestamp = timestamp
             e.txn_start_epoch = epoch
@@ -602,8 +607,8 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
     elif is_txn_data:
         if not e.txn_open:
             e.txn_open = True
-            e.txn_first_offset = rows.base_offset[i]
-            e.txn_first_last_offset = rows.last_offset[i]
+            e.txn_first_offset = rows[i].base_offset
+            e.txn_first_last_offset = rows[i].last_offset
             e.txn_first_timestamp = timestamp
             e.txn_start_epoch = epoch
             e.txn_batches = 0
@@ -617,14 +622,14 @@ def remember_corrupt_claim(rows, i, entries, slots):
 
     Only for a producer already known: an untrusted header must not create state.
     """
-    producer_id = rows.producer_id[i]
-    if producer_id < 0 or rows.base_sequence[i] < 0 or rows.is_control[i]:
+    producer_id = rows[i].producer_id
+    if producer_id < 0 or rows[i].base_sequence < 0 or rows[i].is_control:
         return
     if producer_id not in slots:
         return
     e = entries[slots[producer_id]]
-    epoch = rows.producer_epoch[i]
-    base_sequence = rows.base_sequence[i]
+    epoch = rows[i].producer_epoch
+    base_sequence = rows[i].base_sequence
     extends = (
         e.corrupt_claim
         and e.corrupt_epoch == epoch
@@ -634,7 +639,7 @@ def remember_corrupt_claim(rows, i, entries, slots):
         e.corrupt_claim = True
         e.corrupt_epoch = epoch
         e.corrupt_base_sequence = base_sequence
-    e.corrupt_last_sequence = rows.last_sequence[i]
+    e.corrupt_last_sequence = rows[i].last_sequence
 
 
 # ------------------------------------------------------------------------------------------------
@@ -675,7 +680,7 @@ def already_in_state(rows, i, part):
     What LogLoader does when it loads a producer-state snapshot: only the log above the snapshot's
     offset is replayed on top of it (docs/rules.md#seeded-state, --since-state).
     """
-    if part.covered_end == NULL or rows.base_offset[i] >= part.covered_end:
+    if part.covered_end == NULL or rows[i].base_offset >= part.covered_end:
         return False
     part.skipped_batches += 1
     return True
@@ -692,9 +697,9 @@ def count_occurrence(part, base_offset):
 
 def check_audited_batch(rows, i, part, findings, counts):
     """The checks of a batch of the audited replica that need no producer state."""
-    base_offset = rows.base_offset[i]
-    leader_epoch = rows.leader_epoch[i]
-    magic = rows.magic[i]
+    base_offset = rows[i].base_offset
+    leader_epoch = rows[i].leader_epoch
+    magic = rows[i].magic
     has_leader_epoch = (magic == NULL or magic >= 2) and leader_epoch != NULL and leader_epoch >= 0
     if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
@@ -714,7 +719,7 @@ def check_audited_batch(rows, i, part, findings, counts):
                        NO_ERROR, NULL, part.epoch_entry_start)
         f.facts[0] = part.epoch_entry_epoch
         f.facts[1] = leader_epoch
-    if rows.crc_valid[i] == 0:
+    if rows[i].crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
         finding_at(findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE,
                    NULL, NULL)
@@ -724,22 +729,22 @@ def check_audited_batch(rows, i, part, findings, counts):
 
 def count_audited_batch(rows, i, part):
     """The partition's statistics and the audited replica's latest batch."""
-    part.max_last_offset = max_or_null(part.max_last_offset, rows.last_offset[i])
+    part.max_last_offset = max_or_null(part.max_last_offset, rows[i].last_offset)
     part.batches += 1
-    if rows.producer_id[i] >= 0:
+    if rows[i].producer_id >= 0:
         part.batches_with_producer_id += 1
     part.records += record_estimate(rows, i)
-    part.max_timestamp = max_or_null(part.max_timestamp, rows.timestamp[i])
-    if rows.timestamp[i] != NULL and rows.timestamp[i] >= 0:
-        part.latest_timestamp = max_or_null(part.latest_timestamp, rows.timestamp[i])
-    part.primary_base_offset = rows.base_offset[i]
-    part.primary_last_offset = rows.last_offset[i]
-    part.primary_producer_id = rows.producer_id[i]
-    part.primary_producer_epoch = rows.producer_epoch[i]
-    part.primary_base_sequence = rows.base_sequence[i]
-    part.primary_is_control = rows.is_control[i]
-    part.primary_is_transactional = rows.is_transactional[i]
-    part.primary_record_count = rows.record_count[i]
+    part.max_timestamp = max_or_null(part.max_timestamp, rows[i].timestamp)
+    if rows[i].timestamp != NULL and rows[i].timestamp >= 0:
+        part.latest_timestamp = max_or_null(part.latest_timestamp, rows[i].timestamp)
+    part.primary_base_offset = rows[i].base_offset
+    part.primary_last_offset = rows[i].last_offset
+    part.primary_producer_id = rows[i].producer_id
+    part.primary_producer_epoch = rows[i].producer_epoch
+    part.primary_base_sequence = rows[i].base_sequence
+    part.primary_is_control = rows[i].is_control
+    part.primary_is_transactional = rows[i].is_transactional
+    part.primary_record_count = rows[i].record_count
 
 
 def check_replica_batch(rows, i, part, findings, counts):
@@ -749,19 +754,19 @@ def check_replica_batch(rows, i, part, findings, counts):
     batch starting at its offset.
     """
     part.replica_batches += 1
-    base_offset = rows.base_offset[i]
+    base_offset = rows[i].base_offset
     if part.high_watermark != NULL and base_offset >= part.high_watermark:
         return
     same_start = part.primary_base_offset != NULL and part.primary_base_offset == base_offset
     if same_start:
         differs = (
-            part.primary_last_offset != rows.last_offset[i]
-            or part.primary_producer_id != rows.producer_id[i]
-            or part.primary_producer_epoch != rows.producer_epoch[i]
-            or part.primary_base_sequence != rows.base_sequence[i]
-            or part.primary_is_control != rows.is_control[i]
-            or part.primary_is_transactional != rows.is_transactional[i]
-            or part.primary_record_count != rows.record_count[i]
+            part.primary_last_offset != rows[i].last_offset
+            or part.primary_producer_id != rows[i].producer_id
+            or part.primary_producer_epoch != rows[i].producer_epoch
+            or part.primary_base_sequence != rows[i].base_sequence
+            or part.primary_is_control != rows[i].is_control
+            or part.primary_is_transactional != rows[i].is_transactional
+            or part.primary_record_count != rows[i].record_count
         )
     else:
         # no audited batch starts here although one covers this offset
@@ -788,7 +793,7 @@ def register_ack(rows, i, part, acks, ack_index, counts):
     """
     if part.acks >= len(acks):
         return False
-    offset = rows.base_offset[i]
+    offset = rows[i].base_offset
     if part.previous_ack_offset != NULL and part.previous_ack_offset == offset:
         part.ack_occurrence += 1
     else:
@@ -797,13 +802,13 @@ def register_ack(rows, i, part, acks, ack_index, counts):
     k = part.acks
     part.acks += 1
     a = acks[k]
-    a.producer_id = rows.producer_id[i]
-    a.producer_epoch = rows.producer_epoch[i]
-    a.base_sequence = rows.base_sequence[i]
-    a.last_sequence = rows.last_sequence[i]
+    a.producer_id = rows[i].producer_id
+    a.producer_epoch = rows[i].producer_epoch
+    a.base_sequence = rows[i].base_sequence
+    a.last_sequence = rows[i].last_sequence
     a.offset = offset
-    a.last_offset = rows.last_offset[i]
-    a.acknowledged_ms = rows.value[i]
+    a.last_offset = rows[i].last_offset
+    a.acknowledged_ms = rows[i].value
     a.occurrence = part.ack_occurrence
     a.ordinal = counts[ACKS_SEEN]
     counts[ACKS_SEEN] += 1
@@ -819,13 +824,13 @@ def register_ack(rows, i, part, acks, ack_index, counts):
 
 def match_acks(rows, i, acks, ack_index):
     """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
-    if rows.producer_id[i] < 0 or rows.base_sequence[i] < 0:
-        return
-    key = (rows.producer_id[i], rows.producer_epoch[i], rows.base_sequence[i])
+    if len(ack_index) == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
+        return  # most audits have no acknowledgements: no key to hash
+    key = (rows[i].producer_id, rows[i].producer_epoch, rows[i].base_sequence)
     if key not in ack_index:
         return
     k = ack_index[key]
-    base_offset = rows.base_offset[i]
+    base_offset = rows[i].base_offset
     while k >= 0:
         a = acks[k]
         a.log_batches += 1
@@ -1020,28 +1025,28 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
     and calls again from there.
     """
     part = partition_state[0]
-    n = len(rows.kind)
+    n = len(rows)
     for i in range(start, n):
         room = ROW_ROOM
-        if rows.tp_start[i] and part.active:
+        if rows[i].tp_start and part.active:
             room += room_to_finish(part)
         if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
                         out_states, room):
             counts[ROOM_NEEDED] = room
             return i
-        if rows.tp_start[i]:
+        if rows[i].tp_start:
             if part.active:
-                compacted = rows.is_compacted[i - 1] if i > 0 else previous_compacted
+                compacted = rows[i - 1].is_compacted if i > 0 else previous_compacted
                 finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
                                  out_transactions, out_sessions, out_partitions, out_states,
                                  counts, i - 1, compacted)
-            begin_partition(part, rows.partition[i])
+            begin_partition(part, rows[i].partition)
             part.first_ack_ordinal = counts[ACKS_SEEN]
-        kind = rows.kind[i]
+        kind = rows[i].kind
         if kind == LOG_START_CHECKPOINT:
-            part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows.value[i])
+            part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows[i].value)
         elif kind == HIGH_WATERMARK_CHECKPOINT:
-            part.high_watermark = max_or_null(part.high_watermark, rows.value[i])
+            part.high_watermark = max_or_null(part.high_watermark, rows[i].value)
         elif kind == ACK:
             if not register_ack(rows, i, part, acks, ack_index, counts):
                 counts[ROOM_NEEDED] = 0
@@ -1052,32 +1057,32 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == STATE_COVERAGE:
-            part.covered_end = max_or_null(part.covered_end, rows.value[i])
+            part.covered_end = max_or_null(part.covered_end, rows[i].value)
         elif kind == LEADER_EPOCH_ENTRY:
-            part.epoch_entry_epoch = rows.value[i]
-            part.epoch_entry_start = rows.base_offset[i]
+            part.epoch_entry_epoch = rows[i].value
+            part.epoch_entry_start = rows[i].base_offset
         elif kind == AUDITED:
             if already_in_state(rows, i, part):
                 continue
-            if takes_part_in_replay(rows, i) and rows.producer_id[i] not in slots \
+            if takes_part_in_replay(rows, i) and rows[i].producer_id not in slots \
                     and part.producers >= len(entries):
                 counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
-                part.first_offset = rows.base_offset[i]  # the exported log starts here
-            count_occurrence(part, rows.base_offset[i])
+                part.first_offset = rows[i].base_offset  # the exported log starts here
+            count_occurrence(part, rows[i].base_offset)
             check_audited_batch(rows, i, part, out_findings, counts)
             if takes_part_in_replay(rows, i):
                 replay_producer_row(rows, i, part, entries, slots, params, out_findings,
                                     out_transactions, out_sessions, counts)
-            elif rows.crc_valid[i] == 0:
+            elif rows[i].crc_valid == 0:
                 remember_corrupt_claim(rows, i, entries, slots)
             match_acks(rows, i, acks, ack_index)
             count_audited_batch(rows, i, part)
         elif kind == REPLICA:
             if already_in_state(rows, i, part):
                 continue
-            count_occurrence(part, rows.base_offset[i])
+            count_occurrence(part, rows[i].base_offset)
             check_replica_batch(rows, i, part, out_findings, counts)
     return n
 

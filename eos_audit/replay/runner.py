@@ -32,35 +32,10 @@ from eos_audit.replay.state import (
     OUTPUTS,
     PARTITION_STATE,
     PRODUCER_STATE_ENTRY,
+    REPLAY_ROW,
 )
 
 log = logging.getLogger(__name__)
-
-
-class Rows(NamedTuple):
-    """The kernel's input: one NumPy column per field of `rows.REPLAY_SCHEMA` it reads, unpacked."""
-
-    tp_start: np.ndarray  # the first row of a (topic, partition)
-    kind: np.ndarray
-    partition: np.ndarray
-    base_offset: np.ndarray
-    last_offset: np.ndarray
-    producer_id: np.ndarray
-    producer_epoch: np.ndarray
-    base_sequence: np.ndarray
-    last_sequence: np.ndarray
-    record_count: np.ndarray
-    is_transactional: np.ndarray
-    is_control: np.ndarray
-    control_type: np.ndarray
-    coordinator_epoch: np.ndarray
-    leader_epoch: np.ndarray
-    magic: np.ndarray
-    timestamp: np.ndarray
-    crc_valid: np.ndarray  # 1 valid, 0 failed, -1 not checked
-    value: np.ndarray
-    is_compacted: np.ndarray
-    is_coordinator_topic: np.ndarray
 
 
 class Params(NamedTuple):
@@ -272,8 +247,9 @@ class _Replayer:
         # The control type of each row of the batch being replayed (findings name it).
         self.control_types = np.zeros(0, dtype=np.int64)
 
-    def rows_of(self, batch: pa.RecordBatch) -> Rows:
-        """The kernel's NumPy columns of one Arrow batch in the wire layout (`rows.WIRE_SCHEMA`)."""
+    def rows_of(self, batch: pa.RecordBatch) -> np.recarray:
+        """The kernel's rows (`state.REPLAY_ROW`) of one Arrow batch in the wire layout."""
+        rows = np.empty(batch.num_rows, dtype=REPLAY_ROW).view(np.recarray)
         topics = batch.column("topic")
         partitions = _int_column(batch, "partition")
         tp_start = np.ones(batch.num_rows, dtype=np.bool_)
@@ -286,23 +262,22 @@ class _Replayer:
                 topics[0].as_py() == self.previous_topic
                 and int(partitions[0]) == self.previous_partition
             )
+        rows.tp_start = tp_start
+        rows["partition"] = partitions
         header = _int_column(batch, "header")
-        paired = unpack_pairs(batch, header)
-        return Rows(
-            tp_start=tp_start,
-            kind=header >> wire.KIND_SHIFT,
-            partition=partitions,
-            is_transactional=(header & wire.TRANSACTIONAL_BIT) != 0,
-            is_control=(header & wire.CONTROL_BIT) != 0,
-            **{name: _header_value(header, name) for name in wire.HEADER_CODES},
-            # -1 not checked, 0 failed, 1 valid
-            crc_valid=((header >> wire.CRC_SHIFT) & wire.CRC_MASK) - 1,
-            is_compacted=_topic_flags(topics, self.settings.compacted_regex),
-            is_coordinator_topic=_topic_flags(topics, self.settings.coordinator_regex),
-            **{name: _int_column(batch, name) for name in (
-                "base_offset", "last_offset", "producer_id", "timestamp", "value")},
-            **paired,
-        )  # fmt: skip
+        rows.kind = header >> wire.KIND_SHIFT
+        rows.is_transactional = (header & wire.TRANSACTIONAL_BIT) != 0
+        rows.is_control = (header & wire.CONTROL_BIT) != 0
+        for name in wire.HEADER_CODES:
+            rows[name] = _header_value(header, name)
+        rows.crc_valid = ((header >> wire.CRC_SHIFT) & wire.CRC_MASK) - 1  # -1, 0 failed, 1 valid
+        for name, values in unpack_pairs(batch, header).items():
+            rows[name] = values
+        for name in ("base_offset", "last_offset", "producer_id", "timestamp", "value"):
+            rows[name] = _int_column(batch, name)
+        rows.is_compacted = _topic_flags(topics, self.settings.compacted_regex)
+        rows.is_coordinator_topic = _topic_flags(topics, self.settings.coordinator_regex)
+        return rows
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batch = None
@@ -329,7 +304,7 @@ class _Replayer:
                 if start < batch.num_rows:
                     self.grow()
             self.previous_topic = batch.column("topic")[-1].as_py()
-            self.previous_partition = int(rows.partition[-1])
+            self.previous_partition = int(rows["partition"][-1])
             self.previous_compacted = bool(rows.is_compacted[-1])
         while not self.kernel.finish(
             self.part, self.entries, self.slots, self.acks, self.ack_index, self.params,
@@ -338,7 +313,7 @@ class _Replayer:
             self.grow()
         yield from self.drain(batch)
 
-    def remember_ack_sources(self, batch: pa.RecordBatch, rows: Rows) -> None:
+    def remember_ack_sources(self, batch: pa.RecordBatch, rows: np.recarray) -> None:
         """Keep the source of each acknowledgement under the ordinal the kernel will give it.
 
         The kernel numbers acknowledgements in the order it registers them, which is row order.

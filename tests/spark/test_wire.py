@@ -14,8 +14,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit import engine
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, RowKind
-from eos_audit.replay.runner import ReplaySettings, Rows, _Replayer, pack
-from eos_audit.replay.state import NULL
+from eos_audit.replay.runner import ReplaySettings, _Replayer, pack
+from eos_audit.replay.state import NULL, REPLAY_ROW
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
 INT32 = st.one_of(st.none(), st.sampled_from([-(2**31), -1, 0, 1, 2**31 - 1]),
@@ -52,7 +52,7 @@ ROW = st.fixed_dictionaries(
 )
 SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
 # The kernel's columns that come from the row itself (the others are derived in the runner).
-FROM_ROW = [n for n in Rows._fields if n not in ("tp_start", "is_compacted",
+FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("tp_start", "is_compacted",
                                                   "is_coordinator_topic")]  # fmt: skip
 EXTREMES = {
     **dict.fromkeys(ARROW.names),
@@ -80,7 +80,7 @@ def expected(row: dict) -> dict:
 
 def unpacked(batch: pa.RecordBatch) -> list[dict]:
     rows = _Replayer(SETTINGS).rows_of(batch)
-    return [{n: getattr(rows, n)[i].item() for n in FROM_ROW} for i in range(batch.num_rows)]
+    return [{n: rows[n][i].item() for n in FROM_ROW} for i in range(batch.num_rows)]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
