@@ -657,10 +657,13 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from eos_audit.session import get_spark
+    from eos_audit.session import REPLAY_ARROW_SETTINGS, get_spark
 
     spark = get_spark("eos-audit-bench")
     spark.conf.set("spark.sql.shuffle.partitions", "16")
+    # Every line that hands rows to Python runs with the settings run_audit applies for the replay.
+    for key, value in REPLAY_ARROW_SETTINGS.items():
+        spark.conf.set(key, value)
     results = []
     for rows in args.rows:
         data = ensure_data(rows)

@@ -332,7 +332,7 @@ def sort_key(name: str) -> Column:
     Only the first keys are read for most rows; the others break ties of identical offsets.
     """
     header = F.col("header")
-    if name in wire.PLAIN_FIELDS or name == "order_kind":
+    if name in wire.PLAIN_FIELDS or name in ("order_kind", wire.DETAIL):
         return F.col(name)
     if name == "kind":
         return F.shiftright(header, wire.KIND_SHIFT)
@@ -379,6 +379,8 @@ def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
         _flag(F.coalesce(F.col("is_transactional"), F.lit(False)), wire.TRANSACTIONAL_BIT),
         _flag(F.coalesce(F.col("is_control"), F.lit(False)), wire.CONTROL_BIT),
         _bits(crc, wire.CRC_SHIFT, wire.CRC_MASK),
+        _flag(F.col("quarantine_reason").isNotNull(), wire.QUARANTINED_BIT),
+        _flag(F.col("raw").isNull(), wire.RAW_NULL_BIT),
         *[_null_bit(name) for name in wire.HEADER_CODES],
         *[_null_bit(name) for _, high, low in wire.PAIRS for name in (high, low)],
     ]
@@ -392,7 +394,14 @@ def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
         for name, high, low in wire.PAIRS
     ]
     plain = [F.col(name).cast(wire.WIRE_SCHEMA[name].dataType) for name in wire.PLAIN_FIELDS]
-    return rows_df.select(packed.alias("header"), *pairs, *plain, *extra)
+    reason = F.col("quarantine_reason")
+    detail = F.when(  # rows.quarantine_detail
+        reason.isNotNull(),
+        F.concat(F.length(reason).cast("string"), F.lit(":"), reason,
+                 F.coalesce(F.col("raw"), F.lit(""))),
+    ).otherwise(F.col("replica"))  # fmt: skip
+    return rows_df.select(packed.alias("header"), *pairs, *plain, detail.alias(wire.DETAIL),
+                          *extra)  # fmt: skip
 
 
 def replay_settings(config: AuditConfig, as_of_ms: int | None) -> ReplaySettings:

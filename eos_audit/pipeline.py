@@ -26,7 +26,7 @@ from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
     PRODUCER_STATE,
 )
-from eos_audit.session import session_has_delta
+from eos_audit.session import replay_arrow_settings, session_has_delta
 from eos_audit.since_state import latest_state, warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
@@ -488,7 +488,8 @@ def run_audit(
         log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
         try:
             try:
-                _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
+                with replay_arrow_settings(spark):
+                    _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
                 unreadable = as_input_error(exc)
                 if unreadable is None:

@@ -146,13 +146,25 @@ def _ints(values: np.ndarray) -> pa.Array:
 
 
 def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
-    return batch.column(name).fill_null(NULL).to_numpy(zero_copy_only=False).astype(np.int64)
+    """An int64 column as NumPy, NULL where null (without a copy when it has no nulls)."""
+    column = batch.column(name)
+    if column.null_count:
+        column = column.fill_null(NULL)
+    return column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _with_nulls(values: np.ndarray, header: np.ndarray, name: str) -> np.ndarray:
+    """The values, NULL where the header's null bit of `name` is set."""
+    null = (header & wire.NULL_BITS[name]) != 0
+    if null.any():
+        values[null] = NULL
+    return values
 
 
 def _header_value(header: np.ndarray, name: str) -> np.ndarray:
     """A small code packed in the header, NULL where its null bit is set."""
     shift, mask = wire.HEADER_CODES[name]
-    return np.where(header & wire.NULL_BITS[name], NULL, (header >> shift) & mask)
+    return _with_nulls((header >> shift) & mask, header, name)
 
 
 def unpack_pairs(batch: pa.RecordBatch, header: np.ndarray) -> dict[str, np.ndarray]:
@@ -163,7 +175,7 @@ def unpack_pairs(batch: pa.RecordBatch, header: np.ndarray) -> dict[str, np.ndar
         # The high half by an arithmetic shift; the low half sign-extended from 32 bits.
         values = {high: packed >> 32, low: ((packed & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000}
         for name, value in values.items():
-            out[name] = np.where(header & wire.NULL_BITS[name], NULL, value)
+            out[name] = _with_nulls(value, header, name)
     return out
 
 
@@ -200,21 +212,31 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
         header |= np.where(high_null, wire.NULL_BITS[high], 0)
         header |= np.where(low_null, wire.NULL_BITS[low], 0)
         arrays[field] = pa.array((high_value << 32) | (low_value & 0xFFFFFFFF), pa.int64())
+    reasons = batch.column("quarantine_reason").to_pylist()
+    raws = batch.column("raw").to_pylist()
+    header |= np.where([r is not None for r in reasons], wire.QUARANTINED_BIT, 0)
+    header |= np.where([r is None for r in raws], wire.RAW_NULL_BIT, 0)
     arrays["header"] = pa.array(header, pa.int64())
     for name in wire.PLAIN_FIELDS:
         arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
+    arrays[wire.DETAIL] = pa.array(
+        [
+            wire.quarantine_detail(reason, raw) if reason is not None else replica
+            for reason, raw, replica in zip(
+                reasons, raws, batch.column("replica").to_pylist(), strict=True
+            )
+        ],
+        pa.string(),
+    )
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in WIRE_ARROW], schema=WIRE_ARROW)
 
 
 def _topic_flags(topics: pa.Array, regex: str | None) -> np.ndarray:
-    """Whether each row's topic matches the (anchored) regex, computed once per distinct topic."""
+    """Whether each topic of a (dictionary) array matches the anchored regex."""
     if regex is None or len(topics) == 0:
         return np.zeros(len(topics), dtype=np.bool_)
-    encoded = pc.dictionary_encode(topics)
-    matches = pc.match_substring_regex(encoded.dictionary, pattern=f"^(?:{regex})$")
-    flags = matches.fill_null(False).to_numpy(zero_copy_only=False)
-    indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
-    return flags[indices] if len(flags) else np.zeros(len(topics), dtype=np.bool_)
+    matches = pc.match_substring_regex(topics, pattern=f"^(?:{regex})$")
+    return matches.fill_null(False).to_numpy(zero_copy_only=False)
 
 
 class _Replayer:
@@ -250,13 +272,16 @@ class _Replayer:
     def rows_of(self, batch: pa.RecordBatch) -> np.recarray:
         """The kernel's rows (`state.REPLAY_ROW`) of one Arrow batch in the wire layout."""
         rows = np.empty(batch.num_rows, dtype=REPLAY_ROW).view(np.recarray)
+        # Topics by code: one hash per row, then the (few) distinct names are compared.
         topics = batch.column("topic")
+        encoded = pc.dictionary_encode(topics)
+        topic_codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
         partitions = _int_column(batch, "partition")
         tp_start = np.ones(batch.num_rows, dtype=np.bool_)
         if batch.num_rows > 1:
-            same_topic = pc.equal(topics[1:], topics[:-1]).fill_null(False)
-            same = same_topic.to_numpy(zero_copy_only=False) & (partitions[1:] == partitions[:-1])
-            tp_start[1:] = ~same
+            tp_start[1:] = (topic_codes[1:] != topic_codes[:-1]) | (
+                partitions[1:] != partitions[:-1]
+            )
         if batch.num_rows and self.previous_topic is not None:
             tp_start[0] = not (
                 topics[0].as_py() == self.previous_topic
@@ -275,8 +300,10 @@ class _Replayer:
             rows[name] = values
         for name in ("base_offset", "last_offset", "producer_id", "timestamp", "value"):
             rows[name] = _int_column(batch, name)
-        rows.is_compacted = _topic_flags(topics, self.settings.compacted_regex)
-        rows.is_coordinator_topic = _topic_flags(topics, self.settings.coordinator_regex)
+        for field, regex in (("is_compacted", self.settings.compacted_regex),
+                             ("is_coordinator_topic", self.settings.coordinator_regex)):
+            flags = _topic_flags(encoded.dictionary, regex)
+            rows[field] = flags[topic_codes] & (topic_codes >= 0) if len(flags) else False
         return rows
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -284,8 +311,9 @@ class _Replayer:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            rejected = batch.column("quarantine_reason").is_valid()
-            if pc.any(rejected).as_py():
+            rejected = (_int_column(batch, "header") & wire.QUARANTINED_BIT) != 0
+            if rejected.any():
+                rejected = pa.array(rejected)
                 yield self.quarantine(batch.filter(rejected))
                 batch = batch.filter(pc.invert(rejected))
                 if batch.num_rows == 0:
@@ -381,8 +409,9 @@ class _Replayer:
             if batch is not None and has_row.any():
                 take = pa.array(np.where(has_row, rows, 0))
                 mask = pa.array(~has_row)
-                for column in ("source", "replica"):
-                    picked = batch.column(column).take(take)
+                # Replayed rows are not quarantined: their detail is their replica.
+                for column, wire_field in (("source", "source"), ("replica", wire.DETAIL)):
+                    picked = batch.column(wire_field).take(take)
                     columns[column] = pc.if_else(mask, pa.nulls(n, picked.type), picked)
                 control_types = self.control_types[np.where(has_row, rows, 0)]
                 columns["control_type"] = pa.array(
@@ -425,6 +454,12 @@ class _Replayer:
         is_batch = (kinds == RowKind.AUDITED) | (kinds == RowKind.REPLICA)
         rejected = rejected.filter(pa.array(is_batch))
         n = rejected.num_rows
+        raw_null = (_int_column(rejected, "header") & wire.RAW_NULL_BIT) != 0
+        reasons, raws = [], []
+        for detail, no_raw in zip(rejected.column(wire.DETAIL).to_pylist(), raw_null, strict=True):
+            reason, raw = wire.split_quarantine_detail(detail, bool(no_raw))
+            reasons.append(reason)
+            raws.append(raw)
         columns = {
             "record": pa.array(["quarantine"] * n, type=pa.string()),
             "topic": rejected.column("topic"),
@@ -432,8 +467,8 @@ class _Replayer:
             "source": rejected.column("source"),
             "quarantine": pa.StructArray.from_arrays(
                 [
-                    rejected.column("quarantine_reason"),
-                    rejected.column("raw"),
+                    pa.array(reasons, pa.string()),
+                    pa.array(raws, pa.string()),
                     rejected.column("base_offset"),
                 ],
                 fields=list(OUTPUT_ARROW.field("quarantine").type),

@@ -50,6 +50,14 @@ ROW = st.fixed_dictionaries(
         "raw": st.none(),
     }
 )
+# Quarantine texts as readers write them, and worse: separators, digits, other scripts, empty.
+TEXT = st.text(alphabet=st.sampled_from(["a", ":", "7", " ", "\x1f", "é", "中", "🙂", "{", '"']),
+               max_size=12)  # fmt: skip
+QUARANTINED = ROW.flatmap(
+    lambda row: st.fixed_dictionaries(
+        {"quarantine_reason": TEXT, "raw": st.one_of(st.none(), TEXT)}
+    ).map(lambda texts: {**row, "kind": int(RowKind.AUDITED), **texts})
+)
 SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
 # The kernel's columns that come from the row itself (the others are derived in the runner).
 FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("tp_start", "is_compacted",
@@ -119,5 +127,29 @@ def test_the_sort_reads_every_key_back_from_the_wire(spark):
                 assert bool(read[name]) == bool(row[name]), name
             elif name == "crc_valid":
                 assert read[name] == crc[row[name]], name
+            elif name == "detail":  # a row that is not quarantined carries its replica there
+                assert read[name] == row["replica"], name
             else:
                 assert read[name] == row[name], name
+
+
+def quarantined_out(batch: pa.RecordBatch) -> list[tuple]:
+    out = pa.Table.from_batches(list(_Replayer(SETTINGS).run(iter([batch]))))
+    out = out.filter(pa.compute.equal(out["record"], "quarantine"))
+    return [
+        (r["source"], r["quarantine"]["reason"], r["quarantine"]["raw"], r["topic"])
+        for r in out.to_pylist()
+    ]
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(st.lists(QUARANTINED, min_size=1, max_size=10), st.lists(ROW, max_size=5))
+def test_a_quarantined_row_reaches_quarantine_with_its_texts_unchanged(spark, rejected, replayed):
+    rows = rejected + [{**r, "kind": int(RowKind.LEADER_EPOCH_ENTRY)} for r in replayed]
+    wanted = [(r["source"], r["quarantine_reason"], r["raw"], r["topic"]) for r in rejected]
+    from_spark = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    from_spark = from_spark.combine_chunks().to_batches()[0]
+    from_numpy = pack(pa.RecordBatch.from_pylist(rows, schema=ARROW))
+    assert from_spark.select(from_numpy.schema.names).equals(from_numpy)
+    assert quarantined_out(from_spark) == wanted
