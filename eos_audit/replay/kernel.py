@@ -366,14 +366,82 @@ def takes_part_in_replay(rows, i):
     return not (rows[i].is_control and rows[i].record_count == 0)
 
 
+# ------------------------------------------------------------------------------------------------
+# Lookups by key, in plain arrays: open-addressing tables of int64 rows (key..., value), a value of
+# -1 marking a free place. A table's capacity is a power of two at least twice what it indexes, so
+# it is never more than half full and a probe always ends. A numba typed dict cost three hash
+# lookups, about 100 ns, per batch, and being reference-counted it kept the whole kernel under
+# numba's runtime (every array argument counted on every call; see _compile).
+# ------------------------------------------------------------------------------------------------
+def slot_position(slots, producer_id):
+    """Where the producer's (producer id, entry slot) row is in `slots`, or its free place."""
+    mask = len(slots) - 1
+    k = (producer_id ^ (producer_id >> 16)) & mask
+    while slots[k, 1] != -1 and slots[k, 0] != producer_id:
+        k = (k + 1) & mask
+    return k
+
+
+def find_slot(slots, producer_id):
+    """The producer's entry slot in this partition, -1 when it has none."""
+    return slots[slot_position(slots, producer_id), 1]
+
+
+def index_slot(slots, producer_id, slot):
+    """Record that the producer's entry is `slot`."""
+    k = slot_position(slots, producer_id)
+    slots[k, 0] = producer_id
+    slots[k, 1] = slot
+
+
+def reindex_slots(slots, entries, producers):
+    """Fill an empty, larger `slots` with the first `producers` entries (the entries grew)."""
+    for slot in range(producers):
+        index_slot(slots, entries[slot].producer_id, slot)
+
+
+def ack_position(ack_index, producer_id, producer_epoch, base_sequence):
+    """Where a batch identity's row is in `ack_index`, or its free place.
+
+    A row is (producer id, epoch, base sequence, the newest acknowledgement of that batch).
+    """
+    mask = len(ack_index) - 1
+    k = (producer_id ^ (producer_id >> 16) ^ (base_sequence << 8) ^ (producer_epoch << 24)) & mask
+    while ack_index[k, 3] != -1 and not (
+        ack_index[k, 0] == producer_id
+        and ack_index[k, 1] == producer_epoch
+        and ack_index[k, 2] == base_sequence
+    ):
+        k = (k + 1) & mask
+    return k
+
+
+def index_ack(ack_index, acks, k):
+    """Make acknowledgement k the newest of its batch identity; it links to the one before."""
+    a = acks[k]
+    position = ack_position(ack_index, a.producer_id, a.producer_epoch, a.base_sequence)
+    a.next_same_batch = ack_index[position, 3]  # -1: the first of its batch
+    ack_index[position, 0] = a.producer_id
+    ack_index[position, 1] = a.producer_epoch
+    ack_index[position, 2] = a.base_sequence
+    ack_index[position, 3] = k
+
+
+def reindex_acks(ack_index, acks, count):
+    """Fill an empty, larger `ack_index` with the first `count` acknowledgements (acks grew)."""
+    for k in range(count):
+        index_ack(ack_index, acks, k)
+
+
 def slot_of(slots, entries, part, producer_id):
     """The producer's entry slot; -1 when a new producer needs a slot and none is free."""
-    if producer_id in slots:
-        return slots[producer_id]
+    slot = find_slot(slots, producer_id)
+    if slot >= 0:
+        return slot
     if part.producers >= len(entries):
         return -1
     slot = part.producers
-    slots[producer_id] = slot
+    index_slot(slots, producer_id, slot)
     part.producers += 1
     new_entry(entries[slot], producer_id)
     return slot
@@ -625,9 +693,10 @@ def remember_corrupt_claim(rows, i, entries, slots):
     producer_id = rows[i].producer_id
     if producer_id < 0 or rows[i].base_sequence < 0 or rows[i].is_control:
         return
-    if producer_id not in slots:
+    slot = find_slot(slots, producer_id)
+    if slot < 0:
         return
-    e = entries[slots[producer_id]]
+    e = entries[slot]
     epoch = rows[i].producer_epoch
     base_sequence = rows[i].base_sequence
     extends = (
@@ -815,21 +884,16 @@ def register_ack(rows, i, part, acks, ack_index, counts):
     a.log_batches = 0
     a.log_min_offset = NULL
     a.log_has_exact = False
-    key = (a.producer_id, a.producer_epoch, a.base_sequence)
-    # not dict.get: compiled, it would type the result as optional
-    a.next_same_batch = ack_index[key] if key in ack_index else -1  # noqa: SIM401
-    ack_index[key] = k
+    index_ack(ack_index, acks, k)
     return True
 
 
-def match_acks(rows, i, acks, ack_index):
+def match_acks(rows, i, part, acks, ack_index):
     """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
-    if len(ack_index) == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
+    if part.acks == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
         return  # most audits have no acknowledgements: no key to hash
-    key = (rows[i].producer_id, rows[i].producer_epoch, rows[i].base_sequence)
-    if key not in ack_index:
-        return
-    k = ack_index[key]
+    k = ack_index[ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch,
+                               rows[i].base_sequence), 3]
     base_offset = rows[i].base_offset
     while k >= 0:
         a = acks[k]
@@ -918,8 +982,9 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
         p.batches_skipped = part.skipped_batches
-    slots.clear()
-    ack_index.clear()
+    slots[:, 1] = -1
+    if part.acks > 0:
+        ack_index[:, 3] = -1
     part.active = False
 
 
@@ -1064,8 +1129,8 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
         elif kind == AUDITED:
             if already_in_state(rows, i, part):
                 continue
-            if takes_part_in_replay(rows, i) and rows[i].producer_id not in slots \
-                    and part.producers >= len(entries):
+            if part.producers >= len(entries) and takes_part_in_replay(rows, i) \
+                    and find_slot(slots, rows[i].producer_id) < 0:
                 counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
@@ -1077,7 +1142,7 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                                     out_transactions, out_sessions, counts)
             elif rows[i].crc_valid == 0:
                 remember_corrupt_claim(rows, i, entries, slots)
-            match_acks(rows, i, acks, ack_index)
+            match_acks(rows, i, part, acks, ack_index)
             count_audited_batch(rows, i, part)
         elif kind == REPLICA:
             if already_in_state(rows, i, part):
@@ -1127,8 +1192,11 @@ def _compile() -> None:
         import numba
     except ImportError:  # reported once by replay.runner
         return
+    # Without numba's runtime (`_nrt=False`): the kernel allocates nothing and holds no object
+    # that needs it (its tables are plain arrays), and under it every array passed to a function
+    # was reference-counted on every call: measured, that was about half the kernel's time.
     for name in KERNEL_FUNCTIONS:
-        globals()[name] = numba.njit(cache=True, nogil=True)(globals()[name])
+        globals()[name] = numba.njit(cache=True, nogil=True, _nrt=False)(globals()[name])
 
 
 COMPILED = False

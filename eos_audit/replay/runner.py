@@ -250,8 +250,8 @@ class _Replayer:
         self.part = np.zeros(1, dtype=PARTITION_STATE).view(np.recarray)
         self.entries = np.zeros(64, dtype=PRODUCER_STATE_ENTRY).view(np.recarray)
         self.acks = np.zeros(64, dtype=ACK).view(np.recarray)
-        self.slots = _int_dict(replay_kernel, scalar_key=True)
-        self.ack_index = _int_dict(replay_kernel, scalar_key=False)
+        self.slots = lookup_table(len(self.entries), 2)
+        self.ack_index = lookup_table(len(self.acks), 4)
         self.outputs = {
             name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
         }
@@ -359,8 +359,12 @@ class _Replayer:
         part = self.part[0]
         if part.producers >= len(self.entries):
             self.entries = _grown(self.entries, 2 * len(self.entries))
+            self.slots = lookup_table(len(self.entries), 2)
+            self.kernel.reindex_slots(self.slots, self.entries, part.producers)
         if part.acks >= len(self.acks):
             self.acks = _grown(self.acks, 2 * len(self.acks))
+            self.ack_index = lookup_table(len(self.acks), 4)
+            self.kernel.reindex_acks(self.ack_index, self.acks, part.acks)
         need = int(self.counts[self.kernel.ROOM_NEEDED])
         for name, events in self.outputs.items():
             if len(events) < need:
@@ -510,14 +514,16 @@ def _grown(records: np.ndarray, size: int) -> np.ndarray:
     return bigger
 
 
-def _int_dict(replay_kernel: ModuleType, *, scalar_key: bool):
-    """An int64-valued dict the compiled kernel accepts (a plain dict when it runs uncompiled)."""
-    if not replay_kernel.COMPILED:
-        return {}
-    from numba import typed, types
+def lookup_table(indexed: int, width: int) -> np.ndarray:
+    """An empty lookup table of the kernel (`kernel.slot_position`, `kernel.ack_position`).
 
-    key = types.int64 if scalar_key else types.UniTuple(types.int64, 3)
-    return typed.Dict.empty(key_type=key, value_type=types.int64)
+    Args:
+        indexed: how many items it may hold, a power of two (it gets twice the places).
+        width: int64 values per place, the last being the value (-1: the place is free).
+    """
+    if indexed <= 0 or indexed & (indexed - 1):
+        raise ValueError(f"a lookup table indexes a power of two of items, not {indexed}")
+    return np.full((2 * indexed, width), -1, dtype=np.int64)
 
 
 def uncompiled_kernel() -> ModuleType:

@@ -259,3 +259,25 @@ def test_acknowledgement_findings_keep_the_source_of_their_acknowledgement(size)
         and BY_CODE[r["finding"]["finding_code"]].name.startswith("ACKED")
     }
     assert found == {(0, "ACKED_WRITE_LOST"): "ack-lost", (1, "ACKED_OFFSET_MISMATCH"): "ack-moved"}
+
+
+@pytest.mark.parametrize("size", [7, 1000])
+def test_acknowledgements_beyond_the_first_allocation_are_each_matched_to_their_batch(size):
+    # 150 acknowledgements (beyond the 64 first allocated), one batch identity acknowledged
+    # twice: each is judged against the batches with its identity, across every growth.
+    def ack(offset, pid, partition=0):
+        return row(RowKind.ACK, partition=partition, base_offset=offset, last_offset=offset,
+                   producer_id=pid, producer_epoch=0, base_sequence=0, last_sequence=0,
+                   record_count=1, value=TS)  # fmt: skip
+
+    acks = [ack(p, pid=p) for p in range(150)]
+    acks.insert(6, ack(5, pid=0))  # the batch of producer 0 acknowledged again, at offset 5
+    # odd producers' batches are missing: another producer wrote at their offsets
+    log = [data(p, 0, pid=p if p % 2 == 0 else 1000 + p) for p in range(150)]
+    second = [ack(0, pid=1, partition=1), {**data(0, 0, pid=2), "partition": 1},
+              {**data(1, 0, pid=1), "partition": 1}]  # fmt: skip
+    replayed = replay(acks + log + second, batch_size=size)["finding"]
+    acked = sorted((f[0], f[1]) for f in replayed if f[0].startswith("ACKED"))
+    expected = [("ACKED_OFFSET_MISMATCH", 5)] + [("ACKED_WRITE_LOST", p) for p in range(1, 150, 2)]
+    expected.append(("ACKED_OFFSET_MISMATCH", 0))  # partition 1: producer 1's batch is at 1
+    assert acked == sorted(expected)
