@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 from eos_audit.findings import REGISTRY, Cause, KafkaError
+from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import ControlType, RowKind
 from eos_audit.replay.state import (
     DUPLICATE_LOOKBACK,
@@ -77,6 +78,67 @@ ROOM_NEEDED = 5
 ACKS_SEEN = 6  # acknowledgements registered by the task so far: the next one's ordinal
 COUNTS = 7
 ROW_ROOM = 4  # the most events one row can emit into any output
+
+
+# The wire's layout (rows.py) as module-level ints, which numba compiles as constants.
+KIND_SHIFT = wire.KIND_SHIFT
+TRANSACTIONAL_BIT = wire.TRANSACTIONAL_BIT
+CONTROL_BIT = wire.CONTROL_BIT
+CRC_SHIFT, CRC_MASK = wire.CRC_SHIFT, wire.CRC_MASK
+CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK = wire.HEADER_CODES["control_type"]
+MAGIC_SHIFT, MAGIC_MASK = wire.HEADER_CODES["magic"]
+CONTROL_TYPE_NULL = wire.NULL_BITS["control_type"]
+MAGIC_NULL = wire.NULL_BITS["magic"]
+PRODUCER_EPOCH_NULL = wire.NULL_BITS["producer_epoch"]
+COORDINATOR_EPOCH_NULL = wire.NULL_BITS["coordinator_epoch"]
+BASE_SEQUENCE_NULL = wire.NULL_BITS["base_sequence"]
+LAST_SEQUENCE_NULL = wire.NULL_BITS["last_sequence"]
+LEADER_EPOCH_NULL = wire.NULL_BITS["leader_epoch"]
+RECORD_COUNT_NULL = wire.NULL_BITS["record_count"]
+
+
+# ------------------------------------------------------------------------------------------------
+# The wire, unpacked: one pass over a batch's columns instead of a NumPy pass per field (each of
+# those wrote a strided field of the record array: measured, twice the time of this loop)
+# ------------------------------------------------------------------------------------------------
+def high_half(packed, header, null_bit):
+    """The int32 in the high half of a wire pair (an arithmetic shift), NULL when null."""
+    return NULL if header & null_bit else packed >> 32
+
+
+def low_half(packed, header, null_bit):
+    """The int32 in the low half of a wire pair (sign-extended from 32 bits), NULL when null."""
+    return NULL if header & null_bit else ((packed & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
+def header_code(header, shift, mask, null_bit):
+    """A small code packed in the header, NULL when null."""
+    return NULL if header & null_bit else (header >> shift) & mask
+
+
+def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offset, producer_id,
+                timestamp, value):  # fmt: skip
+    """Fill the rows' fields that come from the wire (rows.py), but the topic's and partition's."""
+    for i in range(len(rows)):
+        h = header[i]
+        r = rows[i]
+        r.kind = h >> KIND_SHIFT
+        r.is_transactional = (h & TRANSACTIONAL_BIT) != 0
+        r.is_control = (h & CONTROL_BIT) != 0
+        r.control_type = header_code(h, CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK, CONTROL_TYPE_NULL)
+        r.magic = header_code(h, MAGIC_SHIFT, MAGIC_MASK, MAGIC_NULL)
+        r.crc_valid = ((h >> CRC_SHIFT) & CRC_MASK) - 1  # -1 not checked, 0 failed, 1 valid
+        r.producer_epoch = high_half(epochs[i], h, PRODUCER_EPOCH_NULL)
+        r.coordinator_epoch = low_half(epochs[i], h, COORDINATOR_EPOCH_NULL)
+        r.base_sequence = high_half(sequences[i], h, BASE_SEQUENCE_NULL)
+        r.last_sequence = low_half(sequences[i], h, LAST_SEQUENCE_NULL)
+        r.leader_epoch = high_half(counts[i], h, LEADER_EPOCH_NULL)
+        r.record_count = low_half(counts[i], h, RECORD_COUNT_NULL)
+        r.base_offset = base_offset[i]
+        r.last_offset = last_offset[i]
+        r.producer_id = producer_id[i]
+        r.timestamp = timestamp[i]
+        r.value = value[i]
 
 
 # ------------------------------------------------------------------------------------------------

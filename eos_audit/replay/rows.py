@@ -92,8 +92,8 @@ REPLAY_SCHEMA = T.StructType(
 # as few fields as the values allow: the flags and small codes of a row in one `header`, and the
 # int32 values in pairs, one per half of an int64. Every paired value is int32 by contract
 # (schemas.py types them IntegerType), so a half holds it exactly; a null is a bit in the header.
-# `engine.wire_rows` (Spark) and `runner.unpack` (NumPy) are the only code that knows this
-# layout; tests/spark/test_wire.py checks that they agree.
+# `engine.wire_rows` (Spark), `kernel.unpack_rows` and `runner.pack` (NumPy, for the kernel's
+# tests) are the only code that knows this layout; tests/spark/test_wire.py checks they agree.
 KIND_SHIFT = 56  # the kind in the header's top bits: ordering by header orders by kind first
 # The small codes in the header: name -> (shift, mask).
 HEADER_CODES = {"control_type": (0, 0b111), "magic": (3, 0b11)}

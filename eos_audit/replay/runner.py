@@ -145,38 +145,17 @@ def _ints(values: np.ndarray) -> pa.Array:
     return pa.array(values, type=pa.int64(), mask=values == NULL)
 
 
+# The wire fields `kernel.unpack_rows` reads, in its parameters' order.
+_UNPACKED = ("header", *[field for field, _, _ in wire.PAIRS], "base_offset", "last_offset",
+             "producer_id", "timestamp", "value")  # fmt: skip
+
+
 def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     """An int64 column as NumPy, NULL where null (without a copy when it has no nulls)."""
     column = batch.column(name)
     if column.null_count:
         column = column.fill_null(NULL)
     return column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-def _with_nulls(values: np.ndarray, header: np.ndarray, name: str) -> np.ndarray:
-    """The values, NULL where the header's null bit of `name` is set."""
-    null = (header & wire.NULL_BITS[name]) != 0
-    if null.any():
-        values[null] = NULL
-    return values
-
-
-def _header_value(header: np.ndarray, name: str) -> np.ndarray:
-    """A small code packed in the header, NULL where its null bit is set."""
-    shift, mask = wire.HEADER_CODES[name]
-    return _with_nulls((header >> shift) & mask, header, name)
-
-
-def unpack_pairs(batch: pa.RecordBatch, header: np.ndarray) -> dict[str, np.ndarray]:
-    """The int32 values paired in the wire's int64 fields (`rows.PAIRS`), NULL where null."""
-    out = {}
-    for field, high, low in wire.PAIRS:
-        packed = _int_column(batch, field)
-        # The high half by an arithmetic shift; the low half sign-extended from 32 bits.
-        values = {high: packed >> 32, low: ((packed & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000}
-        for name, value in values.items():
-            out[name] = _with_nulls(value, header, name)
-    return out
 
 
 def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -289,17 +268,9 @@ class _Replayer:
             )
         rows.tp_start = tp_start
         rows["partition"] = partitions
-        header = _int_column(batch, "header")
-        rows.kind = header >> wire.KIND_SHIFT
-        rows.is_transactional = (header & wire.TRANSACTIONAL_BIT) != 0
-        rows.is_control = (header & wire.CONTROL_BIT) != 0
-        for name in wire.HEADER_CODES:
-            rows[name] = _header_value(header, name)
-        rows.crc_valid = ((header >> wire.CRC_SHIFT) & wire.CRC_MASK) - 1  # -1, 0 failed, 1 valid
-        for name, values in unpack_pairs(batch, header).items():
-            rows[name] = values
-        for name in ("base_offset", "last_offset", "producer_id", "timestamp", "value"):
-            rows[name] = _int_column(batch, name)
+        self.kernel.unpack_rows(
+            rows, *[_int_column(batch, name) for name in _UNPACKED],
+        )  # fmt: skip
         for field, regex in (("is_compacted", self.settings.compacted_regex),
                              ("is_coordinator_topic", self.settings.coordinator_regex)):
             flags = _topic_flags(encoded.dictionary, regex)
