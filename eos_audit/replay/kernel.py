@@ -433,7 +433,7 @@ def takes_part_in_replay(rows, i):
 # Lookups by key, in plain arrays: open-addressing tables of int64 rows (key..., value), a value of
 # -1 marking a free place. A table's capacity is a power of two at least twice what it indexes, so
 # it is never more than half full and a probe always ends. A numba typed dict cost three hash
-# lookups, about 100 ns, per batch, and being reference-counted it kept the whole kernel under
+# lookups, about 100 ns, per row, and being reference-counted it kept the whole kernel under
 # numba's runtime (every array argument counted on every call; see _compile).
 # ------------------------------------------------------------------------------------------------
 def slot_position(slots, producer_id):
