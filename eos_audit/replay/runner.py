@@ -146,7 +146,7 @@ def _ints(values: np.ndarray) -> pa.Array:
 
 
 # The wire fields `kernel.unpack_rows` reads, in its parameters' order.
-_UNPACKED = ("header", *[field for field, _, _ in wire.PAIRS], "base_offset", "last_offset",
+_UNPACKED = ("header", "epochs", "sequences", "counts", "base_offset", "last_offset",
              "producer_id", "timestamp", "value")  # fmt: skip
 
 
