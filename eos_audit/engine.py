@@ -31,6 +31,7 @@ from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
+from eos_audit.sources import row_reference as ref
 from eos_audit.sources.canonical import QUARANTINE_REASON, RAW, increment_sequence
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,8 @@ def batch_rows(batches_df: DataFrame) -> DataFrame:
         else F.lit(0)
     )
     replica = F.col("_replica") if "_replica" in batches_df.columns else F.lit(None)
+    # Rows located by reference carry their file's id and their row number instead of a text.
+    located = ref.SOURCE_FILE in batches_df.columns
     return batches_df.select(
         *_replay_row(
             topic=F.col("topic"),
@@ -158,6 +161,8 @@ def batch_rows(batches_df: DataFrame) -> DataFrame:
             timestamp=F.col("max_timestamp"),
             crc_valid=F.col("crc_valid"),
             source=F.col("source"),
+            source_file=F.col(ref.SOURCE_FILE) if located else F.lit(None),
+            value=F.col(ref.SOURCE_ROW) if located else F.lit(None),
             replica=replica,
             quarantine_reason=F.col(QUARANTINE_REASON),
             raw=F.col(RAW),
@@ -341,6 +346,11 @@ def sort_key(name: str) -> Column:
         return header.bitwiseAND(F.lit(bit))
     if name == "crc_valid":  # 0 not checked, 1 failed, 2 valid: nulls, then false, then true
         return F.shiftright(header, wire.CRC_SHIFT).bitwiseAND(F.lit(wire.CRC_MASK))
+    if name == "source_file":
+        file_id = F.shiftright(header, wire.SOURCE_FILE_SHIFT).bitwiseAND(
+            F.lit(wire.SOURCE_FILE_MASK)
+        )
+        return F.when(header.bitwiseAND(F.lit(wire.SOURCE_FILE_BIT)) != 0, file_id)
     if name in wire.HEADER_CODES:
         shift, mask = wire.HEADER_CODES[name]
         value = F.shiftright(header, shift).bitwiseAND(F.lit(mask))
@@ -380,7 +390,8 @@ def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
         _flag(F.coalesce(F.col("is_control"), F.lit(False)), wire.CONTROL_BIT),
         _bits(crc, wire.CRC_SHIFT, wire.CRC_MASK),
         _flag(F.col("quarantine_reason").isNotNull(), wire.QUARANTINED_BIT),
-        _flag(F.col("raw").isNull(), wire.RAW_NULL_BIT),
+        _flag(F.col("source_file").isNotNull(), wire.SOURCE_FILE_BIT),
+        _bits(F.col("source_file"), wire.SOURCE_FILE_SHIFT, wire.SOURCE_FILE_MASK),
         *[_null_bit(name) for name in wire.HEADER_CODES],
         *[_null_bit(name) for _, high, low in wire.PAIRS for name in (high, low)],
     ]
@@ -394,18 +405,32 @@ def wire_rows(rows_df: DataFrame, *extra: Column) -> DataFrame:
         for name, high, low in wire.PAIRS
     ]
     plain = [F.col(name).cast(wire.WIRE_SCHEMA[name].dataType) for name in wire.PLAIN_FIELDS]
-    reason = F.col("quarantine_reason")
-    detail = F.when(  # rows.quarantine_detail
-        reason.isNotNull(),
-        F.concat(F.length(reason).cast("string"), F.lit(":"), reason,
-                 F.coalesce(F.col("raw"), F.lit(""))),
-    ).otherwise(F.col("replica"))  # fmt: skip
+    texts = [F.col(name) for name in wire.DETAIL_TEXTS]
+    *prefixed, last = texts
+    null_text = F.lit(wire.NULL_TEXT)
+    written = [  # rows.detail_of
+        F.coalesce(F.concat(F.length(text).cast("string"), F.lit(":"), text), null_text)
+        for text in prefixed
+    ] + [F.coalesce(F.concat(F.lit(wire.LAST_TEXT), last), null_text)]
+    any_text = texts[0].isNotNull()
+    for text in texts[1:]:
+        any_text = any_text | text.isNotNull()
+    detail = F.when(any_text, F.concat(*written))
     return rows_df.select(packed.alias("header"), *pairs, *plain, detail.alias(wire.DETAIL),
                           *extra)  # fmt: skip
 
 
-def replay_settings(config: AuditConfig, as_of_ms: int | None) -> ReplaySettings:
-    """The run's configuration as the executors' kernel reads it."""
+def replay_settings(
+    config: AuditConfig, as_of_ms: int | None, source_files: dict[int, str] | None = None
+) -> ReplaySettings:
+    """The run's configuration as the executors' kernel reads it.
+
+    Args:
+        config: the run configuration.
+        as_of_ms: the export time in epoch ms, when known.
+        source_files: the paths of the files rows are located in by reference, by id
+            (`row_reference.file_ids`).
+    """
 
     def regex(patterns: tuple[str, ...]) -> str | None:
         return "|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns) if patterns else None
@@ -424,6 +449,7 @@ def replay_settings(config: AuditConfig, as_of_ms: int | None) -> ReplaySettings
         unknown_producer_error=int(unknown_error),
         compacted_regex=regex(config.topics.compacted),
         coordinator_regex=regex(config.topics.coordinator),
+        source_files=source_files or {},
     )
 
 
@@ -621,7 +647,11 @@ def audit(
         acks_df=acks_df,
         covered_df=covered_df,
     )
-    emitted = rows.mapInArrow(replay_partitions(replay_settings(config, as_of_ms)), KERNEL_OUTPUT)
+    # The driver's listing of the input files names the rows findings point at (row_reference).
+    located = ref.SOURCE_FILE in batches_df.columns
+    source_files = (ref.file_ids(batches_df.inputFiles()) if located else None) or {}
+    settings = replay_settings(config, as_of_ms, source_files)
+    emitted = rows.mapInArrow(replay_partitions(settings), KERNEL_OUTPUT)
     record = F.col("record")
     out = (
         F.when(record == "finding", _record("findings", finding=_finding_of(config, run_id)))

@@ -74,9 +74,12 @@ REPLAY_SCHEMA = T.StructType(
         T.StructField("timestamp", T.LongType(), True),
         T.StructField("crc_valid", T.BooleanType(), True),
         # Per kind: a checkpoint's offset, an acknowledgement's time, a seeded entry's open
-        # transaction, a leader-epoch entry's epoch, a seeded batch's state offset.
+        # transaction, a leader-epoch entry's epoch, a seeded batch's state offset; for a batch
+        # located by reference (sources.row_reference), its row in `source_file`.
         T.StructField("value", T.LongType(), True),
         T.StructField("source", T.StringType(), True),
+        # The id of the file a batch was read from, when `source` is null (row_reference).
+        T.StructField("source_file", T.LongType(), True),
         T.StructField("replica", T.StringType(), True),
         # Quarantined rows ride along only to be written to quarantine (never replayed).
         T.StructField("quarantine_reason", T.StringType(), True),
@@ -109,9 +112,12 @@ NULL_BITS = {
          "last_sequence", "leader_epoch", "record_count")
     )
 }  # fmt: skip
-# A quarantined row (never replayed, written to quarantine as it is), and one without raw text.
+# A quarantined row (never replayed, written to quarantine as it is).
 QUARANTINED_BIT = 1 << 17
-RAW_NULL_BIT = 1 << 18
+# A row located by reference: the id of its file (CRC-32) in the header's bits 20 to 51, its
+# row in `value`. The text `<file>:row <n>` is written for emitted rows only.
+SOURCE_FILE_BIT = 1 << 19
+SOURCE_FILE_SHIFT, SOURCE_FILE_MASK = 20, 0xFFFFFFFF
 # The int32 pairs: (wire field, value in the high half, value in the low half).
 PAIRS = (
     ("epochs", "producer_epoch", "coordinator_epoch"),
@@ -121,40 +127,62 @@ PAIRS = (
 # Fields that cross as they are.
 PLAIN_FIELDS = (
     "topic", "partition", "base_offset", "last_offset", "producer_id", "timestamp", "value",
-    "source",
 )  # fmt: skip
 # The rare texts of a row in one field, null for most rows: a string field costs Spark's Arrow
-# writer about as much when null as when set (measured: the three separate, mostly null fields
-# were an eighth of the hand-over's CPU). A quarantined row (QUARANTINED_BIT) carries
-# "<length of the reason>:<reason><raw>" (RAW_NULL_BIT: no raw), any other row its replica.
+# writer about as much when null as when set (measured: three separate, mostly null fields were
+# an eighth of the hand-over's CPU). Each text but the last is written `<length>:<text>`, or `-`
+# when null; the last, the row's source, is written `=<text>`, or `-` when null, and runs to the
+# end, so that rows alike in their other texts sort by `detail` as by their source, nulls first
+# ('-' sorts before '='), which is the last tie-break of the log order (REPLAY_ORDER).
 DETAIL = "detail"
+DETAIL_TEXTS = ("quarantine_reason", "raw", "replica", "source")
 WIRE_SCHEMA = T.StructType(
     [T.StructField("header", T.LongType(), False)]
     + [T.StructField(name, T.LongType(), False) for name, _, _ in PAIRS]
     + [T.StructField(name, REPLAY_SCHEMA[name].dataType, True) for name in PLAIN_FIELDS]
     + [T.StructField(DETAIL, T.StringType(), True)]
 )
+NULL_TEXT, LAST_TEXT = "-", "="
 
 
-def quarantine_detail(reason: str, raw: str | None) -> str:
-    """The `detail` of a quarantined row (what `engine.wire_rows` builds in Spark)."""
-    return f"{len(reason)}:{reason}{raw or ''}"
+def detail_of(*texts: str | None) -> str | None:
+    """The `detail` of a row with these `DETAIL_TEXTS` (what `engine.wire_rows` builds in Spark)."""
+    if all(text is None for text in texts):
+        return None
+    *prefixed, last = texts
+    written = [NULL_TEXT if text is None else f"{len(text)}:{text}" for text in prefixed]
+    written.append(NULL_TEXT if last is None else f"{LAST_TEXT}{last}")
+    return "".join(written)
 
 
-def split_quarantine_detail(detail: str, raw_is_null: bool) -> tuple[str, str | None]:
-    """(reason, raw) of a quarantined row's `detail`."""
-    length, _, rest = detail.partition(":")
-    reason, raw = rest[: int(length)], rest[int(length) :]
-    return reason, None if raw_is_null else raw
+def texts_of(detail: str | None) -> tuple[str | None, ...]:
+    """The `DETAIL_TEXTS` of a row's `detail`, in their order."""
+    if detail is None:
+        return (None,) * len(DETAIL_TEXTS)
+    texts: list[str | None] = []
+    at = 0
+    for _ in DETAIL_TEXTS[:-1]:
+        if detail[at] == NULL_TEXT:
+            texts.append(None)
+            at += 1
+            continue
+        colon = detail.index(":", at)
+        end = colon + 1 + int(detail[at:colon])
+        texts.append(detail[colon + 1 : end])
+        at = end
+    texts.append(None if detail[at] == NULL_TEXT else detail[at + 1 :])
+    return tuple(texts)
+
 
 # Sorted within (topic, partition): preamble kinds first, then the log by offset. `order_kind`
 # is the kind in the preamble and LEADER_EPOCH_ENTRY for the whole log, so log rows sort by
 # offset first and by kind second. Ties of identical offsets are broken on every other field,
-# nulls first (docs/replay_semantics.md#scope), so the replay (and every finding id) is
+# nulls first, and last on the row's texts (`detail`: its source last) and its location by
+# reference (docs/replay_semantics.md#scope), so the replay (and every finding id) is
 # independent of the input order. The sort reads packed values through `engine.sort_key`.
 REPLAY_ORDER = [
-    "topic", "partition", "order_kind", "base_offset", "kind", "detail", "last_offset",
-    "producer_id", "producer_epoch", "base_sequence", "is_control", "is_transactional",
-    "control_type", "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic",
-    "crc_valid", "source",
+    "topic", "partition", "order_kind", "base_offset", "kind", "last_offset", "producer_id",
+    "producer_epoch", "base_sequence", "is_control", "is_transactional", "control_type",
+    "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic", "crc_valid",
+    "detail", "source_file", "value",
 ]  # fmt: skip

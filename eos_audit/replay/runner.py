@@ -8,6 +8,7 @@ emitted into Arrow rows, picking the strings (topic, source) of the few emitted 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import os
@@ -34,6 +35,7 @@ from eos_audit.replay.state import (
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
 )
+from eos_audit.sources.row_reference import row_source
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ class ReplaySettings:
     unknown_producer_error: int
     compacted_regex: str | None
     coordinator_regex: str | None
+    # Paths of the files rows are located in by reference, by id (sources.row_reference).
+    source_files: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def params(self) -> Params:
         """The settings as the kernel's argument."""
@@ -192,21 +196,16 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
         header |= np.where(low_null, wire.NULL_BITS[low], 0)
         arrays[field] = pa.array((high_value << 32) | (low_value & 0xFFFFFFFF), pa.int64())
     reasons = batch.column("quarantine_reason").to_pylist()
-    raws = batch.column("raw").to_pylist()
     header |= np.where([r is not None for r in reasons], wire.QUARANTINED_BIT, 0)
-    header |= np.where([r is None for r in raws], wire.RAW_NULL_BIT, 0)
+    source_file, no_file = ints("source_file")
+    header |= np.where(no_file, 0, wire.SOURCE_FILE_BIT)
+    header |= (source_file & wire.SOURCE_FILE_MASK) << wire.SOURCE_FILE_SHIFT
     arrays["header"] = pa.array(header, pa.int64())
     for name in wire.PLAIN_FIELDS:
         arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
-    arrays[wire.DETAIL] = pa.array(
-        [
-            wire.quarantine_detail(reason, raw) if reason is not None else replica
-            for reason, raw, replica in zip(
-                reasons, raws, batch.column("replica").to_pylist(), strict=True
-            )
-        ],
-        pa.string(),
-    )
+    texts = [batch.column(name).to_pylist() for name in wire.DETAIL_TEXTS]
+    details = [wire.detail_of(*row_texts) for row_texts in zip(*texts, strict=True)]
+    arrays[wire.DETAIL] = pa.array(details, pa.string())
     return pa.RecordBatch.from_arrays([arrays[f.name] for f in WIRE_ARROW], schema=WIRE_ARROW)
 
 
@@ -320,10 +319,32 @@ class _Replayer:
         (ack_rows,) = np.nonzero(rows.kind == int(RowKind.ACK))
         if len(ack_rows) == 0:
             return
-        sources = batch.column("source").take(pa.array(ack_rows)).to_pylist()
+        _, sources = self.texts_at(batch, ack_rows)
         for source in sources:
             self.ack_sources[self.acks_seen] = source
             self.acks_seen += 1
+
+    def texts_at(self, batch: pa.RecordBatch, at: np.ndarray) -> tuple[list, list]:
+        """The replica and the source of the batch's rows at these indexes.
+
+        A row located by reference gets its source written here, `<file>:row <n>`, from the
+        driver's listing of the input files (sources.row_reference).
+        """
+        take = pa.array(at, type=pa.int64())
+        details = batch.column(wire.DETAIL).take(take).to_pylist()
+        headers = _int_column(batch, "header")[at]
+        rows = _int_column(batch, "value")[at]
+        replicas, sources = [], []
+        for detail, header, row in zip(details, headers, rows, strict=True):
+            _, _, replica, source = wire.texts_of(detail)
+            if source is None and header & wire.SOURCE_FILE_BIT:
+                file_id = int(header >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
+                unlisted = f"<file with CRC-32 {file_id:#010x}>"
+                path = self.settings.source_files.get(file_id, unlisted)
+                source = row_source(path, int(row))
+            replicas.append(replica)
+            sources.append(source)
+        return replicas, sources
 
     def grow(self) -> None:
         """Make room for what stopped the kernel: more producers, acknowledgements or events."""
@@ -382,12 +403,11 @@ class _Replayer:
             rows = np.asarray(events["row"])
             has_row = rows >= 0
             if batch is not None and has_row.any():
-                take = pa.array(np.where(has_row, rows, 0))
+                replicas, sources = self.texts_at(batch, np.where(has_row, rows, 0))
                 mask = pa.array(~has_row)
-                # Replayed rows are not quarantined: their detail is their replica.
-                for column, wire_field in (("source", "source"), ("replica", wire.DETAIL)):
-                    picked = batch.column(wire_field).take(take)
-                    columns[column] = pc.if_else(mask, pa.nulls(n, picked.type), picked)
+                for column, texts in (("source", sources), ("replica", replicas)):
+                    columns[column] = pc.if_else(mask, pa.nulls(n, pa.string()),
+                                                 pa.array(texts, pa.string()))  # fmt: skip
                 control_types = self.control_types[np.where(has_row, rows, 0)]
                 columns["control_type"] = pa.array(
                     control_types, type=pa.int64(), mask=~has_row | (control_types == NULL)
@@ -429,17 +449,18 @@ class _Replayer:
         is_batch = (kinds == RowKind.AUDITED) | (kinds == RowKind.REPLICA)
         rejected = rejected.filter(pa.array(is_batch))
         n = rejected.num_rows
-        raw_null = (_int_column(rejected, "header") & wire.RAW_NULL_BIT) != 0
-        reasons, raws = [], []
-        for detail, no_raw in zip(rejected.column(wire.DETAIL).to_pylist(), raw_null, strict=True):
-            reason, raw = wire.split_quarantine_detail(detail, bool(no_raw))
+        reasons, raws, sources = [], [], []
+        for detail in rejected.column(wire.DETAIL).to_pylist():
+            # Spark writes the source of every quarantined row (canonical.to_canonical).
+            reason, raw, _, source = wire.texts_of(detail)
             reasons.append(reason)
             raws.append(raw)
+            sources.append(source)
         columns = {
             "record": pa.array(["quarantine"] * n, type=pa.string()),
             "topic": rejected.column("topic"),
             "partition": rejected.column("partition"),
-            "source": rejected.column("source"),
+            "source": pa.array(sources, pa.string()),
             "quarantine": pa.StructArray.from_arrays(
                 [
                     pa.array(reasons, pa.string()),

@@ -112,7 +112,12 @@ def _fmt(template: str, *cols: Column) -> Column:
 
 
 def to_canonical(
-    df: DataFrame, *, text_input: bool = False, keep: tuple[str, ...] = ()
+    df: DataFrame,
+    *,
+    text_input: bool = False,
+    keep: tuple[str, ...] = (),
+    source_fallback: Column | None = None,
+    fallback_columns: tuple[str, ...] = (),
 ) -> DataFrame:
     """Range-check, derive and cast a source DataFrame into the canonical schema.
 
@@ -121,6 +126,11 @@ def to_canonical(
             width (or strings when `text_input`), optional `_source_error`.
         text_input: whether values arrive as strings (JSON lines, CSV).
         keep: further columns of `df` to carry through unchanged (for example a replica id).
+        source_fallback: where a row was read, for rows without a `source` of their own, when
+            the rows are otherwise located by reference (`row_reference`): it is evaluated for
+            quarantined rows only (their `source` and `raw`), never for the others.
+        fallback_columns: columns of `df` that only `source_fallback` reads: neither carried
+            through nor part of `raw`.
 
     Returns:
         The canonical columns with contract types, plus `quarantine_reason` (null for valid rows)
@@ -129,9 +139,20 @@ def to_canonical(
     """
     check_columns(df, text_input=text_input)
     present = set(df.columns)
-    raw_json = F.to_json(
-        F.struct(*[F.col(c) for c in df.columns if c != SOURCE_ERROR and c not in keep])
+    given_source = F.col("source") if "source" in present else F.lit(None).cast("string")
+    # Referenced only under `reason.isNotNull()` below, so that Spark builds it for quarantined
+    # rows alone (a column computed beforehand would be built for every row).
+    shown_source = (
+        given_source if source_fallback is None else F.coalesce(given_source, source_fallback)
     )
+    raw_fields = [
+        (shown_source if c == "source" else F.col(c)).alias(c)
+        for c in df.columns
+        if c != SOURCE_ERROR and c not in keep and c not in fallback_columns
+    ]
+    if source_fallback is not None and "source" not in present:
+        raw_fields.append(shown_source.alias("source"))
+    raw_json = F.to_json(F.struct(*raw_fields))
     source_error = F.col(SOURCE_ERROR) if SOURCE_ERROR in present else F.lit(None).cast("string")
 
     problems: list[Column] = []
@@ -255,6 +276,8 @@ def to_canonical(
             value = magic
         elif name in wide:
             value = wide[name]
+        elif name == "source" and source_fallback is not None:
+            value = F.when(reason.isNotNull(), shown_source).otherwise(given_source)
         else:
             value = strings[name]
         # try_cast: out-of-range values are already reasons; the row is quarantined either way.

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
-from eos_audit.sources import formats
+from eos_audit.sources import formats, row_reference
 from eos_audit.sources.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 DEFAULT_SOURCE = "_default_source"
@@ -411,8 +411,21 @@ def _is_marker(file: Path, root: Path) -> bool:
     return any(part.startswith(("_", ".")) for part in file.relative_to(root).parts)
 
 
-def read_parquet_table(spark: SparkSession, paths: list[str], contract: TableContract) -> DataFrame:
+def read_parquet_table(
+    spark: SparkSession, paths: list[str], contract: TableContract, *, by_reference: bool = False
+) -> DataFrame:
     """Parquet files with the contract's columns in their own types.
+
+    Args:
+        spark: the session.
+        paths: files or directories.
+        contract: the input.
+        by_reference: locate rows by (file id, row) rather than by a text (`row_reference`),
+            unless two files share an id or the files have columns of those names.
+
+    Returns:
+        The rows as read plus `_default_source`, `<file>:row <n>`; or, located by reference,
+        plus `row_reference.SOURCE_PATH`, `SOURCE_FILE` and `SOURCE_ROW`.
 
     Raises:
         InputSchemaError: a file is not Parquet, a required column is missing or a column has
@@ -424,6 +437,16 @@ def read_parquet_table(spark: SparkSession, paths: list[str], contract: TableCon
     where = ", ".join(paths)
     require_columns(df.columns, contract.required, where, contract)
     check_types(df, where, contract)
+    # A file with columns of the same names (an export's own) keeps them, located by text.
+    clash = set(df.columns) & set(row_reference.COLUMNS)
+    if by_reference and not clash and row_reference.file_ids(df.inputFiles()) is not None:
+        path = F.col("_metadata.file_path")
+        return df.select(
+            "*",
+            path.alias(row_reference.SOURCE_PATH),
+            row_reference.file_id(path).alias(row_reference.SOURCE_FILE),
+            F.col("_metadata.row_index").alias(row_reference.SOURCE_ROW),
+        )
     return df.withColumn(DEFAULT_SOURCE, file_source(with_row_index=True))
 
 

@@ -19,6 +19,7 @@ from pyspark.sql import types as T
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import RECORD_BATCH, RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
 from eos_audit.sources import contract_reader as cr
+from eos_audit.sources import row_reference as ref
 from eos_audit.sources.canonical import to_canonical
 
 FORMATS = ("parquet", "json", "csv", "delta")
@@ -48,6 +49,26 @@ def _with_source(df: DataFrame, default: F.Column | None = None) -> DataFrame:
     return out.drop(cr.DEFAULT_SOURCE) if cr.DEFAULT_SOURCE in out.columns else out
 
 
+def _read_parquet(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """Parquet rows, each located by (file id, row) rather than a text (`row_reference`).
+
+    The text `<file>:row <n>` is then built only for the rows shown: quarantined rows here, and
+    the rows findings name in the replay. Should two input files share an id, every row is named
+    by its text, as every other format does.
+    """
+    df = cr.read_parquet_table(spark, paths, CONTRACT, by_reference=True)
+    if cr.DEFAULT_SOURCE in df.columns:  # located by text (see read_parquet_table)
+        return to_canonical(_with_source(df))
+    if "source" in df.columns:
+        df = df.withColumn("source", F.col("source").cast("string"))
+    return to_canonical(
+        df,
+        keep=(ref.SOURCE_FILE, ref.SOURCE_ROW),
+        source_fallback=ref.source_text(F.col(ref.SOURCE_PATH), F.col(ref.SOURCE_ROW)),
+        fallback_columns=(ref.SOURCE_PATH,),
+    )
+
+
 def _read_delta(spark: SparkSession, paths: list[str]) -> DataFrame:
     empty = T.StructType([T.StructField(c.name, c.data_type, True) for c in RECORD_BATCH_COLUMNS])
     frames = [_with_source(cr.delta_dataframe(spark, p, empty), F.lit(f"delta:{p}")) for p in paths]
@@ -66,7 +87,8 @@ def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
         fmt: parquet, json, csv or delta.
 
     Returns:
-        `to_canonical`'s output: canonical columns, `quarantine_reason`, `raw`.
+        `to_canonical`'s output: canonical columns, `quarantine_reason`, `raw`; for Parquet
+        also `source_file` and `source_row`, which locate the rows whose `source` is null.
 
     Raises:
         InputNotFoundError: a path does not exist.
@@ -78,7 +100,7 @@ def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
         if not cr.is_uri(path) and not os.path.exists(path):
             raise InputNotFoundError(f"input {path} does not exist; check --batches")
     if fmt == "parquet":
-        return to_canonical(_with_source(cr.read_parquet_table(spark, paths, CONTRACT)))
+        return _read_parquet(spark, paths)
     if fmt == "delta":
         return _read_delta(spark, paths)
     if fmt == "json":

@@ -1,5 +1,6 @@
 import json
 import re
+import zlib
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,14 +35,17 @@ def test_parquet_with_narrow_integer_types(spark, tmp_path):
     assert _valid(df) == EXPECTED
 
 
-def test_parquet_source_defaults_to_file_and_row(spark, tmp_path):
+def test_parquet_rows_without_a_source_are_located_by_file_id_and_row(spark, tmp_path):
     rows = [dict(r, source=None) for r in ROWS]
     pq.write_table(
         pa.table({c: [r[c] for r in rows] for c in RECORD_BATCH.fieldNames()}),
         tmp_path / "b.parquet",
     )
-    sources = sorted(r.source for r in read_tabular(spark, [str(tmp_path)], "parquet").collect())
-    assert sources[0].endswith("b.parquet:row 0") and sources[2].endswith(":row 2")
+    df = read_tabular(spark, [str(tmp_path)], "parquet")
+    (path,) = df.inputFiles()
+    file_id = zlib.crc32(("file:/" + path.removeprefix("file:///")).encode())
+    located = sorted((r.source, r.source_file, r.source_row) for r in df.collect())
+    assert located == [(None, file_id, 0), (None, file_id, 1), (None, file_id, 2)]
 
 
 def test_json_lines_with_a_bad_value_and_a_malformed_line(spark, tmp_path):

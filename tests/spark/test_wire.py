@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit import engine
-from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, RowKind
+from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, RowKind, detail_of, texts_of
 from eos_audit.replay.runner import ReplaySettings, _Replayer, pack
 from eos_audit.replay.state import NULL, REPLAY_ROW
 
@@ -45,6 +45,8 @@ ROW = st.fixed_dictionaries(
         "crc_valid": FLAG,
         "value": INT64,
         "source": st.one_of(st.none(), st.sampled_from(["", "a.log:0", "broker-2/t-0"])),
+        "source_file": st.one_of(st.none(), st.sampled_from([0, 2**32 - 1]),
+                                 st.integers(0, 2**32 - 1)),  # fmt: skip
         "replica": st.one_of(st.none(), st.sampled_from(["", "broker-1"])),
         "quarantine_reason": st.none(),
         "raw": st.none(),
@@ -69,6 +71,7 @@ EXTREMES = {
     "coordinator_epoch": -1, "leader_epoch": 2**31 - 1, "record_count": 0,
     "control_type": 4, "magic": 2, "crc_valid": False, "is_control": True,
     "is_transactional": True, "value": 2**63 - 1, "base_offset": -(2**63) + 1,
+    "source_file": 2**32 - 1, "replica": "broker-1", "source": "",
 }  # fmt: skip
 
 
@@ -89,6 +92,26 @@ def expected(row: dict) -> dict:
 def unpacked(batch: pa.RecordBatch) -> list[dict]:
     rows = _Replayer(SETTINGS).rows_of(batch)
     return [{n: rows[n][i].item() for n in FROM_ROW} for i in range(batch.num_rows)]
+
+
+OPTIONAL_TEXT = st.one_of(st.none(), TEXT)
+
+
+@given(st.tuples(OPTIONAL_TEXT, OPTIONAL_TEXT, OPTIONAL_TEXT), st.lists(OPTIONAL_TEXT, max_size=8))
+def test_detail_keeps_every_text_and_sorts_rows_as_their_source_does(others, sources):
+    details = [detail_of(*others, source) for source in sources]
+    assert [texts_of(d) for d in details] == [(*others, source) for source in sources]
+
+    # Spark compares strings as UTF-8 bytes, nulls first; the log order (and the oracle) compares
+    # sources as Python strings, nulls first.
+    def spark_order(detail: str | None) -> tuple:
+        return (detail is not None, detail.encode() if detail is not None else b"")
+
+    def log_order(source: str | None) -> tuple:
+        return (source is not None, source or "")
+
+    by_detail = [texts_of(d)[3] for d in sorted(details, key=spark_order)]
+    assert by_detail == sorted(sources, key=log_order)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -127,8 +150,9 @@ def test_the_sort_reads_every_key_back_from_the_wire(spark):
                 assert bool(read[name]) == bool(row[name]), name
             elif name == "crc_valid":
                 assert read[name] == crc[row[name]], name
-            elif name == "detail":  # a row that is not quarantined carries its replica there
-                assert read[name] == row["replica"], name
+            elif name == "detail":  # a row that is not quarantined: its replica and source
+                assert read[name] == detail_of(None, None, row["replica"], row["source"]), name
+                assert texts_of(read[name])[2:] == (row["replica"], row["source"]), name
             else:
                 assert read[name] == row[name], name
 
@@ -153,3 +177,18 @@ def test_a_quarantined_row_reaches_quarantine_with_its_texts_unchanged(spark, re
     from_numpy = pack(pa.RecordBatch.from_pylist(rows, schema=ARROW))
     assert from_spark.select(from_numpy.schema.names).equals(from_numpy)
     assert quarantined_out(from_spark) == wanted
+
+
+def test_an_emitted_row_gets_its_replica_and_its_source_written_from_its_file_reference(spark):
+    rows = [
+        {**EXTREMES, "source": None, "source_file": 7, "value": 41, "replica": None},
+        {**EXTREMES, "source": "own.log:3", "source_file": 7, "value": 42},
+        {**EXTREMES, "source": None, "source_file": 8, "value": 43},
+        {**EXTREMES, "source": None, "source_file": None, "replica": None},
+    ]
+    wired = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    batch = wired.combine_chunks().to_batches()[0]
+    replayer = _Replayer(ReplaySettings(0, 0, None, 0, None, None, source_files={7: "f:/a b"}))
+    replicas, sources = replayer.texts_at(batch, pa.array(range(4)).to_numpy())
+    assert replicas == [None, "broker-1", "broker-1", None]
+    assert sources == ["f:/a b:row 41", "own.log:3", "<file with CRC-32 0x00000008>:row 43", None]
