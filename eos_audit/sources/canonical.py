@@ -140,7 +140,7 @@ def to_canonical(
     check_columns(df, text_input=text_input)
     present = set(df.columns)
     given_source = F.col("source") if "source" in present else F.lit(None).cast("string")
-    # Referenced only under `reason.isNotNull()` below, so that Spark builds it for quarantined
+    # Referenced only under `quarantined` below, so that Spark builds it for quarantined
     # rows alone (a column computed beforehand would be built for every row).
     shown_source = (
         given_source if source_fallback is None else F.coalesce(given_source, source_fallback)
@@ -265,7 +265,14 @@ def to_canonical(
     # A row the reader could not parse gets that reason alone, not its consequences (every
     # column null), as the other contract readers do.
     checks = F.concat_ws("; ", *problems)
-    reason = F.coalesce(source_error, F.when(checks != "", checks))
+    # Two differently shaped tests of `checks` on purpose: Spark's common-subexpression
+    # elimination then builds `checks` once per row and every use reads it. With one shape
+    # (`reason.isNotNull()` everywhere) only the test is shared and the reason's text is generated
+    # a second time, which pushed the stage's generated method past the 8,000 bytes of bytecode
+    # HotSpot compiles (interpreted, the hand-over to the replay ran twice as long);
+    # tests/spark/test_plan.py checks the method size.
+    reason = F.coalesce(source_error, F.when(F.length(checks) > 0, checks))
+    quarantined = source_error.isNotNull() | (checks != "")
 
     out: dict[str, Column] = {}
     for column in RECORD_BATCH_COLUMNS:
@@ -277,7 +284,7 @@ def to_canonical(
         elif name in wide:
             value = wide[name]
         elif name == "source" and source_fallback is not None:
-            value = F.when(reason.isNotNull(), shown_source).otherwise(given_source)
+            value = F.when(quarantined, shown_source).otherwise(given_source)
         else:
             value = strings[name]
         # try_cast: out-of-range values are already reasons; the row is quarantined either way.
@@ -285,7 +292,7 @@ def to_canonical(
     return df.select(
         *[out[c.name].alias(c.name) for c in RECORD_BATCH_COLUMNS],
         reason.alias(QUARANTINE_REASON),
-        F.when(reason.isNotNull(), raw_json).alias(RAW),
+        F.when(quarantined, raw_json).alias(RAW),
         *keep,
     )
 

@@ -2,10 +2,16 @@
 
 import re
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import to_arrow_schema
+
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.schemas import RECORD_BATCH
 from eos_audit.session import replay_arrow_settings
 from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.record_batches import read_tabular
 from tests.builders import batches_df, data, seeds_df
 
 SHUFFLE = re.compile(
@@ -54,3 +60,37 @@ def test_the_replay_settings_hold_for_the_run_only(spark):
         assert spark.conf.get(key) == default != str(2**31 - 1)
     finally:
         spark.conf.unset(key)
+
+
+# HotSpot compiles no method larger than this many bytes of bytecode (-XX:+DontCompileHugeMethods,
+# on by default); a larger one runs interpreted.
+HUGE_METHOD_BYTES = 8000
+
+
+def _largest_generated_method(df) -> int:
+    stages = df._jdf.queryExecution().debug().codegenToSeq()
+    return max(stages.apply(i)._3().maxMethodCodeSize() for i in range(stages.size()))
+
+
+def test_the_hand_over_to_the_replay_compiles_to_methods_the_jit_compiles(spark, tmp_path):
+    # Spark generates the reader's validation and the wire projection as one stage; measured, a
+    # method of that stage over the limit made the hand-over to the replay twice as slow. The
+    # suite's session turns code generation off (conftest), so it is on here only, and adaptive
+    # execution off, which would plan the stages only when the query runs.
+    pq.write_table(
+        pa.Table.from_pylist([data(0, seq=0)], schema=to_arrow_schema(RECORD_BATCH)),
+        tmp_path / "batches.parquet",
+    )
+    settings = {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        rows = engine.replay_rows(read_tabular(spark, [str(tmp_path)], "parquet"))
+        assert 0 < _largest_generated_method(rows) < HUGE_METHOD_BYTES
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
