@@ -255,11 +255,21 @@ class MemorySampler:
 
 
 def timed(action, repeat: int) -> float:
-    best = float("inf")
+    return interleaved({"action": action}, repeat)["action"]
+
+
+def interleaved(actions: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+    """The best time of each action over `repeat` rounds that run every action once, in order.
+
+    Rounds rather than each action's runs back to back: on a shared machine the speed drifts
+    over minutes, and a ratio of two lines (audit/floor) should compare runs made side by side.
+    """
+    best = dict.fromkeys(actions, float("inf"))
     for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - start)
+        for name, action in actions.items():
+            start = time.perf_counter()
+            action()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -555,16 +565,19 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
         batches = read_tabular(spark, [str(data)], "parquet")
         engine.audit(batches, AuditConfig(), "bench").write.format("noop").mode("overwrite").save()
 
-    floor_s = timed(floor, args.repeat)
-    transfer_s = timed(transfer, args.repeat)
+    memory = MemorySampler(spark)
+    lines = {"floor": floor, "transfer": transfer}
+    if not args.no_audit:
+        lines["audit"] = lambda: memory.run(audit)
+    best = interleaved(lines, args.repeat)
+    floor_s, transfer_s = best["floor"], best["transfer"]
     result = {"rows": rows, "cores": spark.sparkContext.defaultParallelism,
               "floor_s": round(floor_s, 2), "transfer_s": round(transfer_s, 2),
               "transfer_ratio": round(transfer_s / floor_s, 2),
               "floor_batches_per_s": int(rows / floor_s)}  # fmt: skip
     if args.no_audit:
         return result
-    memory = MemorySampler(spark)
-    audit_s = timed(lambda: memory.run(audit), args.repeat)
+    audit_s = best["audit"]
     result.update(memory.figures())
     result.update({"audit_s": round(audit_s, 2), "ratio": round(audit_s / floor_s, 2),
                    "audit_transfer_ratio": round(audit_s / transfer_s, 2),

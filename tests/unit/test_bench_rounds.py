@@ -1,0 +1,20 @@
+"""The bench times its lines in rounds, side by side, and keeps each line's best (no Spark)."""
+
+from __future__ import annotations
+
+from bench import run
+
+
+def test_lines_run_in_rounds_and_each_keeps_its_best(monkeypatch):
+    calls: list[str] = []
+    # The runs' durations in the order they run: floor 5, audit 9, floor 3, audit 12, ...
+    readings: list[float] = []
+    for at, duration in enumerate([5, 9, 3, 12, 4, 7]):
+        readings += [100.0 * at, 100.0 * at + duration]
+    clock = iter(readings)
+    monkeypatch.setattr(run.time, "perf_counter", lambda: next(clock))
+    best = run.interleaved(
+        {"floor": lambda: calls.append("floor"), "audit": lambda: calls.append("audit")}, 3
+    )
+    assert calls == ["floor", "audit"] * 3
+    assert best == {"floor": 3.0, "audit": 7.0}
