@@ -356,7 +356,7 @@ def file_source(with_row_index: bool = False) -> Column:
     """The file a row was read from, with its row number when the format has one (Parquet)."""
     path = F.col("_metadata.file_path")
     if with_row_index:
-        return F.concat(path, F.lit(":row "), F.col("_metadata.row_index").cast("string"))
+        return row_reference.source_text(path, F.col("_metadata.row_index"))
     return path
 
 
