@@ -45,10 +45,16 @@ TABLES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct free ports: every socket stays bound until all are chosen, so none repeats."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _spark_class() -> str:
@@ -58,11 +64,16 @@ def _spark_class() -> str:
 
 
 def _master_state(webui_port: int) -> dict:
-    """The master's own view of the cluster (its web UI's JSON)."""
+    """The master's own view of the cluster (its web UI's JSON); empty while it is not up.
+
+    For a few milliseconds after the UI starts listening, `/json/` answers with the HTML page
+    (measured on Spark 4.2: the JSON handler is attached after the page's), so an answer that is
+    not JSON means "not yet", like a refused connection.
+    """
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{webui_port}/json/", timeout=2) as r:
             return json.load(r)
-    except OSError:
+    except (OSError, ValueError):
         return {}
 
 
@@ -73,7 +84,7 @@ def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
     The processes are stopped by their ids (each in its own process group) at the end.
     """
     work = tmp_path_factory.mktemp("cluster")
-    port, webui = _free_port(), _free_port()
+    port, webui, *worker_webuis = _free_ports(4)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     log = (work / "cluster.log").open("w")
     procs = [
@@ -90,7 +101,7 @@ def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
                 subprocess.Popen(
                     [_spark_class(), "org.apache.spark.deploy.worker.Worker", url, "--host",
                      "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port",
-                     str(_free_port()), "--work-dir", str(work / f"worker-{n}")],
+                     str(worker_webuis[n]), "--work-dir", str(work / f"worker-{n}")],
                     env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 )
             )  # fmt: skip
