@@ -21,7 +21,9 @@ SMALL = dict(block_batches=12, session_blocks=3, topics=2, partitions=2, produce
 
 
 def _truth(spark, plan):
-    return ground_truth_of(slots(spark, plan), observations(spark, plan), "g")
+    """The plan's ground truth, computed once: its query takes seconds to plan, so each check
+    below reads the materialized rows instead of planning and running it again."""
+    return ground_truth_of(slots(spark, plan), observations(spark, plan), "g").localCheckpoint()
 
 
 def test_same_seed_same_ground_truth_other_seed_other_placement(spark):
@@ -46,8 +48,8 @@ def test_slots_fill_each_partition_as_the_geometry_says(spark):
 
 def test_faults_land_where_their_findings_point(spark):
     plan = GenerationPlan(batches=8_000, rates=FaultRates().scaled(10), **SMALL)
-    s = slots(spark, plan)
-    batches = batches_of(s).select("topic", "partition", "base_offset")
+    s = slots(spark, plan).localCheckpoint()
+    batches = batches_of(s).select("topic", "partition", "base_offset").localCheckpoint()
     truth = _truth(spark, plan)
     on_batches = truth.where(
         ~F.col("finding_type").isin("ACKED_WRITE_LOST", "LIST_OFFSETS_REGRESSION")
