@@ -2,7 +2,7 @@
 
 For each size, synthetic record batches (128 topic-partitions, 40 producers each, a few injected
 duplicates and gaps) are written once to Parquet under bench/data/. Then, in the same Spark
-session and best of `--repeat` runs each:
+session, after one warm-up round, best of `--repeat` runs each:
 
 - floor: Spark reads the same columns, shuffles them by (topic, partition) and sorts them by
   (topic, partition, base_offset) into the no-op sink: the least any audit must do;
@@ -258,13 +258,31 @@ def timed(action, repeat: int) -> float:
     return interleaved({"action": action}, repeat)["action"]
 
 
-def interleaved(actions: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+def interleaved(
+    actions: dict[str, Callable[[], None]],
+    repeat: int,
+    warm_up: dict[str, Callable[[], None]] | None = None,
+) -> dict[str, float]:
     """The best time of each action over `repeat` rounds that run every action once, in order.
 
     Rounds rather than each action's runs back to back: on a shared machine the speed drifts
     over minutes, and a ratio of two lines (audit/floor) should compare runs made side by side.
+
+    Args:
+        actions: the lines to time, by name.
+        repeat: the number of timed rounds.
+        warm_up: if given, one round before the timed ones, not counted in the best: each line
+            runs its `warm_up` action (its own when it has none), and its time is returned under
+            `<name>_first`. The first run of a line in a JVM pays for compiling its code
+            (HotSpot, the generated classes, the Python workers' start), more so for a longer
+            plan, so it does not show what the line costs once compiled.
     """
     best = dict.fromkeys(actions, float("inf"))
+    if warm_up is not None:
+        for name, action in actions.items():
+            start = time.perf_counter()
+            warm_up.get(name, action)()
+            best[f"{name}_first"] = time.perf_counter() - start
     for _ in range(repeat):
         for name, action in actions.items():
             start = time.perf_counter()
@@ -470,6 +488,9 @@ def print_size(r: dict) -> None:
             f"audit/floor {r['ratio']:.2f}  audit/transfer {r['audit_transfer_ratio']:.2f}",
         )
     )
+    if "audit_first_s" in r:
+        print(f"  first runs (warm-up, not in the best): floor {r['floor_first_s']:.2f} s, "
+              f"audit {r['audit_first_s']:.2f} s, audit/floor {r['first_ratio']:.2f}")  # fmt: skip
     if "pipeline_s" in r:
         print(_line("pipeline", r["pipeline_s"], rows, "audit + staging + Delta writes"))
     if "duckdb_s" in r:
@@ -568,8 +589,10 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
     memory = MemorySampler(spark)
     lines = {"floor": floor, "transfer": transfer}
     if not args.no_audit:
-        lines["audit"] = lambda: memory.run(audit)
-    best = interleaved(lines, args.repeat)
+        lines["audit"] = audit
+    # Memory is sampled in the warm-up round only: reading the workers' smaps_rollup takes their
+    # memory map's lock, so a sampled run is not a timed one.
+    best = interleaved(lines, args.repeat, warm_up={"audit": lambda: memory.run(audit)})
     floor_s, transfer_s = best["floor"], best["transfer"]
     result = {"rows": rows, "cores": spark.sparkContext.defaultParallelism,
               "floor_s": round(floor_s, 2), "transfer_s": round(transfer_s, 2),
@@ -581,7 +604,10 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
     result.update(memory.figures())
     result.update({"audit_s": round(audit_s, 2), "ratio": round(audit_s / floor_s, 2),
                    "audit_transfer_ratio": round(audit_s / transfer_s, 2),
-                   "audit_batches_per_s": int(rows / audit_s)})  # fmt: skip
+                   "audit_batches_per_s": int(rows / audit_s),
+                   "floor_first_s": round(best["floor_first"], 2),
+                   "audit_first_s": round(best["audit_first"], 2),
+                   "first_ratio": round(best["audit_first"] / best["floor_first"], 2)})  # fmt: skip
     if args.pipeline_all or largest:
         warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-"))
         try:
