@@ -242,6 +242,7 @@ def clear_entry_session(e):
     e.txn_first_offset = NULL
     e.ring_size = 0
     e.ring_next = 0
+    e.ring_run = 0
     e.has_last_data = False
     e.last_data_epoch = NULL
     e.last_data_sequence = NULL
@@ -272,9 +273,16 @@ def cache_position(e, epoch, base_sequence, last_sequence):
     docs/rules.md#duplicate-batch: the broker looks at its 5 cached batches only; the audit looks
     back DUPLICATE_LOOKBACK batches, so a retry the broker no longer recognised is still named.
     """
+    if e.ring_run >= e.ring_size:
+        # The whole look-back is one rising run of one epoch (add_batch): every cached batch
+        # starts at or below the newest's last sequence, so a batch of another epoch, or one
+        # that starts above it, matches none. This is the common case, a producer writing on.
+        newest = (e.ring_next - 1) % DUPLICATE_LOOKBACK
+        if e.ring_size == 0 or e.ring_epoch[newest] != epoch \
+                or base_sequence > e.ring_last_sequence[newest]:
+            return -1
     # Every slot is compared, in storage order, and the newest match kept: a loop without early
-    # exits or modulo per step, which the compiler turns into vector compares (most batches
-    # match nothing, so all slots are compared anyway).
+    # exits or modulo per step, which the compiler turns into vector compares.
     found = -1
     for k in range(e.ring_size):
         if (
@@ -291,6 +299,14 @@ def cache_position(e, epoch, base_sequence, last_sequence):
 def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset):
     """ProducerStateEntry.addBatch: the batch becomes the newest of the cache."""
     k = e.ring_next
+    newest = (k - 1) % DUPLICATE_LOOKBACK
+    if last_sequence < base_sequence:
+        e.ring_run = 0  # wraps past INT32_MAX: it starts above sequences that follow it
+    elif e.ring_run > 0 and e.ring_epoch[newest] == epoch \
+            and base_sequence > e.ring_last_sequence[newest]:
+        e.ring_run = min(e.ring_run + 1, DUPLICATE_LOOKBACK)
+    else:
+        e.ring_run = 1
     e.ring_epoch[k] = epoch
     e.ring_base_sequence[k] = base_sequence
     e.ring_last_sequence[k] = last_sequence

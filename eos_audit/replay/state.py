@@ -68,6 +68,11 @@ PRODUCER_STATE_ENTRY = np.dtype(
         # the newest NUM_BATCHES_TO_RETAIN of them.
         ("ring_size", np.int64),
         ("ring_next", np.int64),
+        # How many of the newest cached batches form one rising run: one epoch, no batch wrapping
+        # past INT32_MAX, each starting above the last sequence of the one before. When the run
+        # is the whole ring, a batch of another epoch, or starting above the newest's last
+        # sequence, repeats none of them (kernel.cache_position skips the scan).
+        ("ring_run", np.int64),
         ("ring_epoch", np.int64, (DUPLICATE_LOOKBACK,)),
         ("ring_base_sequence", np.int64, (DUPLICATE_LOOKBACK,)),
         ("ring_last_sequence", np.int64, (DUPLICATE_LOOKBACK,)),

@@ -129,6 +129,21 @@ def test_a_repeat_beyond_the_look_back_is_what_the_broker_sees():
     assert findings([*rows, data(end, 1)]) == [("SEQUENCE_OVERLAP", end, None, OOS, end, end - 1)]
 
 
+def test_a_batch_that_follows_on_can_still_repeat_one_cached_before_a_reset_or_a_wrap():
+    # The look-back skips its scan while the cache is one rising run (kernel.cache_position); a
+    # reset or a batch wrapping past INT32_MAX ends the run, so these repeats are still found.
+    after_reset = [data(0, 0, n=5), data(5, 5, n=5), data(10, 10, n=10), data(20, 0, n=10),
+                   data(30, 10, n=10)]  # fmt: skip
+    assert findings(after_reset) == [
+        ("SEQUENCE_RESET", 20, "UNEXPLAINED", OOS, 20, 10),
+        ("DUPLICATE_BATCH", 30, None, None, None, 10),
+    ]
+    after_wrap = [data(0, MAX - 4, n=10), data(10, 5, n=5), data(15, MAX - 4, n=10)]
+    assert findings(after_wrap)[1:] == [("DUPLICATE_BATCH", 15, None, None, None, 0)]
+    # Another epoch's batch with the same sequences is no repeat.
+    assert findings([data(0, 0, n=5), data(5, 0, n=5, epoch=1), data(10, 5, n=5, epoch=1)]) == []
+
+
 def test_markers_v1_continue_the_sequence_and_v2_restart_it():
     v1 = [data(0, 0, txn=True), marker(1), data(2, 1, txn=True), marker(3)]
     v2 = [data(0, 0, txn=True), marker(1, epoch=1), data(2, 0, epoch=1, txn=True),
