@@ -4,6 +4,7 @@ import re
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit import engine
@@ -46,18 +47,22 @@ def test_the_plan_check_can_see_a_second_shuffle(spark):
     assert len(SHUFFLE.findall(_plan(records))) == 2
 
 
-def test_the_replay_settings_hold_for_the_run_only(spark):
-    key = "spark.sql.execution.arrow.maxBytesPerBatch"
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1)),  # Spark's "no byte limit"
+     ("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")],
+)  # fmt: skip
+def test_the_replay_settings_hold_for_the_run_only(spark, key, value):
     spark.conf.set(key, "1234")
     try:
         with replay_arrow_settings(spark):
-            assert spark.conf.get(key) == str(2**31 - 1)  # Spark's "no byte limit" value
+            assert spark.conf.get(key) == value
         assert spark.conf.get(key) == "1234"
         spark.conf.unset(key)
         default = spark.conf.get(key)
         with replay_arrow_settings(spark):
-            assert spark.conf.get(key) == str(2**31 - 1)
-        assert spark.conf.get(key) == default != str(2**31 - 1)
+            assert spark.conf.get(key) == value
+        assert spark.conf.get(key) == default != value
     finally:
         spark.conf.unset(key)
 
