@@ -28,6 +28,9 @@ def test_valid_rows_pass_and_keep_contract_types(spark):
 IMPOSSIBLE = (
     (batch(0, topic=None), "null topic"),
     (batch(0, topic=" "), "empty topic"),
+    (batch(0, topic=""), "empty topic"),
+    (batch(0, topic="  "), "empty topic"),
+    (batch(0, topic=" t "), None),  # spaces around a name: not empty
     (batch(0, partition=None), "null partition"),
     (batch(-3, 0), "negative base_offset -3"),
     (batch(10, 5), "last_offset 5 below base_offset 10"),
@@ -82,6 +85,24 @@ def test_integer_columns_of_any_width_are_accepted(spark):
     )
     expected = to_canonical(batches_df(spark, [data(5, 2, seq=1)]))
     assert_df_equality(to_canonical(narrow), expected)
+
+
+def test_a_decimal_beyond_the_long_range_is_quarantined_and_a_long_column_is_not_checked(spark):
+    rows = batches_df(spark, [data(0, source="small"), data(5, source="huge")])
+    huge = F.lit(str(10**19)).cast("decimal(20,0)")
+    wide = rows.withColumn(
+        "base_offset",
+        F.when(F.col("source") == "huge", huge)
+        .otherwise(F.col("base_offset").cast("decimal(20,0)")),
+    )  # fmt: skip
+    out = to_canonical(wide).orderBy("source").select("source", "quarantine_reason").collect()
+    assert [(r.source, r.quarantine_reason) for r in out] == [
+        ("huge", "base_offset exceeds the long range"),
+        ("small", None),
+    ]
+    # A column of a Spark integer type always fits a long: its reason is not even planned.
+    plan = to_canonical(rows)._jdf.queryExecution().analyzed().toString()
+    assert "exceeds the long range" not in plan
 
 
 def test_missing_required_column_fails_fast_naming_it(spark):
