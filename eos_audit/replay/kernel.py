@@ -118,11 +118,21 @@ def header_code(header, shift, mask, null_bit):
 
 
 def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offset, producer_id,
-                timestamp, value):  # fmt: skip
-    """Fill the rows' fields that come from the wire (rows.py), but the topic's and partition's."""
+                timestamp, value, partition, topic_code, compacted, coordinator):  # fmt: skip
+    """Fill the rows from the wire (rows.py).
+
+    The topic arrives as a code per row (-1 for none) and the topic's flags by code; a row starts
+    a (topic, partition) when either differs from the row before (the batch's first row always:
+    the caller compares it with the previous batch's last).
+    """
     for i in range(len(rows)):
         h = header[i]
         r = rows[i]
+        code = topic_code[i]
+        r.tp_start = i == 0 or code != topic_code[i - 1] or partition[i] != partition[i - 1]
+        r.partition = partition[i]
+        r.is_compacted = code >= 0 and compacted[code]
+        r.is_coordinator_topic = code >= 0 and coordinator[code]
         r.kind = h >> KIND_SHIFT
         r.is_transactional = (h & TRANSACTIONAL_BIT) != 0
         r.is_control = (h & CONTROL_BIT) != 0

@@ -250,30 +250,21 @@ class _Replayer:
     def rows_of(self, batch: pa.RecordBatch) -> np.recarray:
         """The kernel's rows (`state.REPLAY_ROW`) of one Arrow batch in the wire layout."""
         rows = np.empty(batch.num_rows, dtype=REPLAY_ROW).view(np.recarray)
-        # Topics by code: one hash per row, then the (few) distinct names are compared.
+        # Topics by code: one hash per row, then the (few) distinct names are matched.
         topics = batch.column("topic")
         encoded = pc.dictionary_encode(topics)
         topic_codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
         partitions = _int_column(batch, "partition")
-        tp_start = np.ones(batch.num_rows, dtype=np.bool_)
-        if batch.num_rows > 1:
-            tp_start[1:] = (topic_codes[1:] != topic_codes[:-1]) | (
-                partitions[1:] != partitions[:-1]
-            )
+        self.kernel.unpack_rows(
+            rows, *[_int_column(batch, name) for name in _UNPACKED], partitions, topic_codes,
+            _topic_flags(encoded.dictionary, self.settings.compacted_regex),
+            _topic_flags(encoded.dictionary, self.settings.coordinator_regex),
+        )  # fmt: skip
         if batch.num_rows and self.previous_topic is not None:
-            tp_start[0] = not (
+            rows.tp_start[0] = not (
                 topics[0].as_py() == self.previous_topic
                 and int(partitions[0]) == self.previous_partition
             )
-        rows.tp_start = tp_start
-        rows["partition"] = partitions
-        self.kernel.unpack_rows(
-            rows, *[_int_column(batch, name) for name in _UNPACKED],
-        )  # fmt: skip
-        for field, regex in (("is_compacted", self.settings.compacted_regex),
-                             ("is_coordinator_topic", self.settings.coordinator_regex)):
-            flags = _topic_flags(encoded.dictionary, regex)
-            rows[field] = flags[topic_codes] & (topic_codes >= 0) if len(flags) else False
         return rows
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -290,7 +281,7 @@ class _Replayer:
                     continue
             rows = self.rows_of(batch)
             self.control_types = rows.control_type
-            self.remember_ack_sources(batch, rows)
+            self.remember_ack_sources(batch)
             start = 0
             while start < batch.num_rows:
                 start = self.kernel.replay(
@@ -311,12 +302,13 @@ class _Replayer:
             self.grow()
         yield from self.drain(batch)
 
-    def remember_ack_sources(self, batch: pa.RecordBatch, rows: np.recarray) -> None:
+    def remember_ack_sources(self, batch: pa.RecordBatch) -> None:
         """Keep the source of each acknowledgement under the ordinal the kernel will give it.
 
         The kernel numbers acknowledgements in the order it registers them, which is row order.
         """
-        (ack_rows,) = np.nonzero(rows.kind == int(RowKind.ACK))
+        kinds = _int_column(batch, "header") >> wire.KIND_SHIFT  # contiguous, unlike rows.kind
+        (ack_rows,) = np.nonzero(kinds == int(RowKind.ACK))
         if len(ack_rows) == 0:
             return
         _, sources = self.texts_at(batch, ack_rows)
