@@ -70,8 +70,9 @@ def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSe
 # `maxRecordsPerBatch`: every Arrow batch costs the runner a fixed few milliseconds (its columns
 # unpacked, the kernel called, its events turned into Arrow rows). Measured on the bench at 10M
 # batches, the Python workers' CPU went from 4.2 s at Spark's default 10,000 rows to 2.7 s at
-# 100,000, and the JVM's from 21.9 to 18.0 s; 200,000 gained nothing more. A batch of 100,000
-# replay rows is about 10 MB in the JVM and 25 MB in the worker, whatever the input's size.
+# 100,000, and the JVM's from 21.9 to 18.0 s; 200,000 gained nothing more. It costs memory per
+# worker, not per input: the bench's two workers went from 380 to 488 MB in all (a batch is about
+# 10 MB of Arrow and 15 MB of kernel rows, plus their copies), at 10M batches as at 50M.
 REPLAY_ARROW_SETTINGS = {
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
