@@ -85,7 +85,13 @@ def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
     """
     work = tmp_path_factory.mktemp("cluster")
     port, webui, *worker_webuis = _free_ports(4)
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        # The suite's JVM flags (tests/conftest.py) for the master and the workers too.
+        "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
+    }
     log = (work / "cluster.log").open("w")
     procs = [
         subprocess.Popen(
@@ -142,7 +148,12 @@ def test_a_standalone_cluster_writes_the_tables_a_local_run_writes(
     env = {
         **os.environ,
         "SPARK_MASTER": master_url,
-        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2",
+        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2"
+        + "".join(
+            # The suite's JVM flags for the executors (the driver reads SPARK_SUBMIT_OPTS).
+            f" --conf spark.executor.extraJavaOptions={flag}"
+            for flag in os.environ.get("SPARK_SUBMIT_OPTS", "").split()[:1]
+        ),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     done = subprocess.run(
