@@ -68,8 +68,9 @@ case "$cmd" in
     demo)  check_java; ensure_env; exec .venv/bin/eos-audit demo "$@" ;;
     # Two workers (pytest-xdist): much of a test's time is the JVM planning or a subprocess
     # starting, which the other worker overlaps. EOS_AUDIT_TEST_WORKERS=0 runs in one process.
+    # worksteal: a worker that runs out takes tests queued on the other, so neither idles at the end.
     test)  check_java; ensure_env; ensure_browser
-           exec .venv/bin/python -m pytest -n "${EOS_AUDIT_TEST_WORKERS:-2}" "$@" ;;
+           exec .venv/bin/python -m pytest -n "${EOS_AUDIT_TEST_WORKERS:-2}" --dist worksteal "$@" ;;
     audit) check_java; ensure_env; exec .venv/bin/eos-audit audit "$@" ;;
     bench) check_java; ensure_env; exec .venv/bin/python -m bench.run "$@" ;;
     *) die "usage: ./run.sh demo|test|audit|bench [args...]  (see README.md)" ;;

@@ -89,8 +89,9 @@ def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
-        # The suite's JVM flags (tests/conftest.py) for the master and the workers too.
-        "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
+        # The suite's flags for short-lived JVMs (tests/conftest.py) for the master, the workers
+        # and the executors they start (which inherit a worker's environment).
+        "JAVA_TOOL_OPTIONS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
     }
     log = (work / "cluster.log").open("w")
     procs = [
@@ -148,12 +149,7 @@ def test_a_standalone_cluster_writes_the_tables_a_local_run_writes(
     env = {
         **os.environ,
         "SPARK_MASTER": master_url,
-        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2"
-        + "".join(
-            # The suite's JVM flags for the executors (the driver reads SPARK_SUBMIT_OPTS).
-            f" --conf spark.executor.extraJavaOptions={flag}"
-            for flag in os.environ.get("SPARK_SUBMIT_OPTS", "").split()[:1]
-        ),
+        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2",
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     done = subprocess.run(
