@@ -12,6 +12,8 @@ from eos_audit.generate.spark_export import write_export
 from eos_audit.pipeline import AuditInputs, run_audit
 from eos_audit.schemas import FINDINGS, GROUND_TRUTH
 from eos_audit.score import EXIT_PERFECT, read_delta, score
+from eos_audit.session import session_has_delta
+from eos_audit.sinks.delta import choose_writer
 
 pytestmark = pytest.mark.slow
 
@@ -105,16 +107,26 @@ def test_cli_generate_audit_score(spark, tmp_path, monkeypatch, capsys):
     assert "PERFECT" in capsys.readouterr().out
 
 
-def test_score_exits_1_when_a_planted_fault_is_missed(spark, small_run, capsys):
+def test_score_exits_1_when_a_planted_fault_is_missed(spark, small_run, tmp_path, capsys):
     export, warehouse, _ = small_run
-    args = ["score", "--warehouse", str(warehouse), "--ground-truth", str(export.ground_truth)]
-    # The same run against another generation's truth: most planted findings are not reported.
-    other_plan = GenerationPlan(**dict(SMALL, seed=9))
-    other = write_export(spark, other_plan, export.directory.parent / "other")
-    assert cli.main(["score", "--warehouse", str(warehouse), "--ground-truth",
-                     str(other.ground_truth)]) == 1  # fmt: skip
+    # The run's own truth plus one planted duplicate at an offset no batch has: the audit cannot
+    # have reported it, so exactly that one fault is missed and every finding still matches.
+    truth = read_delta(spark, str(export.ground_truth), GROUND_TRUTH)
+    planted = truth.where(F.col("fault_kind") == "duplicate_in_cache").limit(1)
+    missed = planted.withColumn("base_offset", F.col("base_offset") + 10**12)
+    generation = truth.select("run_id").first()["run_id"]
+    writer = choose_writer(spark, str(tmp_path), "auto", "", has_delta=session_has_delta(spark),
+                           staging_dir=str(tmp_path / "_staging"))  # fmt: skip
+    writer.replace_run("ground_truth", truth.unionByName(missed), GROUND_TRUTH, generation)
+
+    missed_path = str(tmp_path / "ground_truth")
+    assert cli.main(["score", "--warehouse", str(warehouse), "--ground-truth", missed_path]) == 1
     assert "NOT PERFECT" in capsys.readouterr().out
-    assert cli.main(args) == EXIT_PERFECT
+    (kind,) = [k for k in score(spark, str(warehouse), missed_path).kinds
+               if k.name == "duplicate_in_cache"]  # fmt: skip
+    assert (kind.planted - kind.reported, kind.unmatched) == (1, 0)
+    assert cli.main(["score", "--warehouse", str(warehouse), "--ground-truth",
+                     str(export.ground_truth)]) == EXIT_PERFECT  # fmt: skip
 
 
 @pytest.fixture
