@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -689,19 +690,27 @@ def write_export(
     export = export_layout(plan, directory)
     out, gen_id = export.directory, export.generation_id
     out.mkdir(parents=True, exist_ok=True)
-    slots_df = slots(spark, plan)
+    # The batches, the acknowledgements and the ground truth all come from the slots: computed
+    # once and kept (spilled to disk when memory is short), each write reads them instead of
+    # computing (and planning) the slots' long expressions again.
+    slots_df = slots(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
     observations_df = observations(spark, plan)
     log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
-    batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
-    acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))
-    observations_df.drop("truth", "tp").write.mode("overwrite").parquet(str(export.list_offsets))
-    writer = choose_writer(
-        spark, str(out), "auto", "", has_delta=session_has_delta(spark),
-        staging_dir=str(out / "_staging"),
-    )  # fmt: skip
-    writer.replace_run(
-        "ground_truth", ground_truth_of(slots_df, observations_df, gen_id), GROUND_TRUTH, gen_id
-    )
+    try:
+        batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
+        acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))
+        observations_df.drop("truth", "tp").write.mode("overwrite").parquet(
+            str(export.list_offsets)
+        )
+        writer = choose_writer(
+            spark, str(out), "auto", "", has_delta=session_has_delta(spark),
+            staging_dir=str(out / "_staging"),
+        )  # fmt: skip
+        writer.replace_run(
+            "ground_truth", ground_truth_of(slots_df, observations_df, gen_id), GROUND_TRUTH, gen_id
+        )
+    finally:
+        slots_df.unpersist()
     export.conf.write_text(conf_text(plan))
     manifest = {
         "generation_id": gen_id,
