@@ -670,6 +670,14 @@ def export_layout(plan: GenerationPlan, directory: str | Path) -> GeneratedExpor
     )
 
 
+# What `batches_of`, `acks_of` and `ground_truth_of` read of the slots.
+EXPORTED_SLOT_COLUMNS = (
+    "topic", "partition", "tp", "base_offset", "producer_id", "producer_epoch", "base_sequence",
+    "record_count", "leader_epoch", "max_timestamp", "keep", "is_marker", "is_txn", "is_plain",
+    "is_aborted", "acked_session", "is_dup", "is_zombie", "is_lost", "block_fault", "truth",
+)  # fmt: skip
+
+
 def write_export(
     spark: SparkSession, plan: GenerationPlan, directory: str | Path
 ) -> GeneratedExport:
@@ -692,8 +700,10 @@ def write_export(
     out.mkdir(parents=True, exist_ok=True)
     # The batches, the acknowledgements and the ground truth all come from the slots: computed
     # once and kept (spilled to disk when memory is short), each write reads them instead of
-    # computing (and planning) the slots' long expressions again.
-    slots_df = slots(spark, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    # computing (and planning) the slots' long expressions again. Only the columns those three
+    # read are kept, not the slots' intermediate ones.
+    slots_df = slots(spark, plan).select(*EXPORTED_SLOT_COLUMNS)
+    slots_df = slots_df.persist(StorageLevel.MEMORY_AND_DISK)
     observations_df = observations(spark, plan)
     log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
     try:
