@@ -37,6 +37,12 @@ def test_the_kernel_under_test_is_plain_python():
     assert not hasattr(KERNEL.replay, "py_func")
 
 
+def test_every_function_inlined_per_row_is_a_kernel_function():
+    # A renamed function left in the list would silently be compiled apart again (slower).
+    assert KERNEL.INLINED_PER_ROW.issubset(KERNEL.KERNEL_FUNCTIONS)
+    assert "replay" not in KERNEL.INLINED_PER_ROW  # the entry point the runner calls
+
+
 def row(kind=RowKind.AUDITED, **values) -> dict:
     out = dict.fromkeys(ARROW.names)
     out.update(topic="t", partition=0, kind=int(kind), is_transactional=False, is_control=False)
