@@ -302,3 +302,26 @@ def test_acknowledgements_beyond_the_first_allocation_are_each_matched_to_their_
     expected = [("ACKED_OFFSET_MISMATCH", 5)] + [("ACKED_WRITE_LOST", p) for p in range(1, 150, 2)]
     expected.append(("ACKED_OFFSET_MISMATCH", 0))  # partition 1: producer 1's batch is at 1
     assert acked == sorted(expected)
+
+
+def test_a_python_worker_freezes_its_heap_once_after_its_first_replay(monkeypatch):
+    # PySpark's daemon runs a full collection in a reused worker after every task: what the
+    # worker holds after its first replay (numba's and pyspark's modules) must not be walked
+    # again each time (eos_audit.replay.runner._freeze_worker_heap).
+    import gc
+
+    from eos_audit.replay import runner
+
+    monkeypatch.setattr(runner, "_heap_frozen", False)
+    monkeypatch.setattr(runner, "_Replayer", lambda settings: _Replayer(settings, KERNEL))
+    batch = pack(pa.RecordBatch.from_pylist([data(0, 0), data(1, 1)], schema=ARROW))
+    gc.unfreeze()
+    try:
+        first = list(runner.replay_partitions(SETTINGS)(iter([batch])))
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        again = list(runner.replay_partitions(SETTINGS)(iter([batch])))
+        assert gc.get_freeze_count() == frozen  # once per worker, not once per task
+        assert [b.to_pylist() for b in again] == [b.to_pylist() for b in first]
+    finally:
+        gc.unfreeze()
