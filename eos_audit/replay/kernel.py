@@ -1270,7 +1270,7 @@ KERNEL_FUNCTIONS = [
 # call copied the descriptor of every array it was passed (7 words each) onto the stack, and the
 # calls of a row passed about 200 words: that was more than half the kernel's time. numba inlines
 # these into their callers instead (measured on 100,000 rows of 40 producers: 85 ns a row before,
-# 35-40 after; compiling the kernel takes about 13 s instead of 8). Helpers that take only
+# 35-40 after; a process compiles the kernel in 14-15.5 s instead of 10). Helpers that take only
 # scalars and records (passed as one pointer) are left to LLVM, which inlines the small ones.
 INLINED_PER_ROW = frozenset({
     "has_room", "already_in_state", "takes_part_in_replay", "find_slot", "slot_position",
