@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     On a fresh checkout the cache is empty and each Python process that replays before it is
     written compiles the kernel itself: measured, tests/spark (-n 2) took 181 s and 347 CPU-s
-    from an empty cache, 158 s and 300 CPU-s from a full one. The compile (about 12 s) overlaps
+    from an empty cache, 158 s and 300 CPU-s from a full one. The compile (14-16 s) overlaps
     the workers' start; a process that replays before it ends compiles as before. Only the xdist
     controller (or the single process without xdist) starts it.
     """
