@@ -312,16 +312,24 @@ def test_a_python_worker_freezes_its_heap_once_after_its_first_replay(monkeypatc
 
     from eos_audit.replay import runner
 
+    freezes = []
+
+    def counted_freeze() -> None:
+        freezes.append(1)
+        real_freeze()
+
+    real_freeze = gc.freeze
     monkeypatch.setattr(runner, "_heap_frozen", False)
     monkeypatch.setattr(runner, "_Replayer", lambda settings: _Replayer(settings, KERNEL))
+    monkeypatch.setattr(gc, "freeze", counted_freeze)
     batch = pack(pa.RecordBatch.from_pylist([data(0, 0), data(1, 1)], schema=ARROW))
     gc.unfreeze()
     try:
         first = list(runner.replay_partitions(SETTINGS)(iter([batch])))
-        frozen = gc.get_freeze_count()
-        assert frozen > 0
+        assert len(freezes) == 1 and gc.get_freeze_count() > 0
         again = list(runner.replay_partitions(SETTINGS)(iter([batch])))
-        assert gc.get_freeze_count() == frozen  # once per worker, not once per task
+        # Counted by calls: the frozen count itself may drop when a frozen object is freed.
+        assert len(freezes) == 1  # once per worker, not once per task
         assert [b.to_pylist() for b in again] == [b.to_pylist() for b in first]
     finally:
         gc.unfreeze()
