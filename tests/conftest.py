@@ -38,11 +38,13 @@ _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 def pytest_configure(config: pytest.Config) -> None:
     """Compile the replay kernel into numba's cache in the background, once for the whole run.
 
-    On a fresh checkout the cache is empty and each Python process that replays before it is
-    written compiles the kernel itself: measured, tests/spark (-n 2) took 181 s and 347 CPU-s
-    from an empty cache, 158 s and 300 CPU-s from a full one. The compile (14-16 s) overlaps
-    the workers' start; a process that replays before it ends compiles as before. Only the xdist
-    controller (or the single process without xdist) starts it.
+    The cache is keyed by the kernel's sources (eos_audit.replay.kernel_cache): where they are new
+    to the machine it is empty, and each Python process that replays before it is written
+    compiles the kernel itself: measured, tests/spark (-n 2) took 181 s and 347 CPU-s from an
+    empty cache, 158 s and 300 CPU-s from a full one. The compile (14-16 s) overlaps the workers'
+    start; a process that replays before it ends compiles as before. The test cluster's
+    executors, which import the library from the zip spark-submit ships, load it too. Only the
+    xdist controller (or the single process without xdist) starts it.
     """
     if hasattr(config, "workerinput"):
         return

@@ -1292,14 +1292,29 @@ def _compile() -> None:
         import numba
     except ImportError:  # reported once by replay.runner
         return
-    # Without numba's runtime (`_nrt=False`): the kernel allocates nothing and holds no object
-    # that needs it (its tables are plain arrays), and under it every array passed to a function
-    # was reference-counted on every call: measured, that was about half the kernel's time.
-    for name in KERNEL_FUNCTIONS:
-        inline = "always" if name in INLINED_PER_ROW else "never"
-        globals()[name] = numba.njit(cache=True, nogil=True, _nrt=False, inline=inline)(
-            globals()[name]
-        )
+    # numba picks a function's cache locator as it wraps it: the kernel's is keyed by its
+    # source's content (kernel_cache), so that executors share what their node compiled.
+    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
+    try:
+        from eos_audit.replay import kernel_cache
+
+        locators = kernel_cache.locator_classes()
+    except (ImportError, AttributeError):  # another numba's internals: its own locators, as before
+        locators = None
+    if locators is not None:
+        numba.config.CACHE_LOCATOR_CLASSES = locators
+    try:
+        # Without numba's runtime (`_nrt=False`): the kernel allocates nothing and holds no
+        # object that needs it (its tables are plain arrays), and under it every array passed to
+        # a function was reference-counted on every call: measured, about half the kernel's time.
+        for name in KERNEL_FUNCTIONS:
+            inline = "always" if name in INLINED_PER_ROW else "never"
+            globals()[name] = numba.njit(cache=True, nogil=True, _nrt=False, inline=inline)(
+                globals()[name]
+            )
+    finally:
+        if locators is not None:
+            numba.config.CACHE_LOCATOR_CLASSES = configured
 
 
 COMPILED = False
