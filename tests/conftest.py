@@ -92,6 +92,9 @@ def spark():
             .config("spark.default.parallelism", "4")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.driver.memory", "2g")
+            # As eos_audit.session's local sessions: no Python call site recorded for every
+            # Column function (about 1 s of the driver's time per audit's plan).
+            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
             # The suite runs hundreds of tiny queries whose plans are large: compiling generated
             # code costs more than running them (one file took 104 s with it, 58 s without).
             # Spark guarantees the interpreted and generated paths agree; the CLI and demo tests
