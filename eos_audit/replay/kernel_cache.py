@@ -77,10 +77,12 @@ class SourceKeyedLocator(caching._CacheLocator):
         """The locator of a kernel function; None for any other, or where nothing is writable."""
         if py_func.__module__ != KERNEL_MODULE:
             return None
-        locator = cls(py_func, py_file)
         try:
+            locator = cls(py_func, py_file)
             locator.ensure_cache_path()
-        except OSError:  # not writable here: numba's own locators decide
+        except (OSError, AttributeError, ImportError):
+            # Not writable here, or sources no loader can read back (a frozen application):
+            # numba's own locators decide, rather than the kernel failing to compile.
             return None
         return locator
 

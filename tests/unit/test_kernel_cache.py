@@ -87,3 +87,14 @@ def test_only_the_kernel_is_located_and_numbas_setting_is_restored():
         locator = kernel.replay._cache._impl.locator
         assert isinstance(locator, kernel_cache.SourceKeyedLocator)
         assert locator.get_source_stamp() == kernel_cache.source_key()
+
+
+def test_sources_it_cannot_read_leave_the_choice_to_numba(monkeypatch):
+    from eos_audit.replay import kernel
+
+    def unreadable() -> str:
+        raise OSError("no loader can read the kernel's source back")
+
+    monkeypatch.setattr(kernel_cache, "source_key", unreadable)
+    function = getattr(kernel.replay, "py_func", kernel.replay)
+    assert kernel_cache.SourceKeyedLocator.from_function(function, kernel.__file__) is None
