@@ -25,8 +25,9 @@ _LOCAL_DEFAULTS = {
     # PySpark records the Python call site of every Column function called (five calls to the
     # JVM and a walk of the Python stack each) for error messages, which would point into
     # eos_audit's own code. Building the audit's plan makes about 900 such calls: measured, it
-    # took 1.6-1.8 s of the driver's time with the recording, 0.6-0.9 s without (once a run; the
-    # benchmark's whole 10M-batch audit is 10 s). Spark's documentation warns of the overhead.
+    # took 1.6-1.8 s of the driver's time with the recording, 0.6-0.9 s without: paid once a
+    # run, but a tenth of the benchmark's whole 10M-batch audit. Spark's documentation warns of
+    # the overhead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
