@@ -77,12 +77,16 @@ def test_another_release_of_the_kernel_is_another_cache(tmp_path):
 def test_only_the_kernel_is_located_and_numbas_setting_is_restored():
     import numba
 
-    import eos_audit.replay.kernel  # noqa: F401 - compiling it sets and restores the setting
+    from eos_audit.replay import kernel  # compiling it sets the setting, then restores it
 
     configured = os.environ.get("NUMBA_CACHE_LOCATOR_CLASSES", "")
     restored = numba.config.CACHE_LOCATOR_CLASSES
     assert restored == configured
     assert kernel_cache.SourceKeyedLocator.from_function(len, "") is None
+    function = getattr(kernel.replay, "py_func", kernel.replay)  # compiled or not
+    locator = kernel_cache.SourceKeyedLocator.from_function(function, kernel.__file__)
+    assert locator.get_source_stamp() == kernel_cache.source_key()
+    assert locator.get_cache_path().startswith(kernel_cache.cache_root())
 
 
 def test_sources_it_cannot_read_leave_the_choice_to_numba(monkeypatch):
