@@ -362,7 +362,13 @@ TRANSACTIONS_COLUMNS: list[Column] = [
     Column("end_epoch", T.IntegerType(), True, "epoch of the marker (transactions v2: start + 1)"),
     Column("first_offset", T.LongType(), True, "offset of the first batch of the transaction"),
     Column("marker_offset", T.LongType(), True, "offset of the COMMIT/ABORT marker; null if open"),
-    Column("outcome", T.StringType(), False, "COMMIT, ABORT or OPEN (still open at the end)"),
+    Column(
+        "outcome",
+        T.StringType(),
+        False,
+        "COMMIT, ABORT, OPEN (still open at the end) or UNKNOWN (closed by a marker whose type "
+        "the export does not show, e.g. kafka-dump-log.sh without --deep-iteration)",
+    ),
     Column("hanging", T.BooleanType(), False, "open longer than the timeout plus grace"),
     Column("batches", T.LongType(), True, "transactional data batches in the transaction"),
     Column("first_timestamp", T.LongType(), True, "timestamp of the first batch, ms"),

@@ -67,6 +67,9 @@ STATE_COVERAGE = int(RowKind.STATE_COVERAGE)
 AUDITED = int(RowKind.AUDITED)
 REPLICA = int(RowKind.REPLICA)
 OPEN = int(ControlType.OPEN)
+COMMIT = int(ControlType.COMMIT)
+ABORT = int(ControlType.ABORT)
+UNKNOWN_OUTCOME = int(ControlType.UNKNOWN)
 
 # Indexes into `counts`: events written per output, and the room a stop asked for.
 FINDINGS = 0
@@ -267,6 +270,7 @@ def new_entry(e, producer_id):
     clear_entry_session(e)
     e.last_timestamp = NULL
     e.has_rows = False
+    e.sequences_seen = False
     e.previous_timestamp = NULL
     e.previous_offset = NULL
     e.log_txn_open = False
@@ -587,6 +591,25 @@ def check_sequence(e, rows, i, part, findings, counts):
         f.facts[1] = missing
 
 
+def sequences_lost_below_log_start(e, part):
+    """Whether the producer's last sequence lay in batches retention deleted.
+
+    Since Kafka 2.4 (KAFKA-7190) a leader keeps a producer's state when the log start passes its
+    batches (docs/rules.md#causes). When the producer's first retained rows are markers, which
+    carry no sequence, the log holds no last sequence for it: with no seed and no data batch of
+    the producer so far, on a log that starts above 0, its sequences are not known.
+    """
+    log_start = log_start_of(part)
+    return not e.sequences_seen and log_start != NULL and log_start > 0
+
+
+def unknown_producer(e, rows, i, part, params, findings, counts, cause):
+    """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
+    f = finding_at(findings, counts, UNKNOWN_PRODUCER, rows, i, part, cause,
+                   params.unknown_producer_error, 0, e.previous_offset)
+    f.facts[0] = log_start_of(part)
+
+
 def check_audited_producer_row(e, rows, i, part, params, findings, counts, expired,
                                current_epoch, duplicate_back, duplicate_offset):
     """The verdict of an audited batch: at most one producer-state finding, first match wins.
@@ -613,6 +636,11 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
                    duplicate_offset)
         return
     if sequence_checked and current_epoch >= 0 and epoch == current_epoch:
+        if sequence != 0 and sequences_lost_below_log_start(e, part):
+            # Its state came from markers only: judged as a producer without state
+            # (docs/replay_semantics.md, "Verdict of a data batch" step 5).
+            unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
+            return
         before = counts[FINDINGS]
         check_sequence(e, rows, i, part, findings, counts)
         if counts[FINDINGS] > before:
@@ -634,9 +662,7 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
             cause = COMPACTION
         else:
             cause = UNEXPLAINED
-        f = finding_at(findings, counts, UNKNOWN_PRODUCER, rows, i, part, cause,
-                       params.unknown_producer_error, 0, e.previous_offset)
-        f.facts[0] = log_start
+        unknown_producer(e, rows, i, part, params, findings, counts, cause)
         return
     if is_data and not rows[i].is_transactional and e.txn_open:
         # ProducerAppendInfo.appendDataBatch (docs/rules.md#invalid-txn-state)
@@ -650,6 +676,18 @@ def check_audited_producer_row(e, rows, i, part, params, findings, counts, expir
                        TRANSACTION_COORDINATOR_FENCED, NULL, NULL)
         f.facts[0] = coordinator_epoch
         f.facts[1] = e.coordinator_epoch
+
+
+def marker_outcome(control_type):
+    """A transaction's outcome from its marker: COMMIT, ABORT, or UNKNOWN.
+
+    UNKNOWN when the export does not show the type (kafka-dump-log.sh without --deep-iteration,
+    0.11-2.1 dumps, an undecodable control record) or shows one that is neither: the broker took
+    the control batch as an end-transaction marker all the same (docs/rules.md#transactions).
+    """
+    if control_type == COMMIT or control_type == ABORT:  # noqa: SIM109 - plain ints compile best
+        return control_type
+    return UNKNOWN_OUTCOME
 
 
 def close_transaction(e, rows, i, part, transactions, counts, timestamp):
@@ -666,7 +704,7 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
     t.end_epoch = rows[i].producer_epoch
     t.first_offset = e.txn_first_offset
     t.marker_offset = rows[i].base_offset
-    t.outcome = rows[i].control_type
+    t.outcome = marker_outcome(rows[i].control_type)
     t.hanging = False
     t.batches = e.txn_batches
     t.first_timestamp = e.txn_first_timestamp
@@ -722,6 +760,8 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
 
     # What expiry reads from the log, whatever the verdict.
     e.has_rows = True
+    if not audited:
+        e.sequences_seen = True  # a seed's state is the broker's, sequences or not
     e.previous_timestamp = timestamp
     e.previous_offset = rows[i].base_offset if kind != SEED_STATE else NULL
     if is_marker:
@@ -738,6 +778,7 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
         add_batch(e, epoch, rows[i].base_sequence, rows[i].last_sequence, rows[i].base_offset,
                   rows[i].last_offset)
         e.has_last_data = True
+        e.sequences_seen = True
         e.last_data_epoch = epoch
         e.last_data_sequence = rows[i].last_sequence
         e.last_data_offset = rows[i].base_offset
@@ -853,6 +894,25 @@ def count_occurrence(part, base_offset):
     part.previous_base_offset = base_offset
 
 
+def is_same_batch(rows, i, part):
+    """Whether row i has the header of the audited batch at its base offset.
+
+    The header a batch is told by: offsets, producer id, epoch, base sequence, control and
+    transactional bits, record count (docs/rules.md#replica-divergence compares the same).
+    """
+    return (
+        part.primary_base_offset != NULL
+        and part.primary_base_offset == rows[i].base_offset
+        and part.primary_last_offset == rows[i].last_offset
+        and part.primary_producer_id == rows[i].producer_id
+        and part.primary_producer_epoch == rows[i].producer_epoch
+        and part.primary_base_sequence == rows[i].base_sequence
+        and part.primary_is_control == rows[i].is_control
+        and part.primary_is_transactional == rows[i].is_transactional
+        and part.primary_record_count == rows[i].record_count
+    )
+
+
 def check_audited_batch(rows, i, part, findings, counts):
     """The checks of a batch of the audited replica that need no producer state."""
     base_offset = rows[i].base_offset
@@ -917,15 +977,7 @@ def check_replica_batch(rows, i, part, findings, counts):
         return
     same_start = part.primary_base_offset != NULL and part.primary_base_offset == base_offset
     if same_start:
-        differs = (
-            part.primary_last_offset != rows[i].last_offset
-            or part.primary_producer_id != rows[i].producer_id
-            or part.primary_producer_epoch != rows[i].producer_epoch
-            or part.primary_base_sequence != rows[i].base_sequence
-            or part.primary_is_control != rows[i].is_control
-            or part.primary_is_transactional != rows[i].is_transactional
-            or part.primary_record_count != rows[i].record_count
-        )
+        differs = not is_same_batch(rows, i, part)
     else:
         # no audited batch starts here although one covers this offset
         differs = part.max_last_offset != NULL and part.max_last_offset >= base_offset
@@ -1225,13 +1277,21 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
             if part.first_offset == NULL:
                 part.first_offset = rows[i].base_offset  # the exported log starts here
             count_occurrence(part, rows[i].base_offset)
-            check_audited_batch(rows, i, part, out_findings, counts)
-            if takes_part_in_replay(rows, i):
-                replay_producer_row(rows, i, part, entries, slots, params, out_findings,
-                                    out_transactions, out_sessions, counts)
-            elif rows[i].crc_valid == 0:
-                remember_corrupt_claim(rows, i, entries, slots)
-            match_acks(rows, i, part, acks, ack_index)
+            if is_same_batch(rows, i, part):
+                # The export holds the batch before it twice (ties are ordered by every field,
+                # so the copies are adjacent). A log holds one batch at an offset: this is a
+                # bad export (OFFSET_OVERLAP), not a second write of the batch's records, and
+                # the copy is not replayed again (docs/replay_semantics.md, Scope).
+                finding_at(out_findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE,
+                           NO_ERROR, NULL, part.max_last_offset)
+            else:
+                check_audited_batch(rows, i, part, out_findings, counts)
+                if takes_part_in_replay(rows, i):
+                    replay_producer_row(rows, i, part, entries, slots, params, out_findings,
+                                        out_transactions, out_sessions, counts)
+                elif rows[i].crc_valid == 0:
+                    remember_corrupt_claim(rows, i, entries, slots)
+                match_acks(rows, i, part, acks, ack_index)
             count_audited_batch(rows, i, part)
         elif kind == REPLICA:
             if already_in_state(rows, i, part):
@@ -1276,6 +1336,7 @@ INLINED_PER_ROW = frozenset({
     "has_room", "already_in_state", "takes_part_in_replay", "find_slot", "slot_position",
     "slot_of", "check_audited_batch", "replay_producer_row", "match_acks", "count_audited_batch",
     "check_audited_producer_row", "check_sequence", "summarise", "record_estimate",
+    "is_same_batch",
 })  # fmt: skip
 
 

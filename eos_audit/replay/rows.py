@@ -41,13 +41,19 @@ PREAMBLE_KINDS = (
 
 
 class ControlType(IntEnum):
-    """A marker's type (ControlRecordType), as the kernel carries it; OPEN for a transaction."""
+    """A marker's type (ControlRecordType), as the kernel carries it; OPEN for a transaction.
+
+    OPEN and UNKNOWN are transaction outcomes only, never on the wire: OPEN a transaction still
+    open at the end of the log, UNKNOWN one closed by a marker whose type the export does not
+    show (docs/rules.md#transactions: the broker took it as an end-transaction marker all the same).
+    """
 
     NONE = 0
     COMMIT = 1
     ABORT = 2
     OTHER = 3
     OPEN = 4
+    UNKNOWN = 5
 
 
 # The replay rows as the engine builds them: one readable field per value. Integers are int64

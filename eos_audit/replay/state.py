@@ -87,6 +87,9 @@ PRODUCER_STATE_ENTRY = np.dtype(
         ("last_data_coverage_end", np.int64),
         # -- read from the log whatever the verdicts: what producer expiry looks at --
         ("has_rows", np.bool_),
+        # a seed or an applied data batch gave the producer a sequence (in any session): until
+        # then a producer known from markers only may have lost its sequences to retention
+        ("sequences_seen", np.bool_),
         ("previous_timestamp", np.int64),  # timestamp of the producer's previous row
         ("previous_offset", np.int64),  # its base offset (NULL for a seeded state entry)
         ("log_txn_open", np.bool_),  # its last transactional event in the log opened one

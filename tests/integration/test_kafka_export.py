@@ -265,3 +265,39 @@ def test_cli_audits_a_multi_broker_tree_and_dump_log_text(spark, tmp_path, capsy
     assert run["status"] == "QUARANTINE_EXCEEDED"
     rows = _sql(tmp_path / "wh3" / "quarantine", "SELECT reason, source FROM t")
     assert rows and all(":line " in r["source"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "marker_offset"), [("klog_txn_3_0_default.txt", 4), ("v2_0_batches.txt", 3)]
+)
+def test_dump_without_deep_iteration_closes_transactions_with_an_unknown_outcome(
+    tmp_path, capsys, fixture, marker_offset
+):
+    """Default kafka-dump-log.sh output shows a marker's batch but not its type (issue 27)."""
+    warehouse = tmp_path / "wh"
+    code = main(
+        [
+            "audit",
+            "--batches",
+            str(FIXTURES / fixture),
+            "--batches-format",
+            "dump-log",
+            "--topic",
+            "txn-demo",
+            "--partition",
+            "0",
+            "--warehouse",
+            str(warehouse),
+            "--fail-on",
+            "never",
+        ]
+    )
+    assert code == 0, capsys.readouterr().err
+    # (the klog dump's last batch opens a transaction its excerpt does not close: OPEN)
+    sql = "SELECT marker_offset, outcome, hanging FROM t WHERE marker_offset IS NOT NULL"
+    (txn,) = _sql(warehouse / "transactions", sql)
+    assert (txn["marker_offset"], txn["outcome"], txn["hanging"]) == (
+        marker_offset, "UNKNOWN", False
+    )
+    (run,) = _sql(warehouse / "audit_runs", "SELECT status FROM t")
+    assert run["status"] == "SUCCEEDED"

@@ -313,6 +313,9 @@ class Producer:
 
     state: ProducerState = field(default_factory=ProducerState)
     log: ProducerLog = field(default_factory=ProducerLog)
+    # Doc "Verdict of a data batch" step 3a: a seed, or an applied data batch with sequence checks,
+    # gave the producer a sequence (in any session).
+    sequences_seen: bool = False
 
 
 @dataclass(frozen=True)
@@ -483,6 +486,45 @@ def check_new_epoch(ctx: PartitionContext, state: ProducerState, batch: Batch) -
     return None
 
 
+def _unknown_producer_error(ctx: PartitionContext) -> str | None:
+    """The answer to a producer without state by version (§1.5 history table)."""
+    if ctx.kafka_version < (1, 0):
+        return OUT_OF_ORDER_SEQUENCE_NUMBER
+    if ctx.kafka_version < (2, 5):
+        return UNKNOWN_PRODUCER_ID
+    return None  # KIP-360: 2.5+ accepts any sequence from an unknown producer
+
+
+def check_sequences_lost(
+    ctx: PartitionContext,
+    state: ProducerState,
+    batch: Batch,
+    *,
+    sequences_seen: bool,
+    previous_row_offset: int | None,
+) -> Verdict | None:
+    """Step 3a: known from markers only, on a log starting above 0 (§1.12 audit consequence).
+
+    The producer's data lay in deleted segments; since 2.4 the leader kept its state, which the
+    log no longer shows: the batch is judged as a producer without state would be (step 5).
+    """
+    if not (
+        sequence_checks_apply(ctx, batch)
+        and batch.producer_epoch == state.epoch >= 0
+        and batch.base_sequence != 0
+        and not sequences_seen
+        and ctx.log_start > 0
+    ):
+        return None
+    return Verdict(
+        UNKNOWN_PRODUCER,
+        kafka_error=_unknown_producer_error(ctx),
+        cause=LOG_START,
+        expected_sequence=0,
+        previous_offset=previous_row_offset,
+    )
+
+
 def check_unknown_producer(
     ctx: PartitionContext,
     state: ProducerState,
@@ -494,15 +536,9 @@ def check_unknown_producer(
     """Step 5: no state (first row of the session) and a non-zero sequence (§1.5 history table)."""
     if not (sequence_checks_apply(ctx, batch) and state.epoch == -1 and batch.base_sequence != 0):
         return None
-    if ctx.kafka_version < (1, 0):
-        kafka_error = OUT_OF_ORDER_SEQUENCE_NUMBER
-    elif ctx.kafka_version < (2, 5):
-        kafka_error = UNKNOWN_PRODUCER_ID
-    else:
-        kafka_error = None  # KIP-360: 2.5+ accepts any sequence from an unknown producer
     return Verdict(
         UNKNOWN_PRODUCER,
-        kafka_error=kafka_error,
+        kafka_error=_unknown_producer_error(ctx),
         cause=_unknown_producer_cause(ctx, started_by_expiry),
         expected_sequence=0,
         previous_offset=previous_row_offset,
@@ -525,11 +561,19 @@ def data_verdict(
     *,
     started_by_expiry: bool,
     previous_row_offset: int | None,
+    sequences_seen: bool,
 ) -> Verdict | None:
     """The verdict of a data batch: steps 1-6 in order, first match wins."""
     return (
         check_fenced(state, batch)
         or check_duplicate(ctx, state, batch)
+        or check_sequences_lost(
+            ctx,
+            state,
+            batch,
+            sequences_seen=sequences_seen,
+            previous_row_offset=previous_row_offset,
+        )
         or check_sequence(ctx, state, batch)
         or check_new_epoch(ctx, state, batch)
         or check_unknown_producer(
@@ -681,6 +725,7 @@ def producer_from_seed(seed: Seed) -> Producer:
     log.previous_timestamp = seed.last_timestamp
     log.previous_offset = None
     log.txn_open_in_log = seed.txn_first_offset is not None
+    producer.sequences_seen = True  # the seed is the broker's state, with sequences or without
     return producer
 
 
@@ -718,6 +763,7 @@ def replay_producer_batch(
             batch,
             started_by_expiry=started_by_expiry,
             previous_row_offset=previous_row_offset,
+            sequences_seen=producer.sequences_seen,
         )
         rng = _data_range(batch)
         if verdict is None or verdict.finding_type not in (DUPLICATE_BATCH, FENCED_PRODUCER_EPOCH):
@@ -728,6 +774,8 @@ def replay_producer_batch(
                 coordinator_append=is_coordinator_append(batch),
                 coverage_end=batch.last_offset + 1,
             )
+            if sequence_checks_apply(ctx, batch):
+                producer.sequences_seen = True
 
     # The log-based view used by the expiry rule (any verdict).
     log.has_rows = True
@@ -771,12 +819,34 @@ def remember_corrupt_claim(
         state.corrupt_claim = (batch.producer_epoch, batch.base_sequence, last)
 
 
+# Doc "Scope": the header a batch is told by; a row repeating the one before it is the same batch.
+BATCH_HEADER_FIELDS = (
+    "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence", "is_control",
+    "is_transactional", "record_count",
+)  # fmt: skip
+
+
+def repeats(previous: Batch | None, batch: Batch) -> bool:
+    """Doc "Scope": the export holds the batch before it twice (ties sort the copies together)."""
+    return previous is not None and all(
+        getattr(previous, name) == getattr(batch, name) for name in BATCH_HEADER_FIELDS
+    )
+
+
 def partition_findings(ctx: PartitionContext, ordered: list[Batch]) -> list[Finding]:
     """Doc "Partition-level rules": over every audited batch of the partition, in log order."""
     findings = []
     max_last_offset: int | None = None
     max_leader_epoch: int | None = None
+    previous: Batch | None = None
     for batch in ordered:
+        if repeats(previous, batch):
+            # Doc "Scope": the same batch exported twice gets OFFSET_OVERLAP and nothing else.
+            findings.append(
+                _make_finding(ctx, batch, Verdict(OFFSET_OVERLAP, previous_offset=max_last_offset))
+            )
+            continue
+        previous = batch
         if max_last_offset is not None and batch.base_offset <= max_last_offset:
             findings.append(
                 _make_finding(ctx, batch, Verdict(OFFSET_OVERLAP, previous_offset=max_last_offset))
@@ -872,7 +942,11 @@ def replay(
         findings.extend(partition_findings(ctx, ordered))
 
         producers: dict[int, Producer] = {}
+        previous: Batch | None = None
         for batch in ordered:
+            if repeats(previous, batch):
+                continue  # doc "Scope": the copy takes no part in the replay
+            previous = batch
             if batch.crc_valid is False:
                 remember_corrupt_claim(producers, seeds_by_key, topic, partition, batch)
             if not takes_part_in_replay(batch):

@@ -48,6 +48,8 @@ class _Producer:
     coordinator_epoch: int
     skew_ms: int  # the client's clock offset
     txn_open: bool = False
+    # Its first rows lay in segments retention deleted: its first retained row is a marker.
+    marker_first: bool = False
     # Every data batch written so far: (epoch, base_sequence, span, transactional).
     written: list[tuple[int, int, int, bool]] = field(default_factory=list)
 
@@ -92,6 +94,7 @@ class _Simulator:
         base_seq: int = -1,
         transactional: bool = False,
         control_type: str | None = None,
+        control: bool = False,
         coordinator_epoch: int | None = None,
         record_count: int | None = None,
         magic: int | None = 2,
@@ -103,7 +106,7 @@ class _Simulator:
         # One draw for the incidental variations of the row (fewer draws = faster generation);
         # 0, where hypothesis shrinks to, is the plainest row.
         variation = self.draw(st.integers(0, 9_999))
-        control = control_type is not None
+        control = control or control_type is not None
         pid = producer.pid if producer is not None else -1
         if epoch is None:
             epoch = producer.epoch if producer is not None else -1
@@ -168,6 +171,13 @@ class _Simulator:
         self.next_pid_index += 1
         if seeded_allowed and self.chance(35):
             self.seed(producer)
+        elif seeded_allowed and self.faults and kind in ("tv1", "tv2") and self.chance(12):
+            # Retention deleted its first transaction's data; its first retained row is the marker
+            # (written as the log starts, in run()), and its sequences continue after it.
+            producer.marker_first = True
+            producer.next_seq = self.draw(st.integers(1, 50))
+            producer.txn_open = True
+            self.pre_offset += producer.next_seq + 1  # the deleted batches' offsets
         elif self.faults and kind != "coordinator" and self.chance(8):
             # A first batch with a non-zero sequence (first-write loss, or history before the log);
             # sometimes just below the wraparound.
@@ -260,11 +270,17 @@ class _Simulator:
             coordinator_epoch = producer.coordinator_epoch
         bump = producer.kind == "tv2" and producer.epoch < MAX_EPOCH
         marker_epoch = producer.epoch + 1 if bump else producer.epoch
+        if self.chance(10):
+            # As kafka-dump-log.sh without --deep-iteration shows it: no type, no coordinator epoch.
+            control_type, coordinator_epoch = None, None
+        else:
+            control_type = self.draw(st.sampled_from(["COMMIT", "ABORT"]))
         self.emit(
             producer=producer,
             epoch=marker_epoch,
             transactional=True,
-            control_type=self.draw(st.sampled_from(["COMMIT", "ABORT"])),
+            control_type=control_type,
+            control=True,
             coordinator_epoch=coordinator_epoch,
         )
         if bump:
@@ -417,6 +433,12 @@ class _Simulator:
         """A batch that fails its CRC (the producer's range is lost behind it)."""
         self.write_data(producer, crc_valid=False)
 
+    def exported_twice(self) -> None:
+        """A bad export: one of the rows so far written again, unchanged (same offsets)."""
+        if not self.batches:
+            return
+        self.batches.append(self.batches[self.draw(st.integers(0, len(self.batches) - 1))])
+
     def overlap(self, producer: _Producer) -> None:
         """One batch written at offsets already used; the log end offset does not go back."""
         end = self.offset
@@ -476,8 +498,10 @@ class _Simulator:
             self.long_pause(self.pick())
         elif roll < 93:
             self.corrupt(self.pick())
-        elif roll < 96:
+        elif roll < 95:
             self.overlap(self.pick())
+        elif roll < 96:
+            self.exported_twice()
         else:
             self.leader_epoch_regression(self.pick())
 
@@ -488,6 +512,9 @@ class _Simulator:
         if self.pre_offset > 0 or self.chance(40):
             self.base0 = max(self.pre_offset + 10, self.draw(st.sampled_from([0, 100, 5_000])))
         self.offset = self.base0
+        for producer in self.producers:
+            if producer.marker_first:
+                self.end_txn(producer)
         n_steps = self.draw(st.integers(3, 30))
         for _ in range(n_steps):
             if len(self.batches) >= MAX_BATCHES - 2:

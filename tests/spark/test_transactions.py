@@ -113,3 +113,21 @@ def test_export_time_ages_open_transactions(spark):
         (1, 40 * MIN),
         (3, 25 * MIN),
     ]
+
+
+def test_a_marker_whose_type_the_export_does_not_show_closes_its_transaction_as_unknown(spark):
+    """kafka-dump-log.sh without --deep-iteration shows no type (docs/rules.md#transactions)."""
+    rows = [
+        txn(0, 0, 1, 0),
+        marker(1, None, pid=1, coordinator_epoch=None, max_timestamp=1_000),
+        txn(2, 1, 1, 2_000),
+        marker(3, "ABORT", pid=1, max_timestamp=3_000),
+    ]
+    rec = engine.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
+    actual = engine.transactions_of(rec).select("first_offset", "marker_offset", "outcome")
+    expected = spark.createDataFrame(
+        [(0, 1, "UNKNOWN"), (2, 3, "ABORT")],
+        "first_offset long, marker_offset long, outcome string",
+    )
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+    assert engine.findings_of(rec).count() == 0
