@@ -671,16 +671,8 @@ def audit(
 # Slices of the output records
 # ------------------------------------------------------------------------------------------------
 def findings_of(records_df: DataFrame) -> DataFrame:
-    """The findings table rows of an `audit` result.
-
-    `batch_time` is derived here from `batch_timestamp`, once for every finding whoever raised
-    it (replay, acknowledgements, ListOffsets), so the two columns cannot disagree.
-    """
-    return (
-        records_df.where(F.col("kind") == "findings")
-        .select("finding.*")
-        .withColumn("batch_time", F.timestamp_millis("batch_timestamp"))
-    )
+    """The findings table rows of an `audit` result."""
+    return records_df.where(F.col("kind") == "findings").select("finding.*")
 
 
 def quarantine_of(records_df: DataFrame) -> DataFrame:
