@@ -545,18 +545,29 @@ def history_chart(history: History) -> str:
     """
     left, right = 70, WIDTH - 20
     top, findings_bottom = 18, 128
-    batches_top, batches_bottom = 158, 218
+    batches_top, batches_bottom = 166, 222
     height = batches_bottom + 42
     runs = history.runs
     if not runs:
         return ""
-    slot = (right - left) / len(runs)
-    bar = max(min(slot * 0.7, 40), 2)
+    # A column per run, at most 60 px wide: a few runs stay narrow bars, not slabs.
+    slot = min((right - left) / len(runs), 60)
+    bar = max(slot * 0.6, 2)
     tallest = max((r.findings_total for r in runs), default=0) or 1
     most = max((r.batches_audited for r in runs), default=0) or 1
     y = Scale(0, tallest, findings_bottom, top)
     yb = Scale(0, most, batches_bottom, batches_top)
+    # This run's column first, under everything else.
+    current = [i for i, r in enumerate(runs) if r.is_current]
     parts = [
+        el(
+            "rect",
+            {"x": left + slot * i + 1, "y": top - 6, "width": slot - 2,
+             "height": batches_bottom - top + 6, "class": "current-run"},
+        )
+        for i in current
+    ]  # fmt: skip
+    parts += [
         axis_y(y, left, nice_ticks(0, tallest, 3), fmt_int, "findings"),
         axis_y(yb, left, nice_ticks(0, most, 2), fmt_int, "batches audited"),
         el("line", {"x1": left, "x2": right, "y1": findings_bottom, "y2": findings_bottom,
@@ -570,14 +581,6 @@ def history_chart(history: History) -> str:
         cx = left + slot * (i + 0.5)
         x0 = cx - bar / 2
         when = fmt_moment(r.started_ms)
-        if r.is_current:
-            parts.append(
-                el(
-                    "rect",
-                    {"x": cx - slot / 2 + 1, "y": top - 6, "width": slot - 2,
-                     "height": batches_bottom - top + 6, "class": "current-run"},
-                )
-            )  # fmt: skip
         base = 0
         for s in SEVERITY_ORDER:
             n = r.findings.get(s, 0)

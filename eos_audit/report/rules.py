@@ -30,7 +30,7 @@ def rule_href(spec_ref: str | None) -> str | None:
     """The link target of a rule reference, or None when there is no document to link to.
 
     Args:
-        spec_ref: `docs/rules.md#anchor`, as `findings.spec_ref` holds it.
+        spec_ref: `docs/rules.md#<anchor>`, as `findings.spec_ref` holds it.
 
     Returns:
         A `file:` URI of the local rules document with the rule's anchor; an http(s) reference

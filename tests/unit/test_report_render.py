@@ -24,6 +24,7 @@ from eos_audit.report.list_offsets import build_list_offsets_view
 from eos_audit.report.page import render_report
 from eos_audit.report.partitions import build_partition_timelines
 from eos_audit.report.producers import build_epoch_plots
+from eos_audit.report.rules import rule_href
 from eos_audit.report.svg import Scale, el, fmt_int, nice_ticks, time_ticks
 from eos_audit.report.transactions import TransactionActivity, build_transaction_activity
 from tests.unit import test_report_data as sample
@@ -362,3 +363,16 @@ def test_evidence_rows_say_new_or_seen_link_the_rule_and_wrap_labels_at_words(pa
     assert "LEADER_<wbr>CHANGE_<wbr>TRANSIENT" in gap
     link = re.search(r'<a href="(file:[^"]+)"><code>docs/rules.md#x</code></a>', gap).group(1)
     assert link.endswith("/docs/rules.md#x")
+
+
+def test_rule_references_resolve_to_the_local_rules_document():
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    href = rule_href("docs/rules.md#sequence-gap")
+    target = urlparse(href)
+    assert target.scheme == "file" and target.fragment == "sequence-gap"
+    assert Path(target.path).name == "rules.md" and Path(target.path).is_file()
+    assert rule_href("https://example.org/rules.html#x") == "https://example.org/rules.html#x"
+    assert rule_href("docs/no-such-document.md#x") is None
+    assert rule_href(None) is None
