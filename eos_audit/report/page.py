@@ -462,7 +462,7 @@ def _evidence_row(f: FindingItem) -> str:
         f"<br>expected sequence {f.expected_sequence}" if f.expected_sequence is not None else ""
     )
     evidence = "".join(f"<br>{esc(k)} = {esc(v)}" for k, v in f.evidence.items())
-    kafka_error = f"<br><code>{esc(f.kafka_error)}</code>" if f.kafka_error else ""
+    kafka_error = f"<br><code>{_label(f.kafka_error)}</code>" if f.kafka_error else ""
     source = f"<br>{esc(f.source)}" if f.source else ""
     seen = ""
     if f.seen_before is not None:

@@ -242,6 +242,7 @@ def page():
                 topic="ledger",
                 detail="<script>alert(1)</script>",
                 cause="LEADER_CHANGE_TRANSIENT",
+                kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
             ),
         ],  # fmt: skip
         matrix,
@@ -361,6 +362,7 @@ def test_evidence_rows_say_new_or_seen_link_the_rule_and_wrap_labels_at_words(pa
     assert '<span class="new">new in this run</span>' in gap
     assert '<span class="seen">seen before</span>' in fenced
     assert "LEADER_<wbr>CHANGE_<wbr>TRANSIENT" in gap
+    assert "<code>OUT_<wbr>OF_<wbr>ORDER_<wbr>SEQUENCE_<wbr>NUMBER</code>" in gap
     link = re.search(r'<a href="(file:[^"]+)"><code>docs/rules.md#x</code></a>', gap).group(1)
     assert link.endswith("/docs/rules.md#x")
 
