@@ -615,7 +615,8 @@ def history_chart(history: History) -> str:
                 ),
             )
         )  # fmt: skip
-        if i % every == 0 or r.is_current:
+        near_current = any(abs(i - c) < every for c in current) and not r.is_current
+        if (i % every == 0 and not near_current) or r.is_current:
             parts.append(
                 el(
                     "text",

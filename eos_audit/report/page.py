@@ -51,7 +51,9 @@ header .status b{color:#fff}
 .new{color:#c62828;font-weight:600}.seen{color:#57606a}
 svg .current-run{fill:#fff4c2}svg .tick.current{font-weight:700;fill:#1d2329}
 svg .time-label{font-size:10px;fill:#1d2329}
-svg .bar.batches,i.batches{fill:#90a4ae;background:#90a4ae}svg .clean-run{fill:#2e7d32}
+svg .bar.batches,i.batches{fill:#90a4ae;background:#90a4ae}
+svg .bar.batches.status-FAILED{fill:#ef9a9a}
+svg .clean-run{fill:#2e7d32}
 .sev{font-weight:600}.sev.CRITICAL{color:#c62828}.sev.ERROR{color:#e65100}
 .sev.WARNING{color:#a07800}.sev.INFO{color:#1565c0}
 .ok{color:#2e7d32;font-weight:600}.bad{color:#c62828;font-weight:600}
