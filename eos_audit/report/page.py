@@ -17,6 +17,7 @@ from eos_audit.report.data import ReportData, left_out, relink
 from eos_audit.report.findings import FindingGroup, FindingItem
 from eos_audit.report.rules import rule_href
 from eos_audit.report.svg import el, esc, fmt_int, fmt_moment, fmt_range, fmt_time
+from eos_audit.sinks.run_status import SUCCEEDED
 from eos_audit.summaries import SEVERITY_ORDER
 
 CSS = """
@@ -46,6 +47,7 @@ color:#fff;background:#b26a00}
 font-weight:700;color:#fff;background:#2e7d32}
 .verdict.CRITICAL{background:#c62828}.verdict.ERROR{background:#e65100}
 .verdict.WARNING{background:#f9a825;color:#1d2329}.verdict.INFO{background:#1565c0}
+.verdict.incomplete{background:#6a737d}
 header .status{margin-left:10px;font-size:13px;color:#c9d1d9}
 header .status b{color:#fff}
 .new{color:#c62828;font-weight:600}.seen{color:#57606a}
@@ -497,7 +499,10 @@ def _verdict(data: ReportData) -> str:
     """The worst severity found and its count, coloured by it; the run's state next to it."""
     o = data.overview
     worst = next((s for s in SEVERITY_ORDER if o.findings_by_severity.get(s)), None)
-    if worst is None:
+    if worst is None and o.status != SUCCEEDED:
+        # Nothing found in a run that did not audit all it was given is no clean bill.
+        text, css = "No findings in what was audited", "verdict incomplete"
+    elif worst is None:
         text, css = "No findings", "verdict clean"
     else:
         n = o.findings_by_severity[worst]

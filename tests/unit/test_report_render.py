@@ -323,6 +323,14 @@ def test_the_verdict_is_the_worst_severity_and_the_status_is_the_run_state(page)
             sample._overview_raw(findings_critical=0, findings_info=0), "night-1"))
     )  # fmt: skip
     assert '<span id="verdict" class="verdict clean">No findings</span>' in clean
+    # Nothing found in a run that did not audit everything it was given is not green.
+    incomplete = render_report(
+        sample._data(overview=sample.build_overview(
+            sample._overview_raw(findings_critical=0, findings_info=0, status="NOTHING_AUDITED"),
+            "night-1"))
+    )  # fmt: skip
+    assert 'class="verdict incomplete">No findings in what was audited</span>' in incomplete
+    assert "run status <b>NOTHING_AUDITED</b>" in incomplete
 
 
 def test_the_history_chart_has_a_column_per_run(page):
