@@ -433,6 +433,9 @@ def _build(
     """
     filled = dict(values)
     filled["run_id"] = F.lit(run_id)
+    if "batch_timestamp" in values and "batch_time" not in values:
+        # The same instant as a timestamp, derived here so that every finding has both alike.
+        filled["batch_time"] = F.timestamp_millis(values["batch_timestamp"])
     filled["finding_type"] = _lookup(code, {k.code: k.name for k in kinds})
     filled["spec_ref"] = _lookup(code, {k.code: k.spec_ref for k in kinds})
     if severity is None:

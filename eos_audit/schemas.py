@@ -192,7 +192,21 @@ FINDINGS_COLUMNS: list[Column] = [
         True,
         "further evidence by name (for example max_leader_epoch)",
     ),
-    Column("batch_timestamp", T.LongType(), True, "max timestamp of the batch, ms"),
+    Column(
+        "batch_timestamp",
+        T.LongType(),
+        True,
+        "max timestamp of the batch, epoch ms, as Kafka stores it (kept for existing readers; "
+        "batch_time is the same instant as a timestamp)",
+    ),
+    Column(
+        "batch_time",
+        T.TimestampType(),
+        True,
+        "max timestamp of the batch (UTC): the canonical column to filter and read findings "
+        "by time; for ListOffsets findings the observation's time, for acknowledgement findings "
+        "the acknowledgement's; null in rows written before this column existed",
+    ),
     Column("source", T.StringType(), True, "where the batch came from"),
 ]
 FINDINGS = _struct(FINDINGS_COLUMNS)

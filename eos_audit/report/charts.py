@@ -6,7 +6,10 @@ colours come from the page's CSS classes (severity, status, outcome), so the SVG
 
 from __future__ import annotations
 
+import math
+
 from eos_audit.report.findings import FindingsMatrix, Offender
+from eos_audit.report.history import History
 from eos_audit.report.list_offsets import OffsetSeries
 from eos_audit.report.partitions import PartitionTimeline
 from eos_audit.report.producers import EpochPlot
@@ -17,15 +20,18 @@ from eos_audit.report.svg import (
     el,
     esc,
     fmt_int,
+    fmt_moment,
     fmt_time,
     link,
     nice_ticks,
     padded,
     svg,
+    time_axis_label,
     time_ticks,
     title,
 )
 from eos_audit.report.transactions import KINDS, TransactionActivity
+from eos_audit.summaries import SEVERITY_ORDER
 
 WIDTH = 860
 
@@ -99,7 +105,8 @@ def partition_chart(tl: PartitionTimeline) -> str:
     epochs_y = 36
     txns_y = epochs_y + tl.lanes * lane + (8 if tl.transactions else 0)
     axis_at = txns_y + txn_lanes * lane + 8
-    height = axis_at + 36
+    has_times = tl.first_ms is not None or tl.last_ms is not None
+    height = axis_at + (50 if has_times else 36)
     x = Scale(*padded(*tl.domain), left, right)
     parts = []
     if tl.first_offset is not None and tl.last_offset is not None:
@@ -175,10 +182,28 @@ def partition_chart(tl: PartitionTimeline) -> str:
             {"class": f"mark finding sev-{m.severity}"},
             el("line", {"x1": cx, "x2": cx, "y1": marks_y + 5, "y2": axis_at, "class": "drop"}),
             el("circle", {"cx": cx, "cy": marks_y, "r": 5}),
-            title(f"{m.finding_type} ({m.severity}) at {where}"),
+            title(
+                f"{m.finding_type} ({m.severity}) at {where}"
+                + (f", {fmt_moment(m.time_ms)}" if m.time_ms is not None else "")
+            ),
         )
         parts.append(link(m.href, mark))
     parts.append(axis_x(x, axis_at, nice_ticks(*tl.domain, count=8), fmt_int, "offset"))
+    if has_times and tl.first_offset is not None and tl.last_offset is not None:
+        # The wall-clock time at both ends of the log, so an incident's window maps to offsets.
+        for offset, ms, anchor in (
+            (tl.first_offset, tl.first_ms, "start"),
+            (tl.last_offset, tl.last_ms, "end"),
+        ):
+            if ms is not None:
+                parts.append(
+                    el(
+                        "text",
+                        {"x": x(offset), "y": axis_at + 44, "class": "time-label",
+                         "text-anchor": anchor},
+                        esc(fmt_moment(ms)),
+                    )
+                )  # fmt: skip
     return svg(WIDTH, height, f"timeline of {tl.topic}-{tl.partition}", *parts)
 
 
@@ -212,6 +237,12 @@ def epoch_chart(plot: EpochPlot) -> str:
                 title(
                     f"{p.role} batch: offsets {p.offset}–{p.last_offset}, "
                     f"sequences {p.sequence}–{p.last_sequence}"
+                    + (
+                        f", {fmt_moment(plot.first_ms)}"
+                        if p.role == "first" and plot.first_ms
+                        else ""
+                    )
+                    + (f", {fmt_moment(plot.last_ms)}" if p.role == "last" and plot.last_ms else "")
                 ),
             )
         )
@@ -231,6 +262,7 @@ def epoch_chart(plot: EpochPlot) -> str:
                 if m.previous_offset is not None
                 else ""
             )
+            + (f", {fmt_moment(m.time_ms)}" if m.time_ms is not None else "")
         )
         shapes = []
         if m.kind == "gap" and m.expected_sequence is not None:
@@ -312,7 +344,7 @@ def transactions_chart(activity: TransactionActivity) -> str:
             bars_bottom,
             time_ticks(start, end, 6),
             lambda t: fmt_time(t, end - start),
-            "time (UTC)",
+            time_axis_label(start, end),
         ),
     ]
     for b in activity.buckets:
@@ -386,7 +418,13 @@ def list_offsets_chart(series: OffsetSeries) -> str:
     x = Scale(*padded(t0, t1), left, right)
     y = Scale(*padded(o0, o1), bottom, top)
     parts = [
-        axis_x(x, bottom, time_ticks(t0, t1, 6), lambda t: fmt_time(t, t1 - t0), "time (UTC)"),
+        axis_x(
+            x,
+            bottom,
+            time_ticks(t0, t1, 6),
+            lambda t: fmt_time(t, t1 - t0),
+            time_axis_label(t0, t1),
+        ),  # fmt: skip
         axis_y(y, left, nice_ticks(o0, o1, 4), fmt_int, "offset"),
     ]
     for e in series.errors:
@@ -497,3 +535,101 @@ def list_offsets_chart(series: OffsetSeries) -> str:
             )
         )
     return svg(WIDTH, 230, f"ListOffsets of {series.topic}-{series.partition}", *parts)
+
+
+def history_chart(history: History) -> str:
+    """Per run, oldest left: findings stacked by severity above, batches audited below.
+
+    Each bar links nowhere (earlier runs have their own reports) but says its numbers; this run's
+    column is outlined so the night being read stands out among the others.
+    """
+    left, right = 70, WIDTH - 20
+    top, findings_bottom = 18, 128
+    batches_top, batches_bottom = 166, 222
+    height = batches_bottom + 42
+    runs = history.runs
+    if not runs:
+        return ""
+    # A column per run, at most 60 px wide: a few runs stay narrow bars, not slabs.
+    slot = min((right - left) / len(runs), 60)
+    bar = max(slot * 0.6, 2)
+    tallest = max((r.findings_total for r in runs), default=0) or 1
+    most = max((r.batches_audited for r in runs), default=0) or 1
+    y = Scale(0, tallest, findings_bottom, top)
+    yb = Scale(0, most, batches_bottom, batches_top)
+    # This run's column first, under everything else.
+    current = [i for i, r in enumerate(runs) if r.is_current]
+    parts = [
+        el(
+            "rect",
+            {"x": left + slot * i + 1, "y": top - 6, "width": slot - 2,
+             "height": batches_bottom - top + 6, "class": "current-run"},
+        )
+        for i in current
+    ]  # fmt: skip
+    parts += [
+        axis_y(y, left, nice_ticks(0, tallest, 3), fmt_int, "findings"),
+        axis_y(yb, left, nice_ticks(0, most, 2), fmt_int, "batches audited"),
+        el("line", {"x1": left, "x2": right, "y1": findings_bottom, "y2": findings_bottom,
+                    "class": "axis"}),
+        el("line", {"x1": left, "x2": right, "y1": batches_bottom, "y2": batches_bottom,
+                    "class": "axis"}),
+    ]  # fmt: skip
+    # At most ~12 run labels, so they never overlap.
+    every = max(1, math.ceil(len(runs) / 12))
+    for i, r in enumerate(runs):
+        cx = left + slot * (i + 0.5)
+        x0 = cx - bar / 2
+        when = fmt_moment(r.started_ms)
+        base = 0
+        for s in SEVERITY_ORDER:
+            n = r.findings.get(s, 0)
+            if not n:
+                continue
+            parts.append(
+                el(
+                    "rect",
+                    {"x": x0, "y": y(base + n), "width": bar,
+                     "height": max(y(base) - y(base + n), 1), "class": f"mark bar sev-{s}"},
+                    title(f"run {r.run_id} ({when}, {r.status}): {fmt_int(n)} {s}"),
+                )
+            )  # fmt: skip
+            base += n
+        if not r.findings_total:
+            parts.append(
+                el(
+                    "circle",
+                    {"cx": cx, "cy": findings_bottom - 4, "r": 3, "class": "mark clean-run"},
+                    title(f"run {r.run_id} ({when}, {r.status}): no findings"),
+                )
+            )
+        parts.append(
+            el(
+                "rect",
+                {"x": x0, "y": yb(r.batches_audited), "width": bar,
+                 "height": max(batches_bottom - yb(r.batches_audited), 1),
+                 "class": f"mark bar batches status-{r.status}"},
+                title(
+                    f"run {r.run_id} ({when}, {r.status}): {fmt_int(r.batches_audited)} batches "
+                    f"audited in {r.duration_s:,.0f} s"
+                ),
+            )
+        )  # fmt: skip
+        near_current = any(abs(i - c) < every for c in current) and not r.is_current
+        if (i % every == 0 and not near_current) or r.is_current:
+            parts.append(
+                el(
+                    "text",
+                    {"x": cx, "y": batches_bottom + 14, "text-anchor": "middle",
+                     "class": "tick current" if r.is_current else "tick"},
+                    esc(fmt_moment(r.started_ms)[5:16]),
+                )
+            )  # fmt: skip
+    parts.append(
+        el(
+            "text",
+            {"x": right, "y": batches_bottom + 30, "class": "axis-label", "text-anchor": "end"},
+            "run start (UTC)",
+        )
+    )
+    return svg(WIDTH, height, "findings and batches audited per run", *parts)

@@ -21,6 +21,13 @@ from eos_audit.report.findings import (
     query_findings_matrix,
     query_offenders,
 )
+from eos_audit.report.history import (
+    History,
+    build_history,
+    mark_seen_before,
+    query_history,
+    query_seen_before,
+)
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.list_offsets import (
     ListOffsetsView,
@@ -61,6 +68,7 @@ class ReportData:
     list_offsets: ListOffsetsView
     limits: ReportLimits
     generated_ms: int
+    history: History | None = None
 
 
 def collect_report_data(
@@ -93,16 +101,21 @@ def collect_report_data(
         offenders_raw = pool.submit(query_offenders, tables, limits)
         epochs_raw = pool.submit(query_epoch_plots, tables, limits)
         transactions_raw = pool.submit(query_transaction_activity, tables, limits)
+        history_raw = pool.submit(query_history, spark, where, run_id, limits)
         overview = build_overview(overview_raw.result(), run_id)
         # The ListOffsets inputs are named in the run's record.
         offsets_raw = pool.submit(query_list_offsets, spark, tables, overview.inputs, limits)
         matrix = build_findings_matrix(matrix_raw.result())
         timelines = build_partition_timelines(timelines_raw.result(), overview.coverage.partitions)
         anchors = frozenset(t.anchor for t in timelines.timelines)
+        groups = build_finding_groups(samples_raw.result(), matrix, anchors)
+        history = build_history(history_raw.result(), run_id)
+        listed = [f.finding_id for g in groups for f in g.items]
+        seen = query_seen_before(spark, where, history.compared, listed)
         data = ReportData(
             overview=overview,
             matrix=matrix,
-            groups=build_finding_groups(samples_raw.result(), matrix, anchors),
+            groups=mark_seen_before(groups, history, seen),
             offenders=build_offenders(offenders_raw.result(), anchors),
             timelines=timelines,
             epochs=build_epoch_plots(epochs_raw.result()),
@@ -110,6 +123,7 @@ def collect_report_data(
             list_offsets=build_list_offsets_view(offsets_raw.result()),
             limits=limits,
             generated_ms=int(time.time() * 1000),
+            history=history,
         )
     log.info("run %s: report data read in %.1f s", run_id, time.monotonic() - started)
     return data
@@ -118,6 +132,13 @@ def collect_report_data(
 def left_out(data: ReportData) -> list[str]:
     """What the report does not show, one sentence each (empty when it shows everything)."""
     lines = []
+    h = data.history
+    if h is not None and h.omitted:
+        lines.append(
+            f"history: {h.omitted:,} earlier runs not shown (the latest {len(h.runs)} up to this "
+            f"one are; findings are compared with the {len(h.compared)} earlier finished runs "
+            "among them)"
+        )
     for group in data.groups:
         if group.omitted:
             lines.append(

@@ -15,6 +15,7 @@ from eos_audit.findings import REGISTRY
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
     RunTables,
+    batch_ms,
     bounded_rows,
     first_rows_per_group,
     severity_rank,
@@ -56,6 +57,8 @@ class TypeCounts:
     finding_type: str
     meaning: str
     counts: dict[str, int]
+    first_ms: int | None = None  # the earliest batch time of its findings, epoch ms (UTC)
+    last_ms: int | None = None
 
     @property
     def total(self) -> int:
@@ -81,8 +84,15 @@ class FindingsMatrix:
 
 
 def query_findings_matrix(tables: RunTables) -> list[dict]:
-    """Counts per (finding_type, severity): one aggregate, a few dozen rows at most."""
-    return bounded_rows(tables.findings.groupBy("finding_type", "severity").count(), 1000)
+    """Counts and batch-time range per (finding_type, severity): one aggregate, a few dozen rows."""
+    return bounded_rows(
+        tables.findings.groupBy("finding_type", "severity").agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min(batch_ms()).alias("first_ms"),
+            F.max(batch_ms()).alias("last_ms"),
+        ),
+        1000,
+    )
 
 
 def _worst(counts: dict[str, int]) -> int:
@@ -93,12 +103,26 @@ def _worst(counts: dict[str, int]) -> int:
 
 
 def build_findings_matrix(rows: Iterable[dict]) -> FindingsMatrix:
-    """The matrix from `query_findings_matrix` rows: types sorted by worst severity, then count."""
+    """The matrix from `query_findings_matrix` rows: types sorted by worst severity, then count.
+
+    A type's first and last batch time span all its severities (rows without a time are left out).
+    """
     counts: dict[str, dict[str, int]] = {}
+    times: dict[str, list[int]] = {}
     for r in rows:
         counts.setdefault(r["finding_type"], {})[r["severity"]] = int(r["count"])
+        times.setdefault(r["finding_type"], []).extend(
+            int(t) for t in (r.get("first_ms"), r.get("last_ms")) if t is not None
+        )
     types = [
-        TypeCounts(t, REGISTRY[t].meaning if t in REGISTRY else "", c) for t, c in counts.items()
+        TypeCounts(
+            t,
+            REGISTRY[t].meaning if t in REGISTRY else "",
+            c,
+            min(times[t], default=None),
+            max(times[t], default=None),
+        )
+        for t, c in counts.items()
     ]
     types.sort(key=lambda t: (_worst(t.counts), -t.total, t.finding_type))
     return FindingsMatrix(types)
@@ -125,6 +149,9 @@ class FindingItem:
     spec_ref: str
     evidence: dict[str, str]
     source: str | None
+    batch_ms: int | None = None  # the batch's time, epoch ms (UTC)
+    # Whether an earlier run reported the same finding id (None: not compared).
+    seen_before: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +189,7 @@ _SAMPLE_COLUMNS = [
     "spec_ref",
     "evidence",
     "source",
+    "batch_ms",
 ]
 
 
@@ -180,7 +208,8 @@ def query_finding_samples(tables: RunTables, per_type: int, types: int) -> list[
         F.col("base_offset"),
         F.col("finding_id"),
     ]
-    first = first_rows_per_group(tables.findings, ["finding_type"], order, per_type)
+    findings = tables.findings.withColumn("batch_ms", batch_ms())
+    first = first_rows_per_group(findings, ["finding_type"], order, per_type)
     return bounded_rows(
         first.select(*_SAMPLE_COLUMNS).orderBy("finding_type", *order), per_type * max(types, 1)
     )
@@ -255,6 +284,7 @@ def build_finding_groups(
                 spec_ref=r["spec_ref"],
                 evidence=dict(sorted((r["evidence"] or {}).items())),
                 source=r["source"],
+                batch_ms=r.get("batch_ms"),
             )
         )
     return [

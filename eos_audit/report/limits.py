@@ -19,6 +19,8 @@ class ReportLimits:
         time_buckets: columns of a chart over time.
         offset_series: partitions whose ListOffsets observations are drawn.
         offenders: producers and partitions in the top-offender lists.
+        history_runs: runs of the warehouse in the history (the latest up to this one); this
+            run's findings are compared with the earlier finished runs among them.
     """
 
     findings_per_type: int = 20
@@ -30,3 +32,4 @@ class ReportLimits:
     time_buckets: int = 60
     offset_series: int = 8
     offenders: int = 10
+    history_runs: int = 30

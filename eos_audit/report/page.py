@@ -7,6 +7,7 @@ import datetime as dt
 from eos_audit.report.charts import (
     epoch_chart,
     findings_chart,
+    history_chart,
     list_offsets_chart,
     offenders_chart,
     partition_chart,
@@ -14,7 +15,10 @@ from eos_audit.report.charts import (
 )
 from eos_audit.report.data import ReportData, left_out, relink
 from eos_audit.report.findings import FindingGroup, FindingItem
-from eos_audit.report.svg import el, esc, fmt_int, fmt_time
+from eos_audit.report.rules import rule_href
+from eos_audit.report.svg import el, esc, fmt_int, fmt_moment, fmt_range, fmt_time
+from eos_audit.sinks.run_status import SUCCEEDED
+from eos_audit.summaries import SEVERITY_ORDER
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2329;
@@ -28,7 +32,8 @@ section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:14px 
 h2{font-size:17px;margin:0 0 8px}h3{font-size:14px;margin:14px 0 4px}
 table{border-collapse:collapse;width:100%;font-size:13px}
 table.evidence{table-layout:fixed}table.evidence td{overflow-wrap:break-word}
-table.evidence th:nth-child(1){width:84px}table.evidence th:nth-child(2){width:24%}
+table.evidence td:nth-child(1){overflow-wrap:normal}
+table.evidence th:nth-child(1){width:112px}table.evidence th:nth-child(2){width:24%}
 table.evidence th:nth-child(3){width:15%}table.evidence th:nth-child(5){width:20%}
 table.evidence td:nth-child(5){overflow-wrap:anywhere}
 th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eceff2;vertical-align:top}
@@ -36,7 +41,21 @@ th{color:#57606a;font-weight:600}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;font-weight:600;
 color:#fff;background:#b26a00}
-.badge.SUCCEEDED{background:#2e7d32}.badge.FAILED{background:#c62828}
+.badge.SUCCEEDED{background:#eceff2;color:#1d2329;border:1px solid #c7d0d9}
+.badge.FAILED{background:#c62828}
+.verdict{display:inline-block;margin:8px 0 0;padding:4px 12px;border-radius:5px;font-size:17px;
+font-weight:700;color:#fff;background:#2e7d32}
+.verdict.CRITICAL{background:#c62828}.verdict.ERROR{background:#e65100}
+.verdict.WARNING{background:#f9a825;color:#1d2329}.verdict.INFO{background:#1565c0}
+.verdict.incomplete{background:#6a737d}
+header .status{margin-left:10px;font-size:13px;color:#c9d1d9}
+header .status b{color:#fff}
+.new{color:#c62828;font-weight:600}.seen{color:#57606a}
+svg .current-run{fill:#fff4c2}svg .tick.current{font-weight:700;fill:#1d2329}
+svg .time-label{font-size:10px;fill:#1d2329}
+svg .bar.batches,i.batches{fill:#90a4ae;background:#90a4ae}
+svg .bar.batches.status-FAILED{fill:#ef9a9a}
+svg .clean-run{fill:#2e7d32}
 .sev{font-weight:600}.sev.CRITICAL{color:#c62828}.sev.ERROR{color:#e65100}
 .sev.WARNING{color:#a07800}.sev.INFO{color:#1565c0}
 .ok{color:#2e7d32;font-weight:600}.bad{color:#c62828;font-weight:600}
@@ -143,7 +162,7 @@ def _run_section(data: ReportData) -> str:
     facts = [
         [
             "status",
-            el("span", {"class": f"badge {esc(o.status)}"}, esc(o.status))
+            el("span", {"class": f"badge status {esc(o.status)}"}, esc(o.status))
             + (f" {esc(o.error)}" if o.error else ""),
         ],
         ["started, finished", esc(f"{_when(o.started_at)}, {_when(o.finished_at)}{duration}")],
@@ -233,12 +252,36 @@ def _findings_section(data: ReportData) -> str:
         ]
         for t in m.types
     ]
+    h = data.history
+    compared = h is not None and bool(h.compared)
+    when = [
+        [
+            el("a", {"href": f"#t-{esc(t.finding_type)}"}, esc(t.finding_type)),
+            esc(fmt_int(t.total)),
+            esc(fmt_moment(t.first_ms)),
+            esc(fmt_moment(t.last_ms)),
+            *(
+                [
+                    esc(fmt_int(h.new_by_type.get(t.finding_type, 0))),
+                    esc(fmt_int(h.seen_by_type.get(t.finding_type, 0))),
+                ]
+                if compared
+                else []
+            ),
+        ]
+        for t in m.types
+    ]
+    when_headers = ["type", "findings", "first batch time", "last batch time"]
+    if compared:
+        when_headers += ["new", "seen before"]
     return el(
         "section",
         {"id": "findings"},
         el("h2", None, f"Findings by type and severity ({fmt_int(m.total)})"),
         _legend([(f"sev-{s}", s) for s in m.severities]),
         findings_chart(m),
+        el("h3", None, "Since when: the batch times of each type's findings"),
+        _table(when_headers, when, {1, 4, 5}),
         _details(
             "The same as a table, with what each type means",
             _table(["type", "meaning", *m.severities, "total"], rows, {2, 3, 4, 5, 6}),
@@ -303,8 +346,13 @@ def _partitions_section(data: ReportData) -> str:
                     "figcaption",
                     None,
                     esc(
-                        f"{tl.topic}-{tl.partition}: offsets {tl.first_offset}–{tl.last_offset}, "
-                        f"{fmt_int(tl.batches)} batches, coverage {cov}, "
+                        f"{tl.topic}-{tl.partition}: offsets {tl.first_offset}–{tl.last_offset}"
+                        + (
+                            f" ({fmt_range(tl.first_ms, tl.last_ms)})"
+                            if tl.first_ms is not None
+                            else ""
+                        )
+                        + f", {fmt_int(tl.batches)} batches, coverage {cov}, "
                         f"{fmt_int(tl.findings)} findings" + (f" ({'; '.join(cut)})" if cut else "")
                     ),
                 ),
@@ -343,7 +391,8 @@ def _epochs_section(data: ReportData) -> str:
                     esc(
                         f"{p.topic}-{p.partition} producer {p.producer_id} epoch "
                         f"{p.producer_epoch}: {p.status}, {p.findings} finding(s)"
-                        f"{cut}{off}"
+                        + (f", {fmt_range(p.first_ms, p.last_ms)}" if p.first_ms else "")
+                        + f"{cut}{off}"
                     ),
                 ),
                 epoch_chart(p),
@@ -417,16 +466,109 @@ def _evidence_row(f: FindingItem) -> str:
         f"<br>expected sequence {f.expected_sequence}" if f.expected_sequence is not None else ""
     )
     evidence = "".join(f"<br>{esc(k)} = {esc(v)}" for k, v in f.evidence.items())
-    kafka_error = f"<br><code>{esc(f.kafka_error)}</code>" if f.kafka_error else ""
+    kafka_error = f"<br><code>{_label(f.kafka_error)}</code>" if f.kafka_error else ""
     source = f"<br>{esc(f.source)}" if f.source else ""
+    seen = ""
+    if f.seen_before is not None:
+        seen = "<br>" + (
+            el("span", {"class": "seen"}, "seen before")
+            if f.seen_before
+            else el("span", {"class": "new"}, "new in this run")
+        )
+    href = rule_href(f.spec_ref)
+    rule = el("code", None, esc(f.spec_ref))
+    if href:
+        rule = el("a", {"href": href}, rule)
+    time = f"<br>batch time {esc(fmt_moment(f.batch_ms))}" if f.batch_ms is not None else ""
     cells = [
-        _sev(f.severity) + (f"<br>{esc(f.cause)}" if f.cause else ""),
-        esc(f.batch) + "<br>" + esc(f.producer) + expected,
+        _sev(f.severity) + (f"<br>{_label(f.cause)}" if f.cause else "") + seen,
+        esc(f.batch) + time + "<br>" + esc(f.producer) + expected,
         earlier,
         esc(f.detail) + evidence + kafka_error,
-        el("code", None, esc(f.spec_ref)) + source,
+        rule + source,
     ]
     return el("tr", {"id": f.anchor}, *[el("td", None, c) for c in cells])
+
+
+def _label(text: str) -> str:
+    """An UPPER_SNAKE label that wraps only after its underscores (LEADER_/CHANGE_/TRANSIENT)."""
+    return "_<wbr>".join(esc(part) for part in text.split("_"))
+
+
+def _verdict(data: ReportData) -> str:
+    """The worst severity found and its count, coloured by it; the run's state next to it."""
+    o = data.overview
+    worst = next((s for s in SEVERITY_ORDER if o.findings_by_severity.get(s)), None)
+    if worst is None and o.status != SUCCEEDED:
+        # Nothing found in a run that did not audit all it was given is no clean bill.
+        text, css = "No findings in what was audited", "verdict incomplete"
+    elif worst is None:
+        text, css = "No findings", "verdict clean"
+    else:
+        n = o.findings_by_severity[worst]
+        noun = {"CRITICAL": "violation", "ERROR": "violation", "WARNING": "warning"}.get(
+            worst, "finding"
+        )
+        text = f"{worst}: {fmt_int(n)} {noun}{'s' if n != 1 else ''}"
+        others = [f"{fmt_int(o.findings_by_severity[s])} {s}" for s in SEVERITY_ORDER
+                  if s != worst and o.findings_by_severity.get(s)]  # fmt: skip
+        if others:
+            text += f" (and {', '.join(others)})"
+        css = f"verdict {worst}"
+    return el(
+        "p",
+        None,
+        el("span", {"id": "verdict", "class": css}, esc(text)),
+        el("span", {"class": "status"}, "run status ", el("b", None, esc(o.status))),
+    )
+
+
+def _history_section(data: ReportData) -> str:
+    h = data.history
+    parts = [el("h2", None, "History: the runs of this warehouse")]
+    if h is None or not h.runs:
+        parts.append(el("p", None, "This run is not recorded in audit_runs."))
+        return el("section", {"id": "history"}, *parts)
+    shown = f"the latest {len(h.runs)} of {fmt_int(h.total_runs)}" if h.omitted else "all"
+    if h.compared:
+        compared = (
+            f"Of this run's findings, {fmt_int(h.new_total)} are new and {fmt_int(h.seen_total)} "
+            f"were reported before (same finding id) by the {len(h.compared)} earlier finished "
+            "run(s) shown."
+        )
+    else:
+        compared = "No earlier finished run to compare this run's findings with."
+    parts += [
+        el(
+            "p",
+            {"class": "note"},
+            esc(f"Runs up to this one ({shown}), oldest left; this run outlined. {compared}"),
+        ),
+        _legend([(f"sev-{s}", s) for s in SEVERITY_ORDER] + [("batches", "batches audited")]),
+        history_chart(h),
+    ]
+    rows = [
+        [
+            esc(r.run_id) + (" (this run)" if r.is_current else ""),
+            esc(r.status),
+            esc(fmt_moment(r.started_ms)),
+            esc(f"{r.duration_s:,.0f} s"),
+            esc(fmt_int(r.batches_audited)),
+            *[esc(fmt_int(r.findings.get(s, 0))) for s in SEVERITY_ORDER],
+        ]
+        for r in reversed(h.runs)
+    ]
+    parts.append(
+        _details(
+            "The same as a table, newest first",
+            _table(
+                ["run", "status", "started", "duration", "batches audited", *SEVERITY_ORDER],
+                rows,
+                {3, 4, 5, 6, 7, 8},
+            ),
+        )
+    )
+    return el("section", {"id": "history"}, *parts)
 
 
 def _group(group: FindingGroup) -> str:
@@ -464,6 +606,7 @@ def render_report(data: ReportData) -> str:
     sections = [
         _run_section(data),
         _findings_section(data),
+        _history_section(data),
         _partitions_section(data),
         _epochs_section(data),
         _transactions_section(data),
@@ -492,6 +635,7 @@ def render_report(data: ReportData) -> str:
             for a, t in (
                 ("run", "run"),
                 ("findings", "findings"),
+                ("history", "history"),
                 ("partitions", "partitions"),
                 ("epochs", "producer epochs"),
                 ("transactions", "transactions"),
@@ -507,11 +651,12 @@ def render_report(data: ReportData) -> str:
         "header",
         None,
         el("h1", None, esc(f"eos-audit run {o.run_id}")),
+        _verdict(data),
         el(
             "p",
             None,
             esc(
-                f"{o.status}; {fmt_int(o.findings_total)} findings; report made "
+                f"{fmt_int(o.findings_total)} findings; report made "
                 f"{fmt_time(data.generated_ms)} UTC"
             ),
         ),

@@ -14,6 +14,7 @@ from eos_audit.report.findings import finding_anchor, partition_anchor
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
     RunTables,
+    batch_ms,
     bounded_rows,
     first_rows_per_group,
     group_counts,
@@ -45,6 +46,7 @@ class Mark:
     severity: str
     start: int
     end: int
+    time_ms: int | None = None  # the batch's time, epoch ms (UTC)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,10 @@ class PartitionTimeline:
     omitted_epochs: int = 0
     omitted_transactions: int = 0
     omitted_marks: int = 0
+    # The times of the log's producer batches at its ends, epoch ms (from producer_sessions:
+    # batches without a producer id carry no time the audit keeps).
+    first_ms: int | None = None
+    last_ms: int | None = None
 
     @property
     def lanes(self) -> int:
@@ -121,6 +127,7 @@ def query_partition_timelines(tables: RunTables, limits: ReportLimits) -> dict[s
         "transactions": [],
         "marks": [],
         "counts": {},
+        "times": [],
     }
     if not keys:
         return raw
@@ -174,8 +181,15 @@ def query_partition_timelines(tables: RunTables, limits: ReportLimits) -> dict[s
             "severity",
             "base_offset",
             "last_offset",
+            batch_ms().alias("batch_ms"),
         ),
         m * len(keys),
+    )
+    raw["times"] = bounded_rows(
+        tables.producer_sessions.where(chosen)
+        .groupBy(*PARTITION_KEY)
+        .agg(F.min("first_timestamp").alias("first_ms"), F.max("last_timestamp").alias("last_ms")),
+        len(keys),
     )
     # How many of each there are, to say what was cut: one aggregate for the three.
     kinds = [("epochs", epochs), ("transactions", unfinished), ("marks", marks)]
@@ -222,7 +236,7 @@ def build_partition_timelines(raw: dict[str, Any], total_partitions: int) -> Par
         key = (p["topic"], p["partition"])
 
         def of(kind: str, key: tuple = key) -> list[dict]:
-            return [r for r in raw[kind] if (r["topic"], r["partition"]) == key]
+            return [r for r in raw.get(kind, []) if (r["topic"], r["partition"]) == key]
 
         log_end = p["last_offset"] if p["last_offset"] is not None else 0
         epochs = assign_lanes(
@@ -254,9 +268,11 @@ def build_partition_timelines(raw: dict[str, Any], total_partitions: int) -> Par
                 severity=r["severity"],
                 start=r["base_offset"],
                 end=r["last_offset"],
+                time_ms=r.get("batch_ms"),
             )
             for r in of("marks")
         ]
+        times = next(iter(of("times")), {})
         counts = raw["counts"]
         timelines.append(
             PartitionTimeline(
@@ -274,6 +290,8 @@ def build_partition_timelines(raw: dict[str, Any], total_partitions: int) -> Par
                 omitted_epochs=counts.get("epochs", {}).get(key, 0) - len(epochs),
                 omitted_transactions=counts.get("transactions", {}).get(key, 0) - len(transactions),
                 omitted_marks=counts.get("marks", {}).get(key, 0) - len(marks),
+                first_ms=times.get("first_ms"),
+                last_ms=times.get("last_ms"),
             )
         )
     return PartitionTimelines(timelines, total_partitions)

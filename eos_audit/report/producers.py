@@ -18,6 +18,7 @@ from eos_audit.report.findings import finding_anchor, slug
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
     RunTables,
+    batch_ms,
     bounded_rows,
     first_rows_per_group,
     group_counts,
@@ -67,6 +68,7 @@ class SeqMark:
     last_sequence: int
     expected_sequence: int | None = None
     previous_offset: int | None = None
+    time_ms: int | None = None  # the batch's time, epoch ms (UTC)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,8 @@ class EpochPlot:
     marks: list[SeqMark] = field(default_factory=list)
     omitted_marks: int = 0
     unplaced: int = 0  # findings without a batch position (a failed send)
+    first_ms: int | None = None  # the epoch's first and last batch times, epoch ms (UTC)
+    last_ms: int | None = None
 
     @property
     def x_domain(self) -> tuple[int, int]:
@@ -135,6 +139,8 @@ def query_epoch_plots(tables: RunTables, limits: ReportLimits) -> dict[str, Any]
             "last_sequence",
             "status",
             "findings_total",
+            "first_timestamp",
+            "last_timestamp",
         ),
         limits.producer_epochs,
     )
@@ -158,6 +164,7 @@ def query_epoch_plots(tables: RunTables, limits: ReportLimits) -> dict[str, Any]
             "last_sequence",
             "expected_sequence",
             "previous_offset",
+            batch_ms().alias("batch_ms"),
         ),
         m * len(keys),
     )
@@ -197,6 +204,7 @@ def _evidence(f: dict) -> tuple[list[SeqPoint], SeqMark | None]:
         last_sequence=last,
         expected_sequence=f["expected_sequence"],
         previous_offset=previous,
+        time_ms=f.get("batch_ms"),
     )
     return points, mark
 
@@ -252,6 +260,8 @@ def build_epoch_plots(raw: dict[str, Any]) -> EpochPlots:
                 marks=marks,
                 omitted_marks=raw["counts"].get(key, 0) - len(rows),
                 unplaced=len(rows) - len(marks),
+                first_ms=e.get("first_timestamp"),
+                last_ms=e.get("last_timestamp"),
             )
         )
     return EpochPlots(plots, int(raw["total"]))

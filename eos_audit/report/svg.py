@@ -117,6 +117,33 @@ def fmt_time(ms: float, span_ms: float = 0) -> str:
     return moment.strftime("%Y-%m-%d %H:%M")
 
 
+def fmt_moment(ms: float | None) -> str:
+    """A UTC time to the second, with its date ("2026-11-21 03:00:05 UTC"); "—" when unknown."""
+    if ms is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_range(first_ms: float | None, last_ms: float | None) -> str:
+    """A time range in UTC, the date said once when both ends fall on the same day."""
+    if first_ms is None or last_ms is None:
+        return fmt_moment(first_ms if last_ms is None else last_ms)
+    first = dt.datetime.fromtimestamp(first_ms / 1000, tz=dt.UTC)
+    last = dt.datetime.fromtimestamp(last_ms / 1000, tz=dt.UTC)
+    if first.date() == last.date():
+        return f"{first:%Y-%m-%d %H:%M:%S}–{last:%H:%M:%S} UTC"
+    return f"{first:%Y-%m-%d %H:%M:%S} – {last:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def time_axis_label(lo_ms: float, hi_ms: float) -> str:
+    """The label of a time axis; its date when the ticks show only hours (a span under 2 days)."""
+    if hi_ms - lo_ms >= 2 * 86_400_000:
+        return "time (UTC)"
+    first = dt.datetime.fromtimestamp(lo_ms / 1000, tz=dt.UTC).date()
+    last = dt.datetime.fromtimestamp(hi_ms / 1000, tz=dt.UTC).date()
+    return f"time (UTC), {first}" + (f" – {last}" if last != first else "")
+
+
 def axis_x(scale: Scale, y: float, ticks: list[float], fmt, label: str = "") -> str:
     """A horizontal axis at pixel row `y` with tick labels below it."""
     parts = [el("line", {"x1": scale.start, "x2": scale.end, "y1": y, "y2": y, "class": "axis"})]

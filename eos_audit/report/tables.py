@@ -60,7 +60,22 @@ def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFra
         return spark.createDataFrame([], schema)
     else:
         df = delta_dataframe(spark, location, schema)
-    return df.select(*schema.fieldNames())
+    # Columns added to a contract after a table was written (findings.batch_time) read as null.
+    return df.select(
+        *[
+            F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in schema.fields
+        ]
+    )
+
+
+def batch_ms() -> Column:
+    """A finding's batch time in epoch ms (UTC), also for rows written before `batch_time` existed.
+
+    The report brings times to the driver as epoch ms: a collected TIMESTAMP becomes a datetime in
+    the driver process's local zone, whatever the session's.
+    """
+    return F.coalesce(F.unix_millis(F.col("batch_time")), F.col("batch_timestamp"))
 
 
 def resolve_run_id(spark: SparkSession, where: TableLocation, run_id: str | None) -> str:

@@ -4,10 +4,11 @@ import re
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from eos_audit.errors import ConfigError, InputNotFoundError
 from eos_audit.report import ReportLimits, build, report_path, run_overview, write_report
-from eos_audit.report.data import left_out
+from eos_audit.report.data import collect_report_data, left_out
 from eos_audit.report.partitions import query_partition_timelines
 from eos_audit.report.tables import TableLocation, read_table, resolve_run_id, run_tables
 from eos_audit.schemas import OUTPUT_TABLES
@@ -217,3 +218,77 @@ def test_tables_in_a_catalog_schema(spark, demo_run, tmp_path):
         )
     finally:
         spark.sql("DROP DATABASE report_catalog CASCADE")
+
+
+def test_findings_carry_their_batch_time(spark, report):
+    data, _, _, _, warehouse = report
+    findings = read_table(spark, TableLocation(str(warehouse)), "findings")
+    rows = findings.select("batch_time", "batch_timestamp").collect()
+    assert rows and all(r.batch_timestamp is not None for r in rows)
+    # The same instant in both columns (the session is UTC, as eos-audit's sessions are).
+    mismatched = findings.where(F.unix_millis("batch_time") != F.col("batch_timestamp")).count()
+    assert mismatched == 0
+    stamps = [r.batch_timestamp for r in rows]
+    assert min(t.first_ms for t in data.matrix.types) == min(stamps)
+    assert max(t.last_ms for t in data.matrix.types) == max(stamps)
+    assert all(f.batch_ms is not None for g in data.groups for f in g.items)
+    # The strips and sequence plots of the demo are placed in time too.
+    assert all(t.first_ms is not None for t in data.timelines.timelines if t.epochs)
+    assert all(p.first_ms is not None for p in data.epochs.plots)
+
+
+def test_the_history_of_a_warehouse_with_one_run(report):
+    data, path, _, _, _ = report
+    h = data.history
+    assert [(r.run_id, r.is_current) for r in h.runs] == [("night-1", True)]
+    assert (h.compared, h.omitted) == ([], 0)
+    html = path.read_text()
+    assert 'id="history"' in html and "No earlier finished run to compare" in html
+    assert '<span id="verdict" class="verdict CRITICAL">CRITICAL: 5 violations' in html
+
+
+def test_two_nights_give_a_history_and_mark_what_is_new(spark, demo_run, tmp_path):
+    """Night 2 audits the same export; night 1, as written here, did not report the gap."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    from eos_audit.config import AuditConfig
+    from eos_audit.pipeline import run_audit
+
+    _, _, demo, inputs = demo_run
+    warehouse = tmp_path / "wh"
+    shutil.copytree(demo, warehouse, ignore=shutil.ignore_patterns("reports"))
+    DeltaTable(str(warehouse / "findings")).delete("finding_type = 'SEQUENCE_GAP'")
+    run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-2")
+
+    collected = []
+    real = build.collect_report_data
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            build,
+            "collect_report_data",
+            lambda *a, **k: collected.append(real(*a, **k)) or collected[-1],
+        )
+        path = write_report(spark, warehouse)
+    (data,) = collected
+    h = data.history
+    assert [(r.run_id, r.is_current) for r in h.runs] == [("night-1", False), ("night-2", True)]
+    assert [r.findings["CRITICAL"] for r in h.runs] == [5, 5]
+    assert all(r.batches_audited > 0 and r.duration_s >= 0 for r in h.runs)
+    assert h.compared == ["night-1"]
+    assert {t: n for t, n in h.new_by_type.items() if n} == {"SEQUENCE_GAP": 1}
+    assert h.seen_total == data.matrix.total - 1
+    flags = {f.finding_type: f.seen_before for g in data.groups for f in g.items}
+    assert flags["SEQUENCE_GAP"] is False and flags["DUPLICATE_BATCH"] is True
+    html = path.read_text()
+    group = html.split('id="t-SEQUENCE_GAP"', 1)[1].split("</table>", 1)[0]
+    assert "new in this run" in group and "seen before" not in group
+
+    # Bounded: a window of one run shows this run alone, says what it left out, compares nothing.
+    small = collect_report_data(
+        spark, TableLocation(str(warehouse)), "night-2", ReportLimits(history_runs=1)
+    )
+    assert [r.run_id for r in small.history.runs] == ["night-2"]
+    assert (small.history.omitted, small.history.compared) == (1, [])
+    assert left_out(small)[0].startswith("history: 1 earlier runs not shown")

@@ -36,7 +36,15 @@ FLAGS = (
     "--disable-sync",
     "--window-size=1000,1400",
 )
-CHART_SECTIONS = ("findings", "partitions", "epochs", "transactions", "list-offsets", "offenders")
+CHART_SECTIONS = (
+    "findings",
+    "history",
+    "partitions",
+    "epochs",
+    "transactions",
+    "list-offsets",
+    "offenders",
+)
 
 
 def _skip(reason: str) -> None:
@@ -115,6 +123,7 @@ def test_every_chart_is_drawn_with_marks(page):
     counts = {section: len(svgs) for section, svgs in charts.items()}
     assert counts == {
         "findings": 1,
+        "history": 1,
         "partitions": 5,
         "epochs": 5,
         "transactions": 1,
@@ -127,6 +136,17 @@ def test_every_chart_is_drawn_with_marks(page):
         # Every chart but the timeline of ledger-1 (a partition without findings) has marks.
         with_marks = [marks for _, _, marks in svgs if marks]
         assert len(with_marks) == len(svgs) - (section == "partitions"), (section, svgs)
+
+
+def test_the_verdict_is_in_the_header_coloured_by_severity(page, demo_run):
+    from selenium.webdriver.common.by import By
+
+    verdict = page.find_element(By.CSS_SELECTOR, "header #verdict")
+    assert verdict.text.startswith("CRITICAL: 5 violations")
+    assert verdict.value_of_css_property("background-color") == "rgba(198, 40, 40, 1)"
+    # The run's status stays next to it, as the state of the run.
+    status = page.find_element(By.CSS_SELECTOR, "header .status")
+    assert status.text == f"run status {demo_run[0].status}"
 
 
 def test_a_mark_leads_to_its_finding(page):

@@ -533,6 +533,7 @@ def test_full_finding(spark, scenarios):
                     "event_time": "2026-11-21T03:00:10.000000Z",
                 },
                 event_micros // 1000,
+                at(10),
                 "benign@10",
             )
         ],

@@ -45,6 +45,7 @@ def _findings_row(run_id: str, i: int) -> tuple:
         "§1.5",
         {"missing_sequences": "2"},
         1_000,
+        dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC),
         "src",
     )
 

@@ -12,6 +12,7 @@ from eos_audit.report.findings import (
     build_offenders,
     partition_anchor,
 )
+from eos_audit.report.history import build_history, mark_seen_before
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.list_offsets import (
     ListOffsetsView,
@@ -137,6 +138,23 @@ def test_matrix_orders_by_worst_severity_then_count():
     assert m.types[0].meaning.startswith("Sequences are missing")
 
 
+def test_matrix_gives_each_type_its_first_and_last_batch_time():
+    m = build_findings_matrix(
+        [
+            {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 1,
+             "first_ms": T0 + 5_000, "last_ms": T0 + 5_000},
+            {"finding_type": "SEQUENCE_GAP", "severity": "INFO", "count": 4,
+             "first_ms": T0, "last_ms": T0 + 3_000},
+            # Findings written before batch_time existed, without a batch timestamp.
+            {"finding_type": "CORRUPT_BATCH", "severity": "ERROR", "count": 7,
+             "first_ms": None, "last_ms": None},
+        ]
+    )  # fmt: skip
+    gap, corrupt = m.types
+    assert (gap.first_ms, gap.last_ms) == (T0, T0 + 5_000)
+    assert (corrupt.first_ms, corrupt.last_ms) == (None, None)
+
+
 def _finding(fid, ftype, offset, **over):
     row = {
         "finding_id": fid,
@@ -158,6 +176,7 @@ def _finding(fid, ftype, offset, **over):
         "spec_ref": "docs/rules.md#x",
         "evidence": None,
         "source": "s",
+        "batch_ms": T0 + offset * 1_000,
     }
     row.update(over)
     return row
@@ -189,6 +208,8 @@ def test_evidence_links_the_earlier_batch():
     assert gap_payments.earlier_href is None  # payments-0 has no timeline drawn
     assert gap_ledger.earlier_href == "p-ledger-0"
     assert gap_payments.expected_sequence == 9
+    assert dup.batch_ms == T0 + 18_000
+    assert dup.seen_before is None  # not compared with earlier runs
     (client,) = by_type["CLIENT_SEQUENCE_ERROR"].items
     assert client.batch == "payments-0, not in the log (the send failed), sequences 12–14"
     assert list(client.evidence) == ["a", "z"]
@@ -319,8 +340,10 @@ def _timeline_raw():
                 "severity": "CRITICAL",
                 "base_offset": 13,
                 "last_offset": 14,
+                "batch_ms": T0 + 13_000,
             }
         ],
+        "times": [{"topic": "ledger", "partition": 0, "first_ms": T0, "last_ms": T0 + 18_000}],
         "counts": {
             "epochs": {("ledger", 0): 2},
             "transactions": {("ledger", 0): 1},
@@ -343,6 +366,10 @@ def test_partition_timeline_places_epochs_transactions_and_findings():
     assert (txn.start, txn.end, txn.kind) == (15, 18, "HANGING")
     (mark,) = ledger.marks
     assert (mark.href, mark.start, mark.end, mark.severity) == ("f-x1", 13, 14, "CRITICAL")
+    # Time at the mark and at both ends of the log, to map an incident's window to offsets.
+    assert mark.time_ms == T0 + 13_000
+    assert (ledger.first_ms, ledger.last_ms) == (T0, T0 + 18_000)
+    assert (orders.first_ms, orders.last_ms) == (None, None)
     assert (ledger.omitted_marks, ledger.omitted_epochs, ledger.omitted_transactions) == (3, 0, 0)
     assert ledger.domain == (0, 18)
     assert orders.domain == (0, 0) and not orders.epochs
@@ -360,6 +387,8 @@ def _epoch(**over):
         "last_sequence": 23,
         "status": "violated",
         "findings_total": 3,
+        "first_timestamp": T0,
+        "last_timestamp": T0 + 20_000,
     }
     row.update(over)
     return row
@@ -380,6 +409,7 @@ def _epoch_finding(fid, ftype, **over):
         "last_sequence": 14,
         "expected_sequence": None,
         "previous_offset": None,
+        "batch_ms": T0 + 9_000,
     }
     row.update(over)
     return row
@@ -424,6 +454,8 @@ def test_epoch_plot_puts_the_evidence_batches_on_the_plot():
         ("duplicate", "f-dup", 15, 17),
     ]
     assert (p.unplaced, p.omitted_marks) == (1, 2)
+    assert (p.first_ms, p.last_ms) == (T0, T0 + 20_000)
+    assert {m.time_ms for m in p.marks} == {T0 + 9_000}
     assert p.x_domain == (0, 20) and p.y_domain == (0, 23)
 
 
@@ -665,3 +697,63 @@ def test_a_run_fails_the_job_like_the_cli_exit_code():
     )
     assert quarantined.failure("never") == "status QUARANTINE_EXCEEDED: quarantined 1 of 10"
     assert build_overview(_overview_raw(status="FAILED"), "x").failure("never") == "status FAILED"
+
+
+def _history_run(run_id, day, status="SUCCEEDED", critical=0, info=0, audited=100):
+    start = T0 + day * 86_400_000 + 3 * 3_600_000
+    return {"run_id": run_id, "status": status, "started_ms": start,
+            "finished_ms": start + 95_000, "batches_audited": audited,
+            "findings_critical": critical, "findings_error": 0, "findings_warning": 0,
+            "findings_info": info}  # fmt: skip
+
+
+def _history_raw():
+    return {
+        # Newest first, as query_history reads them; 12 runs started up to night-3.
+        "runs": [
+            _history_run("night-3", 2, critical=5, info=1, audited=120),
+            _history_run("night-2", 1, status="FAILED"),
+            _history_run("night-1", 0, critical=2, audited=90),
+        ],
+        "total": 12,
+        "compared": ["night-1"],  # the FAILED run's tables are not complete: not compared
+        "by_type": [
+            {"finding_type": "SEQUENCE_GAP", "new": 3, "seen": 2},
+            {"finding_type": "UNKNOWN_PRODUCER", "new": 0, "seen": 1},
+        ],
+    }
+
+
+def test_history_shows_runs_oldest_first_and_what_is_new():
+    h = build_history(_history_raw(), "night-3")
+    assert [(r.run_id, r.is_current) for r in h.runs] == [
+        ("night-1", False), ("night-2", False), ("night-3", True)
+    ]  # fmt: skip
+    night_1, _, night_3 = h.runs
+    assert night_1.findings == {"CRITICAL": 2, "ERROR": 0, "WARNING": 0, "INFO": 0}
+    assert (night_3.findings_total, night_3.batches_audited, night_3.duration_s) == (6, 120, 95.0)
+    assert (h.new_total, h.seen_total, h.omitted) == (3, 3, 9)
+    assert h.new_by_type["SEQUENCE_GAP"] == 3 and h.seen_by_type["UNKNOWN_PRODUCER"] == 1
+
+
+def test_listed_findings_are_marked_new_or_seen_before():
+    matrix = build_findings_matrix(
+        [{"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 2}]
+    )
+    groups = build_finding_groups(
+        [_finding("old", "SEQUENCE_GAP", 12), _finding("fresh", "SEQUENCE_GAP", 30)], matrix
+    )
+    h = build_history(_history_raw(), "night-3")
+    marked = mark_seen_before(groups, h, {"old": 1})
+    assert {f.finding_id: f.seen_before for f in marked[0].items} == {"old": True, "fresh": False}
+    # The first run of a warehouse has nothing to compare with: nothing is marked.
+    first = build_history({**_history_raw(), "compared": []}, "night-3")
+    assert mark_seen_before(groups, first, {}) == groups
+
+
+def test_left_out_says_which_runs_the_history_does_not_show():
+    data = _data(history=build_history(_history_raw(), "night-3"))
+    assert left_out(data) == [
+        "history: 9 earlier runs not shown (the latest 3 up to this one are; findings are "
+        "compared with the 1 earlier finished runs among them)"
+    ]

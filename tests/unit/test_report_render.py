@@ -8,6 +8,7 @@ import pytest
 from eos_audit.report.charts import (
     epoch_chart,
     findings_chart,
+    history_chart,
     list_offsets_chart,
     offenders_chart,
     partition_chart,
@@ -18,10 +19,12 @@ from eos_audit.report.findings import (
     build_findings_matrix,
     build_offenders,
 )
+from eos_audit.report.history import build_history, mark_seen_before
 from eos_audit.report.list_offsets import build_list_offsets_view
 from eos_audit.report.page import render_report
 from eos_audit.report.partitions import build_partition_timelines
 from eos_audit.report.producers import build_epoch_plots
+from eos_audit.report.rules import rule_href
 from eos_audit.report.svg import Scale, el, fmt_int, nice_ticks, time_ticks
 from eos_audit.report.transactions import TransactionActivity, build_transaction_activity
 from tests.unit import test_report_data as sample
@@ -193,7 +196,7 @@ def test_list_offsets_chart_draws_observations_regressions_and_failed_answers():
 class _Page(HTMLParser):
     """Collects ids, links and tags, and checks that elements close in order."""
 
-    VOID = {"meta", "br", "link", "img", "input"}
+    VOID = {"meta", "br", "wbr", "link", "img", "input"}
 
     def __init__(self):
         super().__init__()
@@ -238,11 +241,15 @@ def page():
                 expected_sequence=9,
                 topic="ledger",
                 detail="<script>alert(1)</script>",
+                cause="LEADER_CHANGE_TRANSIENT",
+                kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
             ),
         ],  # fmt: skip
         matrix,
         anchors,
     )
+    history = build_history(sample._history_raw(), "night-3")
+    groups = mark_seen_before(groups, history, {"x1": 2})
     offenders = build_offenders(
         {"producers": [], "partitions": [
             {"topic": "ledger", "partition": 0, "findings": 3, "findings_critical": 3,
@@ -257,6 +264,7 @@ def page():
         epochs=_plots(),
         transactions=_activity(),
         list_offsets=_offsets_view(),
+        history=history,
     )
     html = render_report(data)
     parser = _Page()
@@ -273,8 +281,8 @@ def test_the_page_is_well_formed_and_every_link_lands(page):
     assert internal - set(parsed.ids) == set()
     # A mark whose finding is not listed links to its type's list.
     assert 'href="#t-ACKED_WRITE_LOST"' in html and 'href="#f-gap"' in html
-    for section in ("run", "findings", "offenders", "partitions", "epochs", "transactions",
-                    "list-offsets", "evidence", "left-out"):  # fmt: skip
+    for section in ("run", "verdict", "findings", "history", "offenders", "partitions", "epochs",
+                    "transactions", "list-offsets", "evidence", "left-out"):  # fmt: skip
         assert section in parsed.ids
 
 
@@ -300,3 +308,81 @@ def test_evidence_rows_link_the_earlier_batch(page):
     row = re.search(r'<tr id="f-gap">.*?</tr>', html, flags=re.S).group(0)
     assert '<a href="#p-ledger-0">offset 6: the earlier batch</a>' in row
     assert "expected sequence 9" in row
+
+
+def test_the_verdict_is_the_worst_severity_and_the_status_is_the_run_state(page):
+    html, _ = page
+    header = html.split("</header>", 1)[0]
+    # sample._overview_raw: 2 CRITICAL and 1 INFO in a SUCCEEDED run
+    assert '<span id="verdict" class="verdict CRITICAL">CRITICAL: 2 violations (and 1 INFO)' in (
+        header
+    )
+    assert "run status <b>SUCCEEDED</b>" in header
+    clean = render_report(
+        sample._data(overview=sample.build_overview(
+            sample._overview_raw(findings_critical=0, findings_info=0), "night-1"))
+    )  # fmt: skip
+    assert '<span id="verdict" class="verdict clean">No findings</span>' in clean
+    # Nothing found in a run that did not audit everything it was given is not green.
+    incomplete = render_report(
+        sample._data(overview=sample.build_overview(
+            sample._overview_raw(findings_critical=0, findings_info=0, status="NOTHING_AUDITED"),
+            "night-1"))
+    )  # fmt: skip
+    assert 'class="verdict incomplete">No findings in what was audited</span>' in incomplete
+    assert "run status <b>NOTHING_AUDITED</b>" in incomplete
+
+
+def test_the_history_chart_has_a_column_per_run(page):
+    html, _ = page
+    history = html.split('id="history"', 1)[1].split("</section>", 1)[0]
+    svg = history_chart(build_history(sample._history_raw(), "night-3"))
+    assert svg in history
+    # night-1: 2 CRITICAL; night-2 (FAILED): no findings; night-3: 5 CRITICAL + 1 INFO.
+    assert svg.count('class="mark bar sev-CRITICAL"') == 2
+    assert svg.count('class="mark bar sev-INFO"') == 1
+    assert svg.count('class="mark clean-run"') == 1
+    assert svg.count('class="mark bar batches') == 3
+    assert svg.count('class="current-run"') == 1
+    assert "3 are new and 3 were reported before" in history
+    assert "9 earlier runs not shown" in html.split('id="left-out"', 1)[1]
+
+
+def test_times_are_shown_where_findings_are_placed(page):
+    html, _ = page
+    # The partition strip says the time at both ends of the log, each mark its batch's time.
+    timeline = partition_chart(build_partition_timelines(sample._timeline_raw(), 2).timelines[0])
+    assert '"time-label" text-anchor="start">2026-11-21 00:00:00 UTC<' in timeline
+    assert '"time-label" text-anchor="end">2026-11-21 00:00:18 UTC<' in timeline
+    assert "FENCED_PRODUCER_EPOCH (CRITICAL) at offsets 13–14, 2026-11-21 00:00:13 UTC" in timeline
+    assert "(2026-11-21 00:00:00–00:00:18 UTC)" in html  # its caption
+    # Evidence rows carry the batch time, the findings table each type's first and last.
+    row = re.search(r'<tr id="f-gap">.*?</tr>', html, flags=re.S).group(0)
+    assert "batch time 2026-11-21 00:00:09 UTC" in row
+    # A time axis says its date when its ticks show only hours.
+    assert "time (UTC), 2026-11-21" in transactions_chart(_activity())
+
+
+def test_evidence_rows_say_new_or_seen_link_the_rule_and_wrap_labels_at_words(page):
+    html, _ = page
+    gap = re.search(r'<tr id="f-gap">.*?</tr>', html, flags=re.S).group(0)
+    fenced = re.search(r'<tr id="f-x1">.*?</tr>', html, flags=re.S).group(0)
+    assert '<span class="new">new in this run</span>' in gap
+    assert '<span class="seen">seen before</span>' in fenced
+    assert "LEADER_<wbr>CHANGE_<wbr>TRANSIENT" in gap
+    assert "<code>OUT_<wbr>OF_<wbr>ORDER_<wbr>SEQUENCE_<wbr>NUMBER</code>" in gap
+    link = re.search(r'<a href="(file:[^"]+)"><code>docs/rules.md#x</code></a>', gap).group(1)
+    assert link.endswith("/docs/rules.md#x")
+
+
+def test_rule_references_resolve_to_the_local_rules_document():
+    from pathlib import Path
+    from urllib.parse import urlparse
+
+    href = rule_href("docs/rules.md#sequence-gap")
+    target = urlparse(href)
+    assert target.scheme == "file" and target.fragment == "sequence-gap"
+    assert Path(target.path).name == "rules.md" and Path(target.path).is_file()
+    assert rule_href("https://example.org/rules.html#x") == "https://example.org/rules.html#x"
+    assert rule_href("docs/no-such-document.md#x") is None
+    assert rule_href(None) is None
