@@ -85,7 +85,7 @@ svg .epoch.status-clean,i.status-clean{fill:#a5d6a7;background:#a5d6a7}
 svg .epoch.status-benign,i.status-benign{fill:#ffe082;background:#ffe082}
 svg .epoch.status-violated,i.status-violated{fill:#ef9a9a;background:#ef9a9a}
 .kind-COMMIT{fill:#90a4ae;background:#90a4ae}.kind-ABORT{fill:#8e24aa;background:#8e24aa}
-.kind-OPEN{fill:#fb8c00;background:#fb8c00}.kind-HANGING{fill:#d32f2f;background:#d32f2f}
+.kind-UNKNOWN{fill:#6d4c41;background:#6d4c41}.kind-OPEN{fill:#fb8c00;background:#fb8c00}.kind-HANGING{fill:#d32f2f;background:#d32f2f}
 svg .seq-line{fill:none;stroke:#8c959f;stroke-width:1;stroke-dasharray:3 3}
 svg .batch{stroke:#1d2329;stroke-width:2}svg .point{fill:#1d2329}
 svg .gap-bar{stroke-width:4;opacity:.45}

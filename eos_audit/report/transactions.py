@@ -12,8 +12,9 @@ from pyspark.sql import functions as F
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import RunTables, bounded_rows
 
-# Outcome classes, drawn in this order; a hanging transaction is an OPEN one past timeout + grace.
-KINDS = ("COMMIT", "ABORT", "OPEN", "HANGING")
+# Outcome classes, drawn in this order; a hanging transaction is an OPEN one past timeout + grace,
+# an UNKNOWN one was closed by a marker whose type the export does not show.
+KINDS = ("COMMIT", "ABORT", "UNKNOWN", "OPEN", "HANGING")
 
 
 @dataclass(frozen=True)

@@ -526,14 +526,31 @@ def test_transaction_buckets_cover_the_whole_range():
         ],
     }
     a = build_transaction_activity(raw)
-    assert a.totals == {"COMMIT": 5, "ABORT": 1, "OPEN": 0, "HANGING": 2}
+    assert a.totals == {"COMMIT": 5, "ABORT": 1, "UNKNOWN": 0, "OPEN": 0, "HANGING": 2}
     assert a.total == 8
     assert [b.start_ms - T0 for b in a.buckets] == [i * 1_000 for i in range(10)]
-    assert a.buckets[3].counts == {"COMMIT": 0, "ABORT": 1, "OPEN": 0, "HANGING": 0}
-    assert a.buckets[5].counts == {"COMMIT": 0, "ABORT": 0, "OPEN": 0, "HANGING": 0}
+    assert a.buckets[3].counts == {"COMMIT": 0, "ABORT": 1, "UNKNOWN": 0, "OPEN": 0, "HANGING": 0}
+    assert a.buckets[5].counts == dict.fromkeys(a.totals, 0)
     (span,) = a.spans
     assert span.label == "t-0 producer 9 epoch 1" and span.end_ms - span.start_ms == 999
     assert a.omitted_spans == 2  # one abort and one hanging transaction not drawn one by one
+
+
+def test_transactions_closed_by_an_untyped_marker_are_their_own_kind():
+    raw = {
+        "totals": [{"kind": "UNKNOWN", "count": 3}, {"kind": "COMMIT", "count": 1}],
+        "range": {"start": T0, "end": T0 + 999},
+        "bucket_ms": 1_000,
+        "buckets": [
+            {"b": 0, "kind": "UNKNOWN", "count": 3},
+            {"b": 0, "kind": "COMMIT", "count": 1},
+        ],
+        "spans": [],
+    }
+    a = build_transaction_activity(raw)
+    assert a.totals["UNKNOWN"] == 3 and a.total == 4
+    assert a.buckets[0].counts["UNKNOWN"] == 3
+    assert list(a.totals) == ["COMMIT", "ABORT", "UNKNOWN", "OPEN", "HANGING"]
 
 
 def test_no_transactions():
