@@ -361,8 +361,8 @@ def exit_code(result: RunResult, fail_on: str) -> int:
         fail_on: the severity threshold (critical, error, warning, never).
 
     Returns:
-        4 for NOTHING_AUDITED and QUARANTINE_EXCEEDED, else 1 when a finding is at or above
-        `fail_on`, else 0.
+        4 for NOTHING_AUDITED, QUARANTINE_EXCEEDED and INPUT_UNREADABLE, else 1 when a finding
+        is at or above `fail_on`, else 0.
     """
     if result.status in UNUSABLE_INPUT:
         return EXIT_UNUSABLE_INPUT

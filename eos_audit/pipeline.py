@@ -41,7 +41,7 @@ from eos_audit.sources.formats import (
     detect_format,
     read_batches,
 )
-from eos_audit.sources.input_files import dedupe_paths
+from eos_audit.sources.input_files import dedupe_paths, list_table_files
 from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -351,6 +351,11 @@ def _audit_and_write(
     run_id = result.run_id
     staged_path = Path(stage.subdir("records"))
     as_of_ms = export_time_ms(inputs.export_time)
+    # The evidence beside the batches is input too: listed (and checked readable) first.
+    evidence = [
+        *list_table_files(inputs.list_offsets, "list_offsets"),
+        *list_table_files(inputs.acks, "acks"),
+    ]
     read = read_inputs(spark, inputs)
     covered = None
     if inputs.since_state:
@@ -415,7 +420,7 @@ def _audit_and_write(
 
     with progress.stage(spark, run_id, "counting"):
         summary = _summary(staged)
-        books = accounting.account(staged, read.files or [], run_id)
+        books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
     for path in books.unreadable:
         log.error("run %s: could not read %s (listed, then unreadable)", run_id, path)
     frames["input_files"] = spark.createDataFrame(books.rows, INPUT_FILES) if books.rows else None
@@ -471,13 +476,15 @@ def run_audit(
         run_id: the run id; default: derived from the inputs and configuration (not the clock).
 
     Returns:
-        What the run did: SUCCEEDED, NOTHING_AUDITED or QUARANTINE_EXCEEDED. A failed run is
+        What the run did: SUCCEEDED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE
+        (an executor could not read files the driver had listed). A failed run is
         recorded in `audit_runs` with status FAILED and the exception is raised again.
 
     Raises:
         SinkError: the warehouse cannot be written or lies inside an input directory, or another
             process is running the same run id.
         InputSchemaError: an input file cannot be read.
+        InputUnreadableError: an input the run may not read (listed on the driver).
 
     """
     started = dt.datetime.now(dt.UTC)

@@ -336,18 +336,21 @@ class _Replayer:
         if not counted.any():
             return
         ids = (header[counted] >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
-        files, which = np.unique(ids, return_inverse=True)
-        counts = np.stack(
-            [
-                np.bincount(which, minlength=len(files)),
-                np.bincount(which, weights=quarantined[counted], minlength=len(files)),
-                np.bincount(which, weights=skipped[counted], minlength=len(files)),
-            ],
-            axis=1,
-        ).astype(np.int64)
-        for file_id, row in zip(files.tolist(), counts, strict=True):
-            known = self.file_counts.get(file_id)
-            self.file_counts[file_id] = row if known is None else known + row
+        flags = np.stack([quarantined[counted], skipped[counted]], axis=1).astype(np.int64)
+        # Rows come in log order, so a file's rows are mostly one run: sum the runs (no sort);
+        # only rows of many files interleaved at the same offsets need grouping.
+        starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
+        if len(starts) > 64:
+            order = np.argsort(ids, kind="stable")
+            ids, flags = ids[order], flags[order]
+            starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
+        reads = np.diff(np.append(starts, len(ids)))
+        sums = np.add.reduceat(flags, starts, axis=0)
+        for file_id, read, (quarantine, skip) in zip(
+            ids[starts].tolist(), reads.tolist(), sums.tolist(), strict=True
+        ):
+            known = self.file_counts.setdefault(file_id, np.zeros(len(FILE_COUNTS), np.int64))
+            known += (read, quarantine, skip)
 
     def _below_coverage(self, batch: pa.RecordBatch, coverage: np.ndarray) -> tuple:
         """Rows below their partition's covered offset, and the offset the batch ends in."""

@@ -210,7 +210,7 @@ def read_kafka_export(
         leader_epochs=epochs.data.select("topic", "partition", "leader_epoch", "start_offset"),
         problems=problems.select("input", "source", "reason"),
         primaries={key: pd.replica for key, pd in primaries.items()},
-        files=account_files(dirs, read, ignored),
+        files=account_files(dirs, read, ignored, paths),
     )
 
 

@@ -228,7 +228,7 @@ _NOT_READ = {
 
 
 def account_files(
-    dirs: list[PartitionDir], read: set[str], ignored: list[InputFile]
+    dirs: list[PartitionDir], read: set[str], ignored: list[InputFile], roots: list[str]
 ) -> list[InputFile]:
     """Every file of the partition directories and of their log dirs, read or ignored.
 
@@ -236,6 +236,8 @@ def account_files(
         dirs: the partition directories found.
         read: paths the run reads (segments, the seed snapshot, checkpoints).
         ignored: files already ignored while discovering (kept first).
+        roots: the input roots: a log dir above a root (a partition directory given alone)
+            contributes the checkpoints the run reads, not its other files.
 
     Returns:
         One `InputFile` per file; read segments are `counted` (their batches carry the file).
@@ -268,10 +270,11 @@ def account_files(
             full = os.path.join(pd.path, name)
             if os.path.isfile(full):
                 add(full, name, "partition")
+    inside = tuple(os.path.abspath(r).rstrip(os.sep) + os.sep for r in roots)
     for log_dir in sorted({pd.log_dir for pd in dirs}):
         for name in sorted(os.listdir(log_dir)):
             full = os.path.join(log_dir, name)
-            if os.path.isfile(full):
+            if os.path.isfile(full) and (full in read or full.startswith(inside)):
                 add(full, name, "log_dir")
     return out
 

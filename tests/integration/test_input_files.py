@@ -334,3 +334,38 @@ def test_inputs_the_run_cannot_read_never_give_a_green_night(tmp_path):
     row = files_by_path(base / "w-late")[str(late)]
     assert row["status"] == "UNREADABLE" and row["bytes_quarantined"] == row["bytes"]
     os.chmod(base / "dir" / "1" / "orders-1", 0o700)  # pytest removes its folders afterwards
+
+
+def test_counts_per_file_reconcile_with_replicas_and_skipped_batches(spark, tmp_path):
+    """Night 2 re-exports part of night 1 (skipped under --since-state), on two replicas."""
+    from eos_audit.pipeline import run_audit
+
+    history = generate_history(40, seed=5)
+    for night, batches in ((1, history.batches[:20]), (2, history.batches[12:])):
+        for broker in (1, 2):
+            write_partition_dir(
+                tmp_path / f"night{night}", broker, "orders", 0, *batches, segment_bytes=700
+            )
+    warehouse = tmp_path / "w"
+    run_audit(spark, AuditInputs(batches=(str(tmp_path / "night1"),)), AuditConfig(),
+              str(warehouse), run_id="n1")  # fmt: skip
+    result = run_audit(
+        spark,
+        AuditInputs(batches=(str(tmp_path / "night2"),), since_state=True),
+        AuditConfig(),
+        str(warehouse),
+        run_id="n2",
+    )
+    assert result.batches_skipped > 0 and result.batches_read == 2 * 28
+    (sums,) = sql(
+        warehouse,
+        "input_files",
+        "SELECT sum(batches_read) AS r, sum(batches_audited) AS a, "
+        "sum(batches_quarantined) AS q, sum(batches_skipped) AS s FROM t WHERE run_id = 'n2'",
+    )
+    assert (sums["r"], sums["a"], sums["q"], sums["s"]) == (
+        result.batches_read,
+        result.batches_audited,
+        result.batches_quarantined,
+        result.batches_skipped,
+    )
