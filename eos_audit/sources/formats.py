@@ -21,6 +21,7 @@ from eos_audit.sources.input_files import (
     list_table_files,
     readable,
     unreadable_error,
+    walk_files,
 )
 
 if TYPE_CHECKING:
@@ -169,7 +170,10 @@ def detect_format(path: str) -> str:
         )
     if (p / "_delta_log").is_dir():
         return "delta"
-    files = [f for f in p.rglob("*") if f.is_file()]
+    unreadable: list[str] = []
+    files = [Path(d) / name for d, _, names in walk_files(path, unreadable) for name in names]
+    if unreadable:  # what cannot be listed cannot be told, nor read: named, not guessed around
+        raise unreadable_error(unreadable)
     if any(_is_segment(f) for f in files):
         return "segments"
     for name in ("dump-log", "parquet", "json", "csv"):
