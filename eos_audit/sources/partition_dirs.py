@@ -263,6 +263,8 @@ def account_files(
             reason = "the checkpoint of a replica that is compared, not audited"
         elif kind == "checkpoint" and where == "partition":
             reason = _NOT_READ["other"]
+        elif where == "elsewhere":
+            reason = "outside the partition directories and their log dirs: not part of a log"
         out.append(InputFile(full, kind, size_of(full), IGNORED, reason))
 
     for pd in dirs:
@@ -276,6 +278,12 @@ def account_files(
             full = os.path.join(log_dir, name)
             if os.path.isfile(full) and (full in read or full.startswith(inside)):
                 add(full, name, "log_dir")
+    # Anything else under a root (notes, a stray file beside the broker folders) is listed too.
+    for root in roots:
+        if os.path.isdir(root):
+            for dirpath, _, names in os.walk(os.path.abspath(root)):
+                for name in sorted(names):
+                    add(os.path.join(dirpath, name), name, "elsewhere")
     return out
 
 

@@ -119,6 +119,8 @@ def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(
     transient.write_bytes(data_batch(0))
     index = dirs[1] / segment_name(0, ".index")
     index.write_bytes(b"\0" * 8)
+    notes = root / "EXPORTED-BY.txt"
+    notes.write_text("rsync from broker 1\n")
     with caplog.at_level(logging.WARNING):
         code, out, err = audit(capsys, "--batches", root, "--warehouse", tmp_path / "w")
     assert code == 0, out + err
@@ -138,6 +140,8 @@ def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(
     assert files[str(transient)]["status"] == "IGNORED"
     assert "transient" in files[str(transient)]["reason"]
     assert files[str(index)]["status"] == "IGNORED"
+    assert files[str(notes)]["status"] == "IGNORED"
+    assert "outside the partition directories" in files[str(notes)]["reason"]
     assert files[str(root / "1" / "replication-offset-checkpoint")]["status"] == "READ"
     assert files[str(dirs[0] / "leader-epoch-checkpoint")]["status"] == "READ"
     # every file under the root has its row
