@@ -29,7 +29,8 @@ _FRAMING = "truncated batch|unknown magic|invalid batch length"
 # What a reader says of a file it could not open (sources.file_source, segments.unreadable).
 _CANNOT_READ = "cannot read"
 # `<file>:<byte>` (segments), `<file>:row <n>` (Parquet), `<file>:line <n>` (text).
-_LOCATION = r"^(.*):(?:row |line )?([0-9]+)$"
+# or the file alone (CSV).
+_LOCATION = r"^(.*?)(?::(?:row |line )?([0-9]+))?$"
 
 
 @dataclass
@@ -61,7 +62,7 @@ def _quarantine_by_file(staged: DataFrame) -> dict[str, dict]:
         "quarantine.reason",
     )
     location = F.regexp_extract("source", _LOCATION, 1)
-    position = F.regexp_extract("source", _LOCATION, 2).cast("long")
+    position = F.regexp_extract("source", _LOCATION, 2).try_cast("long")
     reason = F.col("reason")
     tail = reason.startswith(TRUNCATED_TAIL)
     framing = reason.rlike(_FRAMING) & ~tail
@@ -121,6 +122,8 @@ def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accountin
                     lost = max(size - int(problem["lost_from"]), 0)
             else:
                 reason = problem["tail_reason"]
+        elif status != IGNORED and (numbers[2] or 0) > 0:
+            status, reason = DAMAGED, "some of its batches are quarantined (see quarantine)"
         if f.counted and status != IGNORED:
             out.bytes_read += size or 0
             out.bytes_quarantined += lost or 0

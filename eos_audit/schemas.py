@@ -273,7 +273,7 @@ INPUT_FILES_COLUMNS: list[Column] = [
         T.LongType(),
         True,
         "record batches read from the file (audited + quarantined + skipped), counted in the "
-        "run's one pass for segments and Parquet; null for JSON lines, CSV, Delta and dump-log "
+        "run's one pass for segments, Parquet, JSON lines and CSV; null for Delta and dump-log "
         "text, whose counts are the run's (audit_runs)",
     ),
     Column("batches_audited", T.LongType(), True, "of those, audited"),
@@ -290,7 +290,7 @@ INPUT_FILES_COLUMNS: list[Column] = [
         True,
         "bytes of the file the run could not audit: all of an unreadable file, the rest of a "
         "segment from a batch that cannot be framed (not a TRUNCATED_TAIL); counted against "
-        "run.max_quarantined_share",
+        "run.max_quarantined_share (segments and Parquet)",
     ),
     Column(
         "status",

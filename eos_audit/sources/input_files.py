@@ -147,6 +147,10 @@ def _is_marker(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split(os.sep))
 
 
+# Tabular formats whose rows carry their file's id to the replay (counted per file).
+_COUNTED = ("parquet", "json", "csv")
+
+
 def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
     """Every file of tabular inputs (Parquet, JSON lines, CSV, dump-log text, a Delta table).
 
@@ -163,7 +167,7 @@ def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
         if os.path.isfile(root):
             if not readable(root):
                 unreadable.append(root)
-            files.append(InputFile(root, fmt, size_of(root), counted=fmt == "parquet"))
+            files.append(InputFile(root, fmt, size_of(root), counted=fmt in _COUNTED))
             continue
         if not readable(root):
             unreadable.append(root)
@@ -181,7 +185,7 @@ def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
                 if not _is_marker(relative):
                     if not readable(full):
                         unreadable.append(full)
-                    files.append(InputFile(full, fmt, size_of(full), counted=fmt == "parquet"))
+                    files.append(InputFile(full, fmt, size_of(full), counted=fmt in _COUNTED))
                 else:
                     files.append(
                         InputFile(

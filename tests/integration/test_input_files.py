@@ -229,21 +229,32 @@ def test_the_same_input_given_twice_is_read_once(spark, tmp_path, capsys, caplog
     assert run_id == default_run_id(AuditInputs(batches=("export",)), AuditConfig())
 
 
-def test_parquet_rows_are_counted_per_file(spark, tmp_path, capsys):
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])
+def test_tabular_rows_are_counted_per_file(spark, tmp_path, capsys, fmt):
     rows = [
         {"topic": "t", "partition": 0, "base_offset": i, "last_offset": i, "producer_id": 5,
          "producer_epoch": 0, "base_sequence": i, "is_transactional": False, "is_control": False}
         for i in range(5)
     ]  # fmt: skip
+    rows[3]["last_offset"] = -1  # impossible: quarantined, and counted against its file
     folder = tmp_path / "in"
     folder.mkdir()
-    pq.write_table(pa.Table.from_pylist(rows[:2]), folder / "a.parquet")
-    pq.write_table(pa.Table.from_pylist(rows[2:]), folder / "b.parquet")
+    for name, part in (("a", rows[:2]), ("b", rows[2:])):
+        table = pa.Table.from_pylist(part)
+        path = folder / f"{name}.{fmt}"
+        if fmt == "parquet":
+            pq.write_table(table, path)
+        elif fmt == "jsonl":
+            path.write_text("".join(json.dumps(r) + "\n" for r in part))
+        else:
+            table.to_pandas().to_csv(path, index=False)
     code, out, err = audit(capsys, "--batches", folder, "--warehouse", tmp_path / "w")
-    assert code == 0, out + err
+    assert code == 4, out + err  # 1 of 5 quarantined
     files = files_by_path(tmp_path / "w")
-    assert files[str(folder / "a.parquet")]["batches_read"] == 2
-    assert files[str(folder / "b.parquet")]["batches_audited"] == 3
+    a, b = files[str(folder / f"a.{fmt}")], files[str(folder / f"b.{fmt}")]
+    assert (a["batches_read"], a["batches_audited"], a["status"]) == (2, 2, "READ")
+    assert (b["batches_read"], b["batches_quarantined"], b["status"]) == (3, 1, "DAMAGED")
+    assert "last_offset" in b["reason"]
     assert_reconciles(tmp_path / "w")
 
 
