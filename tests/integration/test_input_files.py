@@ -218,7 +218,7 @@ def test_the_same_input_given_twice_is_read_once(spark, tmp_path, capsys, caplog
     monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.WARNING):
         code, out, err = audit(
-            capsys, "--batches", "export", "./export/", str(dirs[0]), "--warehouse", "w"
+            capsys, "--batches", "export", "./export/", str(dirs[0]), "--warehouse", tmp_path / "w"
         )
     assert code == 0, out + err
     assert "batches read 24 = audited 24 + quarantined 0" in out
