@@ -52,3 +52,20 @@ def test_paths_given_twice_or_inside_another_are_read_once(tmp_path, caplog, mon
 @pytest.mark.parametrize("uri", ["s3://bucket/export", "dbfs:/mnt/export"])
 def test_uris_are_compared_as_written(uri):
     assert dedupe_paths([uri, uri + "/", uri + "/1"]) == (uri,)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "An error occurred while calling o43.parquet.\n: org.apache.spark.SparkException: "
+        "java.io.FileNotFoundException: /data/in/b.parquet (Permission denied)\n\tat java.io",
+        "py4j: java.nio.file.AccessDeniedException: file:/data/in/b.parquet\n\tat sun.nio",
+    ],
+)
+def test_a_file_spark_may_not_read_is_the_users_problem_named_in_one_line(text):
+    from eos_audit.errors import EosAuditError
+    from eos_audit.pipeline import as_input_error
+
+    error = as_input_error(Exception(text))
+    assert isinstance(error, EosAuditError) and error.exit_code == 2
+    assert str(error) == "cannot read /data/in/b.parquet: permission denied"
