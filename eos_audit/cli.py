@@ -1,9 +1,10 @@
 """Command line: `eos-audit audit ...` for the nightly job, `eos-audit demo` for a first look.
 
 Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, 2 bad usage, configuration
-or input (nothing was audited), 3 internal error, 4 the run finished but audited nothing or
-quarantined more than run.max_quarantined_share of its batches (audit_runs status
-NOTHING_AUDITED or QUARANTINE_EXCEEDED; it wins over 1, since quarantined batches leave gaps).
+or input (nothing was audited; also an input the run may not read), 3 internal error, 4 the run
+finished but audited nothing, quarantined more than run.max_quarantined_share of its batches or
+of its input bytes, or could not read files it had listed (audit_runs status NOTHING_AUDITED,
+QUARANTINE_EXCEEDED or INPUT_UNREADABLE; it wins over 1, since missing batches leave gaps).
 This is the only module that configures logging.
 """
 
@@ -360,8 +361,8 @@ def exit_code(result: RunResult, fail_on: str) -> int:
         fail_on: the severity threshold (critical, error, warning, never).
 
     Returns:
-        4 for NOTHING_AUDITED and QUARANTINE_EXCEEDED, else 1 when a finding is at or above
-        `fail_on`, else 0.
+        4 for NOTHING_AUDITED, QUARANTINE_EXCEEDED and INPUT_UNREADABLE, else 1 when a finding
+        is at or above `fail_on`, else 0.
     """
     if result.status in UNUSABLE_INPUT:
         return EXIT_UNUSABLE_INPUT

@@ -29,7 +29,7 @@ from eos_audit.findings import (
 )
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
-from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
+from eos_audit.replay.runner import FILE_COUNTS, OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
 from eos_audit.sources import row_reference as ref
 from eos_audit.sources.canonical import QUARANTINE_REASON, RAW, increment_sequence
@@ -37,7 +37,7 @@ from eos_audit.sources.canonical import QUARANTINE_REASON, RAW, increment_sequen
 log = logging.getLogger(__name__)
 
 OUTPUT_KINDS = ("findings", "quarantine", "partition_stats", "transactions", "sessions",
-                "producer_state")  # fmt: skip
+                "producer_state", "input_files")  # fmt: skip
 
 
 def _nullable(data_type: T.DataType) -> T.DataType:
@@ -83,6 +83,10 @@ SESSION_STRUCT = T.StructType(
         T.StructField("last_timestamp", T.LongType(), True),
     ]
 )
+# One task's counts of the batches of one input file, by its id (row_reference.file_id).
+FILE_STATS = T.StructType(
+    [T.StructField(name, T.LongType(), True) for name in ("file_id", *FILE_COUNTS)]
+)
 OUTPUT_RECORD = T.StructType(
     [
         T.StructField("kind", T.StringType(), False),
@@ -92,6 +96,7 @@ OUTPUT_RECORD = T.StructType(
         T.StructField("transaction", TRANSACTION_STRUCT, True),
         T.StructField("session", SESSION_STRUCT, True),
         T.StructField("producer_state", PRODUCER_STATE_N, True),
+        T.StructField("input_file", FILE_STATS, True),
     ]
 )
 KERNEL_OUTPUT = from_arrow_schema(OUTPUT_ARROW)
@@ -136,8 +141,10 @@ def batch_rows(batches_df: DataFrame) -> DataFrame:
         else F.lit(0)
     )
     replica = F.col("_replica") if "_replica" in batches_df.columns else F.lit(None)
-    # Rows located by reference carry their file's id and their row number instead of a text.
-    located = ref.SOURCE_FILE in batches_df.columns
+    # Rows located by reference carry their file's id and their row number instead of a text;
+    # segment rows carry their file's id beside their text (input_files counts by it).
+    located = ref.SOURCE_ROW in batches_df.columns
+    has_file = ref.SOURCE_FILE in batches_df.columns
     return batches_df.select(
         *_replay_row(
             topic=F.col("topic"),
@@ -161,7 +168,7 @@ def batch_rows(batches_df: DataFrame) -> DataFrame:
             timestamp=F.col("max_timestamp"),
             crc_valid=F.col("crc_valid"),
             source=F.col("source"),
-            source_file=F.col(ref.SOURCE_FILE) if located else F.lit(None),
+            source_file=F.col(ref.SOURCE_FILE) if has_file else F.lit(None),
             value=F.col(ref.SOURCE_ROW) if located else F.lit(None),
             replica=replica,
             quarantine_reason=F.col(QUARANTINE_REASON),
@@ -646,7 +653,7 @@ def audit(
         covered_df=covered_df,
     )
     # The driver's listing of the input files names the rows findings point at (row_reference).
-    located = ref.SOURCE_FILE in batches_df.columns
+    located = ref.SOURCE_ROW in batches_df.columns
     source_files = (ref.file_ids(batches_df.inputFiles()) if located else None) or {}
     settings = replay_settings(config, as_of_ms, source_files)
     emitted = rows.mapInArrow(replay_partitions(settings), KERNEL_OUTPUT)
@@ -662,6 +669,7 @@ def audit(
         .when(record == "transaction", _record("transactions", transaction=_transaction_of(run_id)))
         .when(record == "session", _record("sessions", session=_with_topic("session",
                                                                            SESSION_STRUCT)))
+        .when(record == "file_stats", _record("input_files", input_file=F.col("file_stats")))
         .otherwise(_record("producer_state", producer_state=_producer_state_of()))
     )
     return emitted.select(out.alias("r")).select("r.*")
@@ -683,6 +691,12 @@ def quarantine_of(records_df: DataFrame) -> DataFrame:
 def partition_stats_of(records_df: DataFrame) -> DataFrame:
     """The per-partition statistics of an `audit` result."""
     return records_df.where(F.col("kind") == "partition_stats").select("partition_stats.*")
+
+
+def input_file_counts_of(records_df: DataFrame) -> DataFrame:
+    """The batches of each input file an `audit` result counted: file_id and `FILE_COUNTS`."""
+    counts = records_df.where(F.col("kind") == "input_files").select("input_file.*")
+    return counts.groupBy("file_id").agg(*[F.sum(c).alias(c) for c in FILE_COUNTS])
 
 
 def transactions_of(records_df: DataFrame) -> DataFrame:

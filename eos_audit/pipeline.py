@@ -14,16 +14,17 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import engine, progress
+from eos_audit import accounting, engine, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
+    INPUT_FILES,
     PRODUCER_STATE,
 )
 from eos_audit.session import replay_arrow_settings, session_has_delta
@@ -40,6 +41,7 @@ from eos_audit.sources.formats import (
     detect_format,
     read_batches,
 )
+from eos_audit.sources.input_files import dedupe_paths, list_table_files
 from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -312,11 +314,20 @@ _READ_FAILURE = re.compile(
     r"Could not read footer|UNABLE_TO_INFER_SCHEMA"
 )
 _FAILED_FILE = re.compile(r"(?:reading file|read footer for file:?|file) (\S+?)[.;,]?(?:\s|$)")
+# Java's wording when the run's user may not read a file Spark opens (FileNotFoundException,
+# AccessDeniedException); the driver's listing catches most, a file made unreadable later not.
+_PERMISSION = re.compile(r"(\S+) \(Permission denied\)|AccessDeniedException: (\S+)")
 
 
 def as_input_error(exc: Exception) -> EosAuditError | None:
     """An unreadable input file as the user's problem (exit 2) naming the file, else None."""
     text = str(exc)
+    denied = _PERMISSION.search(text)
+    if denied:
+        where = re.sub(r"^file:/*", "/", denied.group(1) or denied.group(2))
+        return InputSchemaError(f"cannot read {where}: permission denied")
+    if isinstance(exc, PermissionError):
+        return InputSchemaError(f"cannot read {exc.filename or 'an input file'}: permission denied")
     if not _READ_FAILURE.search(text):
         return None
     match = _FAILED_FILE.search(text)
@@ -340,6 +351,11 @@ def _audit_and_write(
     run_id = result.run_id
     staged_path = Path(stage.subdir("records"))
     as_of_ms = export_time_ms(inputs.export_time)
+    # The evidence beside the batches is input too: listed (and checked readable) first.
+    evidence = [
+        *list_table_files(inputs.list_offsets, "list_offsets"),
+        *list_table_files(inputs.acks, "acks"),
+    ]
     read = read_inputs(spark, inputs)
     covered = None
     if inputs.since_state:
@@ -402,12 +418,17 @@ def _audit_and_write(
         log.info("run %s: wrote %s", run_id, location)
         _reached(f"wrote:{table}")
 
+    with progress.stage(spark, run_id, "counting"):
+        summary = _summary(staged)
+        books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
+    for path in books.unreadable:
+        log.error("run %s: could not read %s (listed, then unreadable)", run_id, path)
+    frames["input_files"] = spark.createDataFrame(books.rows, INPUT_FILES) if books.rows else None
+
     # None: known to be empty (no Spark job for nothing).
     tables = [TableRows(t, frames[t], TABLE_SCHEMAS[t]) for t in DATA_TABLES]
     with progress.stage(spark, run_id, "writing the tables"):
         writer.replace_runs(tables, run_id, written)
-    with progress.stage(spark, run_id, "counting"):
-        summary = _summary(staged)
     result.batches_audited = int(summary["audited"])
     result.batches_quarantined = int(summary["quarantined"])
     result.batches_skipped = int(summary["skipped"])
@@ -424,6 +445,10 @@ def _audit_and_write(
         result.batches_quarantined,
         config.run.max_quarantined_share,
         result.batches_skipped,
+        bytes_read=books.bytes_read,
+        bytes_quarantined=books.bytes_quarantined,
+        tolerated=books.tolerated,
+        unreadable=books.unreadable,
     )
 
 
@@ -451,13 +476,15 @@ def run_audit(
         run_id: the run id; default: derived from the inputs and configuration (not the clock).
 
     Returns:
-        What the run did: SUCCEEDED, NOTHING_AUDITED or QUARANTINE_EXCEEDED. A failed run is
+        What the run did: SUCCEEDED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE
+        (an executor could not read files the driver had listed). A failed run is
         recorded in `audit_runs` with status FAILED and the exception is raised again.
 
     Raises:
         SinkError: the warehouse cannot be written or lies inside an input directory, or another
             process is running the same run id.
         InputSchemaError: an input file cannot be read.
+        InputUnreadableError: an input the run may not read (listed on the driver).
 
     """
     started = dt.datetime.now(dt.UTC)
@@ -466,6 +493,9 @@ def run_audit(
             "--since-state seeds from the warehouse's own producer_state: leave out "
             "--producer-state, or use it without --since-state to seed from elsewhere"
         )
+    # The same files given twice would be read twice (OFFSET_OVERLAP, DUPLICATE_BATCH): once,
+    # with a warning, and before the run id, which the inputs decide.
+    inputs = replace(inputs, batches=dedupe_paths(inputs.batches))
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
     has_delta = session_has_delta(spark)

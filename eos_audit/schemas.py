@@ -239,7 +239,7 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     ),  # fmt: skip
     Column(
         "status", T.StringType(), False,
-        "RUNNING, SUCCEEDED, QUARANTINE_EXCEEDED, NOTHING_AUDITED or FAILED",
+        "RUNNING, SUCCEEDED, QUARANTINE_EXCEEDED, NOTHING_AUDITED, INPUT_UNREADABLE or FAILED",
     ),  # fmt: skip
     Column("package_version", T.StringType(), False, "eos-audit version"),
     Column("spark_version", T.StringType(), False, "Spark version of the session"),
@@ -265,10 +265,57 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("findings_info", T.LongType(), False, "findings with severity INFO"),
     Column(
         "error", T.StringType(), True,
-        "why the run is FAILED, NOTHING_AUDITED or QUARANTINE_EXCEEDED",
+        "why the run is FAILED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE (then "
+        "every path the run could not read)",
     ),  # fmt: skip
 ]
 AUDIT_RUNS = _struct(AUDIT_RUNS_COLUMNS)
+
+INPUT_FILES_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("path", T.StringType(), False, "the file (or directory, for a Delta table)"),
+    Column(
+        "format",
+        T.StringType(),
+        False,
+        "segment, producer_snapshot, leader_epoch_checkpoint, checkpoint, offset_index, ..., "
+        "or the tabular format (parquet, json, csv, delta, dump-log)",
+    ),
+    Column("bytes", T.LongType(), True, "size of the file when listed; null for a directory"),
+    Column(
+        "batches_read",
+        T.LongType(),
+        True,
+        "record batches read from the file (audited + quarantined + skipped), counted in the "
+        "run's one pass for segments, Parquet, JSON lines and CSV; null for Delta and dump-log "
+        "text, whose counts are the run's (audit_runs)",
+    ),
+    Column("batches_audited", T.LongType(), True, "of those, audited"),
+    Column("batches_quarantined", T.LongType(), True, "of those, quarantined"),
+    Column(
+        "batches_skipped",
+        T.LongType(),
+        True,
+        "of those, below the offsets the seeding run's state covers (--since-state)",
+    ),
+    Column(
+        "bytes_quarantined",
+        T.LongType(),
+        True,
+        "bytes of the file the run could not audit: all of an unreadable file, the rest of a "
+        "segment from a batch that cannot be framed (not a TRUNCATED_TAIL); counted against "
+        "run.max_quarantined_share (segments and Parquet)",
+    ),
+    Column(
+        "status",
+        T.StringType(),
+        False,
+        "READ (audited; a TRUNCATED_TAIL noted in reason), DAMAGED (read, some of it "
+        "quarantined), UNREADABLE (an executor could not open it) or IGNORED (not read)",
+    ),
+    Column("reason", T.StringType(), True, "why IGNORED, DAMAGED or UNREADABLE, or the tail cut"),
+]
+INPUT_FILES = _struct(INPUT_FILES_COLUMNS)
 
 PARTITION_STATS = T.StructType(
     [
@@ -517,6 +564,7 @@ PUBLISHED: dict[str, list[Column]] = {
     "findings": FINDINGS_COLUMNS,
     "quarantine": QUARANTINE_COLUMNS,
     "audit_runs": AUDIT_RUNS_COLUMNS,
+    "input_files": INPUT_FILES_COLUMNS,
     "transactions": TRANSACTIONS_COLUMNS,
     "partition_summary": PARTITION_SUMMARY_COLUMNS,
     "list_offsets": LIST_OFFSETS_COLUMNS,
@@ -530,6 +578,7 @@ OUTPUT_TABLES: dict[str, T.StructType] = {
     "findings": FINDINGS,
     "quarantine": QUARANTINE,
     "audit_runs": AUDIT_RUNS,
+    "input_files": INPUT_FILES,
     "transactions": TRANSACTIONS,
     "partition_summary": PARTITION_SUMMARY,
     "producer_sessions": PRODUCER_SESSIONS,

@@ -98,6 +98,10 @@ def _fields(dtype: np.dtype, skip: tuple[str, ...] = ("tp_row", "partition")) ->
     return out
 
 
+# What is counted of each input file: its batch rows, those quarantined, those skipped
+# (--since-state); the others are audited.
+FILE_COUNTS = ("batches_read", "batches_quarantined", "batches_skipped")
+
 OUTPUT_ARROW = pa.schema(
     [
         ("record", pa.string()),
@@ -134,6 +138,8 @@ OUTPUT_ARROW = pa.schema(
             "quarantine",
             pa.struct([("reason", pa.string()), ("raw", pa.string()), ("base_offset", pa.int64())]),
         ),
+        # The record batches of one input file this task read (input_files).
+        ("file_stats", pa.struct([(name, pa.int64()) for name in ("file_id", *FILE_COUNTS)])),
     ]
 )
 WIRE_ARROW = to_arrow_schema(wire.WIRE_SCHEMA)
@@ -247,6 +253,10 @@ class _Replayer:
         self.previous_compacted = False
         # The control type of each row of the batch being replayed (findings name it).
         self.control_types = np.zeros(0, dtype=np.int64)
+        # Counts of the batches of each input file (FILE_COUNTS), by file id, and the offset the
+        # seeded state covers in the partition the previous batch ended in (--since-state).
+        self.file_counts: dict[int, np.ndarray] = {}
+        self.covered_end = NULL
 
     def rows_of(self, batch: pa.RecordBatch) -> np.recarray:
         """The kernel's rows (`state.REPLAY_ROW`) of one Arrow batch in the wire layout."""
@@ -273,6 +283,7 @@ class _Replayer:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
+            self.count_files(batch)
             rejected = (_int_column(batch, "header") & wire.QUARANTINED_BIT) != 0
             if rejected.any():
                 rejected = pa.array(rejected)
@@ -302,6 +313,78 @@ class _Replayer:
         ):  # fmt: skip
             self.grow()
         yield from self.drain(batch)
+        if self.file_counts:
+            yield self.file_stats()
+
+    def count_files(self, batch: pa.RecordBatch) -> None:
+        """Count the batch rows of each input file, as the kernel counts them per partition.
+
+        Vectorised over the Arrow batch; rows without a file id (inputs located by text) are
+        not counted here. A row is skipped, as `kernel.already_in_state` decides, when it lies
+        below the offset its partition's seeded state covers.
+        """
+        header = _int_column(batch, "header")
+        kinds = header >> wire.KIND_SHIFT
+        coverage = kinds == int(RowKind.STATE_COVERAGE)
+        has_file = (header & wire.SOURCE_FILE_BIT) != 0
+        counted = has_file & ((kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA)))
+        quarantined = (header & wire.QUARANTINED_BIT) != 0
+        skipped = np.zeros(batch.num_rows, dtype=bool)
+        if coverage.any() or self.covered_end != NULL:
+            skipped, self.covered_end = self._below_coverage(batch, coverage)
+            skipped &= counted & ~quarantined
+        if not counted.any():
+            return
+        ids = (header[counted] >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
+        flags = np.stack([quarantined[counted], skipped[counted]], axis=1).astype(np.int64)
+        # Rows come in log order, so a file's rows are mostly one run: sum the runs (no sort);
+        # only rows of many files interleaved at the same offsets need grouping.
+        starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
+        if len(starts) > 64:
+            order = np.argsort(ids, kind="stable")
+            ids, flags = ids[order], flags[order]
+            starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
+        reads = np.diff(np.append(starts, len(ids)))
+        sums = np.add.reduceat(flags, starts, axis=0)
+        for file_id, read, (quarantine, skip) in zip(
+            ids[starts].tolist(), reads.tolist(), sums.tolist(), strict=True
+        ):
+            known = self.file_counts.setdefault(file_id, np.zeros(len(FILE_COUNTS), np.int64))
+            known += (read, quarantine, skip)
+
+    def _below_coverage(self, batch: pa.RecordBatch, coverage: np.ndarray) -> tuple:
+        """Rows below their partition's covered offset, and the offset the batch ends in."""
+        n = batch.num_rows
+        topics = pc.dictionary_encode(batch.column("topic")).indices.fill_null(-1)
+        codes = topics.to_numpy(zero_copy_only=False)
+        partitions = _int_column(batch, "partition")
+        starts = np.zeros(n, dtype=bool)
+        starts[1:] = (codes[1:] != codes[:-1]) | (partitions[1:] != partitions[:-1])
+        starts[0] = not (
+            batch.column("topic")[0].as_py() == self.previous_topic
+            and int(partitions[0]) == self.previous_partition
+        )
+        marks = np.where(coverage | starts, np.arange(n), -1)
+        at = np.maximum.accumulate(marks)
+        offered = np.where(coverage, _int_column(batch, "value"), NULL)
+        covered = np.where(at >= 0, offered[np.maximum(at, 0)], self.covered_end)
+        base = _int_column(batch, "base_offset")
+        return (covered != NULL) & (base < covered), int(covered[-1])
+
+    def file_stats(self) -> pa.RecordBatch:
+        """The task's counts of each input file, one record per file."""
+        ids = sorted(self.file_counts)
+        counts = np.array([self.file_counts[i] for i in ids], dtype=np.int64).reshape(-1, 3)
+        struct_type = OUTPUT_ARROW.field("file_stats").type
+        arrays = [pa.array(ids, pa.int64())] + [
+            pa.array(counts[:, k], pa.int64()) for k in range(len(FILE_COUNTS))
+        ]
+        n = len(ids)
+        columns = {
+            "record": pa.array(["file_stats"] * n, type=pa.string()),
+            "file_stats": pa.StructArray.from_arrays(arrays, fields=list(struct_type)),
+        }
+        return _batch(columns, n)
 
     def remember_ack_sources(self, batch: pa.RecordBatch) -> None:
         """Keep the source of each acknowledgement under the ordinal the kernel will give it.

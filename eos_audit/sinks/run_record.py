@@ -22,6 +22,7 @@ from eos_audit.errors import EosAuditError
 from eos_audit.schemas import (
     AUDIT_RUNS,
     FINDINGS,
+    INPUT_FILES,
     LIST_OFFSETS_ERRORS,
     PARTITION_SUMMARY,
     PRODUCER_SESSIONS,
@@ -47,6 +48,7 @@ TABLE_SCHEMAS = {
     "producer_sessions": PRODUCER_SESSIONS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS,
     "producer_state": PRODUCER_STATE,
+    "input_files": INPUT_FILES,
 }
 DATA_TABLES = tuple(TABLE_SCHEMAS)
 

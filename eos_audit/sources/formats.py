@@ -16,6 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
+from eos_audit.sources.input_files import (
+    InputFile,
+    list_table_files,
+    readable,
+    unreadable_error,
+    walk_files,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -56,6 +63,8 @@ class BatchRead:
     high_watermarks: DataFrame | None = None
     leader_epochs: DataFrame | None = None
     problems: DataFrame | None = None  # input, source, reason: unusable non-batch content
+    # Every file under the inputs, read or ignored (input_files); listed on the driver.
+    files: list[InputFile] | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,9 @@ def _tabular(fmt: str) -> Callable[[SparkSession, list[str], BatchOptions], Batc
     def read(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
         from eos_audit.sources.record_batches import read_tabular
 
-        return BatchRead(read_tabular(spark, paths, fmt))
+        # Listed first: an input the run may not read stops it here, naming the file.
+        files = list_table_files(paths, fmt)
+        return BatchRead(read_tabular(spark, paths, fmt), files=files)
 
     return read
 
@@ -95,6 +106,7 @@ def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
         high_watermarks=export.high_watermarks,
         leader_epochs=export.leader_epochs,
         problems=export.problems,
+        files=export.files,
     )
 
 
@@ -102,8 +114,9 @@ def _dump_log(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
     from eos_audit.sources.canonical import to_canonical
     from eos_audit.sources.dump_log import read_dump_log
 
+    files = list_table_files(paths, "dump-log")
     text = read_dump_log(spark, paths, topic=options.topic, partition=options.partition)
-    return BatchRead(to_canonical(text, text_input=False))
+    return BatchRead(to_canonical(text, text_input=False), files=files)
 
 
 BATCH_FORMATS: dict[str, InputFormat] = {
@@ -146,6 +159,8 @@ def detect_format(path: str) -> str:
     p = Path(path)
     if not p.exists():
         raise InputNotFoundError(f"input {path} does not exist; check --batches")
+    if not readable(path):
+        raise unreadable_error([path])
     if p.is_file():
         if p.suffix.lower() in _BY_SUFFIX:
             return _BY_SUFFIX[p.suffix.lower()]
@@ -155,7 +170,10 @@ def detect_format(path: str) -> str:
         )
     if (p / "_delta_log").is_dir():
         return "delta"
-    files = [f for f in p.rglob("*") if f.is_file()]
+    unreadable: list[str] = []
+    files = [Path(d) / name for d, _, names in walk_files(path, unreadable) for name in names]
+    if unreadable:  # what cannot be listed cannot be told, nor read: named, not guessed around
+        raise unreadable_error(unreadable)
     if any(_is_segment(f) for f in files):
         return "segments"
     for name in ("dump-log", "parquet", "json", "csv"):

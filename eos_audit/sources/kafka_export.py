@@ -18,18 +18,23 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eos_audit.sources import row_reference as ref
 from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.input_files import InputFile, readable, unreadable_error
 from eos_audit.sources.kafka_files import (
+    LEADER_EPOCH_FILE,
+    OFFSET_CHECKPOINTS,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
     read_snapshot_files,
 )
-from eos_audit.sources.partition_dirs import PartitionDir, discover_partition_dirs
+from eos_audit.sources.partition_dirs import PartitionDir, account_files, discover_partition_dirs
 from eos_audit.sources.segments import read_segment_files
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,8 @@ class KafkaExport:
     leader_epochs: DataFrame  # topic, partition, leader_epoch, start_offset (primary replica)
     problems: DataFrame  # input, source, reason: unusable snapshot or checkpoint content
     primaries: dict[tuple[str, int], str]  # (topic, partition) -> primary replica
+    # Every file under the roots: read (segments carry their file id) or ignored with a reason.
+    files: list[InputFile] = field(default_factory=list)
 
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
@@ -106,13 +113,20 @@ def read_kafka_export(
     Raises:
         InputNotFoundError: no partition directory under `paths`.
     """
-    dirs = discover_partition_dirs(paths)
+    ignored: list[InputFile] = []
+    dirs = discover_partition_dirs(paths, ignored)
     ranked = _rank_replicas(dirs)
     files, ranks = [], {}
     for (topic, partition), replicas in ranked.items():
         for rank, pd in enumerate(replicas):
-            for _, path, _ in _segments(pd):
-                files.append({"path": path, "topic": topic, "partition": partition})
+            segments = _segments(pd)
+            for k, (_, path, _) in enumerate(segments):
+                # The last segment of a replica may end in a batch cut by the copy of an active
+                # segment (what Kafka's recovery truncates): the reader says so (TRUNCATED_TAIL).
+                last = k == len(segments) - 1
+                files.append(
+                    {"path": path, "topic": topic, "partition": partition, "last_segment": last}
+                )
                 ranks[path] = (pd.replica, rank)
         if len(replicas) > 1:
             log.info(
@@ -123,19 +137,25 @@ def read_kafka_export(
                 ", ".join(r.replica for r in replicas[1:]),
             )
     files.sort(key=lambda f: f["path"])
+    primaries = {key: replicas[0] for key, replicas in ranked.items()}
+    snapshot_files = [s for s in (_seed_snapshot(pd) for pd in primaries.values()) if s]
+    read = _files_read(files, snapshot_files, list(primaries.values()), dirs)
     raw = read_segment_files(spark, files, verify_crc=verify_crc)
+    # Each batch carries its file's id (CRC-32 of the path, as row_reference), so the replay
+    # counts the batches of every file in its one pass (input_files).
     replica_of = spark.createDataFrame(
-        [(path, replica, rank) for path, (replica, rank) in sorted(ranks.items())],
-        "_file string, _replica string, _replica_rank int",
+        [
+            (path, replica, rank, zlib.crc32(path.encode("utf-8")))
+            for path, (replica, rank) in sorted(ranks.items())
+        ],
+        f"_file string, _replica string, _replica_rank int, {ref.SOURCE_FILE} long",
     )
     # The reader's `source` is "<file>:<byte position>"; the small file table is broadcast, so
     # the batches are not shuffled to attach their replica.
     with_file = raw.withColumn("_file", F.regexp_extract("source", r"^(.*):[0-9]+$", 1))
     with_replica = with_file.join(F.broadcast(replica_of), "_file", "left").drop("_file")
-    batches = to_canonical(with_replica, keep=("_replica", "_replica_rank"))
+    batches = to_canonical(with_replica, keep=("_replica", "_replica_rank", ref.SOURCE_FILE))
 
-    primaries = {key: replicas[0] for key, replicas in ranked.items()}
-    snapshot_files = [s for s in (_seed_snapshot(pd) for pd in primaries.values()) if s]
     snapshots = read_snapshot_files(spark, snapshot_files) if snapshot_files else None
     seeds = None
     if snapshots is not None:
@@ -190,4 +210,23 @@ def read_kafka_export(
         leader_epochs=epochs.data.select("topic", "partition", "leader_epoch", "start_offset"),
         problems=problems.select("input", "source", "reason"),
         primaries={key: pd.replica for key, pd in primaries.items()},
+        files=account_files(dirs, read, ignored, paths),
     )
+
+
+def _files_read(
+    segments: list[dict], snapshots: list[dict], primaries: list[PartitionDir], dirs: list
+) -> set[str]:
+    """The paths the run reads; any the run's user may not read stops the run, naming them.
+
+    Raises:
+        InputUnreadableError: a file to read is not readable.
+    """
+    read = {f["path"] for f in segments} | {f["path"] for f in snapshots}
+    read |= {os.path.join(pd.path, LEADER_EPOCH_FILE) for pd in primaries}
+    read |= {os.path.join(pd.log_dir, name) for pd in dirs for name in OFFSET_CHECKPOINTS}
+    read = {path for path in read if os.path.isfile(path)}
+    unreadable = sorted(path for path in read if not readable(path))
+    if unreadable:
+        raise unreadable_error(unreadable)
+    return read

@@ -16,6 +16,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.sources.input_files import (
+    IGNORED,
+    InputFile,
+    readable,
+    size_of,
+    unreadable_error,
+    walk_files,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,7 @@ class PartitionDir:
     log_dir: str
 
 
-def _as_partition_dir(path: str) -> PartitionDir | None:
+def _as_partition_dir(path: str, unreadable: list[str] | None = None) -> PartitionDir | None:
     name = os.path.basename(path)
     m = _PARTITION_DIR.match(name)
     if not m or _IGNORED_DIR.search(name):
@@ -60,6 +68,9 @@ def _as_partition_dir(path: str) -> PartitionDir | None:
     try:
         entries = os.listdir(path)
     except OSError:
+        # Never a partition that vanishes without a word: the run names it and stops.
+        if unreadable is not None:
+            unreadable.append(path)
         return None
     # A folder named like `kafka-0` may be a broker folder: a partition dir holds Kafka files.
     if not any(_KAFKA_FILE.match(e) for e in entries):
@@ -74,19 +85,43 @@ def _as_partition_dir(path: str) -> PartitionDir | None:
     )
 
 
-def _walk(root: str) -> Iterator[PartitionDir]:
-    own = _as_partition_dir(root)
+def _ignore_tree(path: str, reason: str, ignored: list[InputFile]) -> None:
+    """Every file under `path` as IGNORED with the reason, and a warning naming the directory."""
+    log.warning("ignoring %s: %s", path, reason)
+    for dirpath, _, names in os.walk(path):
+        for name in sorted(names):
+            full = os.path.join(dirpath, name)
+            ignored.append(InputFile(full, _kind_of(name), size_of(full), IGNORED, reason))
+
+
+def _walk(root: str, ignored: list[InputFile], unreadable: list[str]) -> Iterator[PartitionDir]:
+    own = _as_partition_dir(root, unreadable)
     if own is not None:
         yield own
         return
-    for dirpath, dirnames, _ in os.walk(root):
+    for dirpath, dirnames, filenames in walk_files(root, unreadable):
+        if dirpath != root and any(_SEGMENT.match(f) for f in filenames):
+            # Segment files in a folder not named <topic>-<partition> (a non-ASCII or renamed
+            # folder): the topic and partition cannot be told, so its batches are not audited,
+            # and the run says so for each file.
+            _ignore_tree(
+                dirpath,
+                f"holds segment files but its name {os.path.basename(dirpath)!r} is not "
+                "<topic>-<partition> (topic: [A-Za-z0-9._-]+): topic and partition unknown",
+                ignored,
+            )
+            dirnames[:] = []
+            continue
         keep = []
-        for d in sorted(dirnames):
+        for d in dirnames:
             full = os.path.join(dirpath, d)
             if _IGNORED_DIR.search(d):
-                log.warning("ignoring %s: a deleted, moving or stray log (not the live log)", full)
+                _ignore_tree(
+                    full, "a deleted, moving or stray log (-delete, -future, -stray): not the "
+                    "live log", ignored,
+                )  # fmt: skip
                 continue
-            found = _as_partition_dir(full)
+            found = _as_partition_dir(full, unreadable)
             if found is not None:
                 yield found
             else:
@@ -94,47 +129,162 @@ def _walk(root: str) -> Iterator[PartitionDir]:
         dirnames[:] = keep
 
 
-def discover_partition_dirs(root_paths: list[str]) -> list[PartitionDir]:
+def discover_partition_dirs(
+    root_paths: list[str], ignored: list[InputFile] | None = None
+) -> list[PartitionDir]:
     """Find the `<topic>-<partition>` directories under one or more roots.
 
     A root may be a log dir, a single partition dir, a `.log` file inside one, or a tree such as
-    `<export>/<broker-id>/<topic>-<partition>/`. `-delete`, `-future` and `-stray` directories are
-    skipped with a warning.
+    `<export>/<broker-id>/<topic>-<partition>/`. The files of `-delete`, `-future` and `-stray`
+    directories, and of folders holding segment files under another name, are ignored with a
+    warning and listed in `ignored`.
 
     Args:
         root_paths: the roots.
+        ignored: where the ignored files are listed (`InputFile`, status IGNORED).
 
     Returns:
         Partition dirs sorted by topic, partition, replica and path (deduplicated).
 
     Raises:
         InputNotFoundError: a root does not exist, or no partition directory was found.
+        InputUnreadableError: a directory under a root cannot be listed.
 
     """
     if isinstance(root_paths, str):
         root_paths = [root_paths]
+    ignored = [] if ignored is None else ignored
+    unreadable: list[str] = []
     found: dict[str, PartitionDir] = {}
     for root in root_paths:
         path = os.path.abspath(root)
         if not os.path.exists(path):
             raise InputNotFoundError(f"input path does not exist: {root}")
         if os.path.isfile(path):
-            pd = _as_partition_dir(os.path.dirname(path))
-            if pd is None:
+            pd = _as_partition_dir(os.path.dirname(path), unreadable)
+            if pd is None and not unreadable:
                 raise InputNotFoundError(
                     f"{root} is a file outside a <topic>-<partition> directory: pass the "
                     "partition directory or a folder above it"
                 )
-            found[pd.path] = pd
+            if pd is not None:
+                found[pd.path] = pd
             continue
-        for pd in _walk(path):
+        if not readable(path):
+            unreadable.append(path)
+            continue
+        for pd in _walk(path, ignored, unreadable):
             found[pd.path] = pd
+    if unreadable:
+        raise unreadable_error(sorted(set(unreadable)))
     if not found:
         raise InputNotFoundError(
             "no Kafka partition directory (<topic>-<partition>/ holding .log files) found under "
             + ", ".join(root_paths)
         )
     return sorted(found.values(), key=lambda d: (d.topic, d.partition, d.replica, d.path))
+
+
+def _kind_of(name: str) -> str:
+    """What a file of a log directory is, by its name (input_files.format)."""
+    if _TRANSIENT.search(name):
+        return "transient"
+    for suffix, kind in _SUFFIX_KINDS.items():
+        if name.endswith(suffix):
+            return kind
+    if name in _NAMED_KINDS:
+        return _NAMED_KINDS[name]
+    return "other"
+
+
+_SUFFIX_KINDS = {
+    ".log": "segment",
+    ".index": "offset_index",
+    ".timeindex": "time_index",
+    ".txnindex": "transaction_index",
+    ".snapshot": "producer_snapshot",
+}
+_NAMED_KINDS = {
+    "leader-epoch-checkpoint": "leader_epoch_checkpoint",
+    "partition.metadata": "partition_metadata",
+    "log-start-offset-checkpoint": "checkpoint",
+    "replication-offset-checkpoint": "checkpoint",
+    "recovery-point-offset-checkpoint": "checkpoint",
+    "cleaner-offset-checkpoint": "checkpoint",
+    "meta.properties": "meta_properties",
+}
+# Why the audit does not read a file it leaves alone (input_files.reason).
+_NOT_READ = {
+    "offset_index": "an index, derived from the segment: the audit reads the segment",
+    "time_index": "an index, derived from the segment: the audit reads the segment",
+    "transaction_index": "an index of aborted transactions, derived from the segment",
+    "partition_metadata": "the partition's topic id: not used by the audit",
+    "meta_properties": "the log dir's broker and cluster ids: not used by the audit",
+    "checkpoint": "a checkpoint the audit does not use",
+    "transient": "a transient file of the log cleaner or of a deletion (.deleted, .cleaned, "
+    ".swap): not part of the log",
+    "other": "not a file Kafka keeps in a log directory",
+}
+
+
+def account_files(
+    dirs: list[PartitionDir], read: set[str], ignored: list[InputFile], roots: list[str]
+) -> list[InputFile]:
+    """Every file of the partition directories and of their log dirs, read or ignored.
+
+    Args:
+        dirs: the partition directories found.
+        read: paths the run reads (segments, the seed snapshot, checkpoints).
+        ignored: files already ignored while discovering (kept first).
+        roots: the input roots: a log dir above a root (a partition directory given alone)
+            contributes the checkpoints the run reads, not its other files.
+
+    Returns:
+        One `InputFile` per file; read segments are `counted` (their batches carry the file).
+    """
+    out = list(ignored)
+    seen = {f.path for f in out}
+
+    def add(full: str, name: str, where: str) -> None:
+        if full in seen:
+            return
+        seen.add(full)
+        kind = _kind_of(name)
+        if full in read:
+            out.append(InputFile(full, kind, size_of(full), counted=kind == "segment"))
+            return
+        if kind == "transient":
+            log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
+        reason = _NOT_READ.get(kind)
+        if kind == "producer_snapshot":
+            reason = "not the snapshot that seeds the audited replica (the newest at or below "
+            reason += "its first segment's offset)"
+        elif kind == "leader_epoch_checkpoint":
+            reason = "the checkpoint of a replica that is compared, not audited"
+        elif kind == "checkpoint" and where == "partition":
+            reason = _NOT_READ["other"]
+        elif where == "elsewhere":
+            reason = "outside the partition directories and their log dirs: not part of a log"
+        out.append(InputFile(full, kind, size_of(full), IGNORED, reason))
+
+    for pd in dirs:
+        for name in sorted(os.listdir(pd.path)):
+            full = os.path.join(pd.path, name)
+            if os.path.isfile(full):
+                add(full, name, "partition")
+    inside = tuple(os.path.abspath(r).rstrip(os.sep) + os.sep for r in roots)
+    for log_dir in sorted({pd.log_dir for pd in dirs}):
+        for name in sorted(os.listdir(log_dir)):
+            full = os.path.join(log_dir, name)
+            if os.path.isfile(full) and (full in read or full.startswith(inside)):
+                add(full, name, "log_dir")
+    # Anything else under a root (notes, a stray file beside the broker folders) is listed too.
+    for root in roots:
+        if os.path.isdir(root):
+            for dirpath, _, names in os.walk(os.path.abspath(root)):
+                for name in sorted(names):
+                    add(os.path.join(dirpath, name), name, "elsewhere")
+    return out
 
 
 def discover_segment_files(paths: list[str]) -> list[dict]:

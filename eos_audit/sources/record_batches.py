@@ -49,6 +49,21 @@ def _with_source(df: DataFrame, default: F.Column | None = None) -> DataFrame:
     return out.drop(cr.DEFAULT_SOURCE) if cr.DEFAULT_SOURCE in out.columns else out
 
 
+_FILE_ID = (ref.SOURCE_FILE,)
+
+
+def _with_file_id(df: DataFrame) -> DataFrame:
+    """Each row's file as an id (`row_reference.file_id`), so the replay counts rows per file.
+
+    The default source is the file, or `<file>:line <n>` for numbered JSON lines. A file with a
+    column of that name keeps its own, and goes uncounted per file.
+    """
+    if ref.SOURCE_FILE in df.columns:
+        return df
+    path = F.regexp_extract(F.col(cr.DEFAULT_SOURCE), r"^(.*?)(?::line [0-9]+)?$", 1)
+    return df.withColumn(ref.SOURCE_FILE, ref.file_id(path))
+
+
 def _read_parquet(spark: SparkSession, paths: list[str]) -> DataFrame:
     """Parquet rows, each located by (file id, row) rather than a text (`row_reference`).
 
@@ -105,9 +120,8 @@ def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
         return _read_delta(spark, paths)
     if fmt == "json":
         df = cr.read_json_lines(spark, paths, CONTRACT, REQUIRED_INPUT_COLUMNS, line_numbers=True)
-        return to_canonical(_with_source(df), text_input=True)
+        return to_canonical(_with_source(_with_file_id(df)), text_input=True, keep=_FILE_ID)
     if fmt == "csv":
-        return to_canonical(
-            _with_source(cr.read_csv_table(spark, paths, CONTRACT)), text_input=True
-        )
+        df = cr.read_csv_table(spark, paths, CONTRACT)
+        return to_canonical(_with_source(_with_file_id(df)), text_input=True, keep=_FILE_ID)
     raise InputSchemaError(f"unknown tabular format {fmt!r}; expected one of {FORMATS}")

@@ -57,6 +57,10 @@ MAX_INT = 2147483647
 CHUNK_ROWS = 65536
 
 _FRAME = struct.Struct(">qi")
+# The reason of a batch cut at the end of a replica's last segment: what a copy of an active
+# segment gives, and what Kafka's recovery (LogSegment.recover) truncates on restart. Recorded in
+# quarantine, but not counted as bad input (run.max_quarantined_share); a cut anywhere else is.
+TRUNCATED_TAIL = "TRUNCATED_TAIL"
 
 
 def source_schema() -> T.StructType:
@@ -520,6 +524,7 @@ def iter_segment(
     path: str,
     verify_crc: bool = True,
     chunk_rows: int = CHUNK_ROWS,
+    last_segment: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Parse a segment's bytes into Arrow batches of at most `chunk_rows` rows, in file order.
 
@@ -530,6 +535,8 @@ def iter_segment(
         path: file path, used in `source` ("<path>:<byte position>").
         verify_crc: verify CRC-32C (v2) / CRC-32 (legacy); `crc_valid` is null when False.
         chunk_rows: maximum rows per yielded batch.
+        last_segment: the file is the last segment of its replica: a batch cut at its end is
+            reported as TRUNCATED_TAIL.
 
     Yields:
         Arrow batches in `ARROW_SCHEMA`; the last row is the framing error, if any.
@@ -555,6 +562,11 @@ def iter_segment(
         yield from table.to_batches(max_chunksize=chunk_rows)
     if error is not None:
         err_pos, message, base = error
+        if last_segment and message.startswith("truncated batch"):
+            message = (
+                f"{TRUNCATED_TAIL}: a partial batch at the end of the replica's last segment (a "
+                f"copy of an active segment; Kafka's recovery truncates it): {message}"
+            )
         yield error_batch(
             topic=topic,
             partition=partition,
@@ -620,6 +632,7 @@ class KafkaSegmentsDataSource(FileDataSource):
             partition=int(file["partition"]),
             path=file["path"],
             verify_crc=self.options.get("verify_crc", "true").lower() == "true",
+            last_segment=bool(file.get("last_segment", False)),
         )
 
     def unreadable(self, file: dict, reason: str) -> Iterator[pa.RecordBatch]:

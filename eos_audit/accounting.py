@@ -1,0 +1,132 @@
+"""The `input_files` table: every file under the inputs, with what the run made of it.
+
+The driver lists the files (`eos_audit.sources.input_files`); the replay counts the batches of
+each file in the run's one pass (`runner.count_files`, staged as kind `input_files`); the
+quarantine rows name the file and position of what could not be read. Here the three meet, on
+the driver, over a few rows per file: no batch data is read again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from eos_audit import engine
+from eos_audit.replay.runner import FILE_COUNTS
+from eos_audit.sources.input_files import (
+    DAMAGED,
+    IGNORED,
+    UNREADABLE,
+    InputFile,
+    file_id_spellings,
+)
+from eos_audit.sources.segments import TRUNCATED_TAIL
+
+# A batch that cannot be framed: the reader skips the rest of its file (sources.segments).
+_FRAMING = "truncated batch|unknown magic|invalid batch length"
+# What a reader says of a file it could not open (sources.file_source, segments.unreadable).
+_CANNOT_READ = "cannot read"
+# `<file>:<byte>` (segments), `<file>:row <n>` (Parquet), `<file>:line <n>` (text).
+# or the file alone (CSV).
+_LOCATION = r"^(.*?)(?::(?:row |line )?([0-9]+))?$"
+
+
+@dataclass
+class Accounting:
+    """What the run made of its input files.
+
+    Attributes:
+        rows: the `input_files` rows (schemas.INPUT_FILES order, run_id first).
+        bytes_read: bytes of the files whose batches are counted.
+        bytes_quarantined: bytes of them that could not be audited.
+        tolerated: quarantined batches that are not bad input (TRUNCATED_TAIL).
+        unreadable: files an executor could not read.
+    """
+
+    rows: list[tuple] = field(default_factory=list)
+    bytes_read: int = 0
+    bytes_quarantined: int = 0
+    tolerated: int = 0
+    unreadable: tuple[str, ...] = ()
+
+
+def _quarantine_by_file(staged: DataFrame) -> dict[str, dict]:
+    """Per file named by quarantined batches: where its framing broke, tails, unreadability."""
+    q = staged.where(
+        (F.col("kind") == "quarantine") & (F.col("quarantine.input") == "record_batch")
+    ).select(
+        # Spark names a local file `file:/x`; the listing `/x`.
+        F.regexp_replace("quarantine.source", "^file:/+", "/").alias("source"),
+        "quarantine.reason",
+    )
+    location = F.regexp_extract("source", _LOCATION, 1)
+    position = F.regexp_extract("source", _LOCATION, 2).try_cast("long")
+    reason = F.col("reason")
+    tail = reason.startswith(TRUNCATED_TAIL)
+    framing = reason.rlike(_FRAMING) & ~tail
+    cannot_read = reason.contains(_CANNOT_READ)
+    per_file = (
+        q.where(location != "")
+        .groupBy(location.alias("path"))
+        .agg(
+            F.count("*").alias("quarantined"),
+            F.count(F.when(tail, 1)).alias("tails"),
+            F.min(F.when(framing, position)).alias("lost_from"),
+            F.min(F.when(cannot_read, reason)).alias("unreadable"),
+            F.min(F.when(tail, reason)).alias("tail_reason"),
+            F.min(F.when(~tail, reason)).alias("reason"),
+        )
+    )
+    return {row["path"]: row.asDict() for row in per_file.collect()}
+
+
+def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accounting:
+    """The `input_files` rows of a run and the byte counts of its quarantine threshold.
+
+    Args:
+        staged: the run's staged output records.
+        files: the driver's listing of the inputs.
+        run_id: the run.
+
+    Returns:
+        The accounting (one small Spark job over the staged records per part).
+    """
+    counts: dict[int, dict] = {
+        row["file_id"]: row.asDict() for row in engine.input_file_counts_of(staged).collect()
+    }
+    problems = _quarantine_by_file(staged)
+    out = Accounting()
+    unreadable: list[str] = []
+    for f in files:
+        status, reason, size = f.status, f.reason, f.bytes
+        numbers: list[int | None] = [None] * (len(FILE_COUNTS) + 1)
+        lost = None
+        if f.counted:
+            found = next((counts[i] for i in file_id_spellings(f.path) if i in counts), None)
+            if found is not None or f.format == "segment":
+                got = [int((found or {}).get(c) or 0) for c in FILE_COUNTS]
+                read, quarantined, skipped = got
+                numbers = [read, read - quarantined - skipped, quarantined, skipped]
+            lost = 0
+        problem = problems.get(f.path) if status != IGNORED else None
+        if problem is not None:
+            out.tolerated += int(problem["tails"])
+            if problem["unreadable"] is not None:
+                status, reason, lost = UNREADABLE, problem["unreadable"], size
+                unreadable.append(f.path)
+            elif problem["lost_from"] is not None or problem["quarantined"] > problem["tails"]:
+                status, reason = DAMAGED, problem["reason"]
+                if problem["lost_from"] is not None and size is not None:
+                    lost = max(size - int(problem["lost_from"]), 0)
+            else:
+                reason = problem["tail_reason"]
+        elif status != IGNORED and (numbers[2] or 0) > 0:
+            status, reason = DAMAGED, "some of its batches are quarantined (see quarantine)"
+        if f.counted and status != IGNORED:
+            out.bytes_read += size or 0
+            out.bytes_quarantined += lost or 0
+        out.rows.append((run_id, f.path, f.format, size, *numbers, lost, status, reason))
+    out.unreadable = tuple(unreadable)
+    return out

@@ -1,0 +1,198 @@
+"""Accounting for every file under the run's inputs: listed on the driver, from metadata only.
+
+Every file (or directory) under an input root that the run considered is one `InputFile`: read,
+ignored with the reason, or unreadable. What the readers then make of a read file (batches read,
+audited, quarantined, skipped) comes back from the run's one pass (the replay counts the rows of
+each file, `eos_audit.replay.runner`), and the pipeline writes both as the `input_files` table.
+
+An input the run was given and cannot read is found here, before any data is read, wherever the
+driver can tell: a directory it cannot list, a file it may not open (`os.access`, which asks the
+kernel with the process's own identity, so it is right for non-root runs and costs no open).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from eos_audit.errors import InputNotFoundError
+
+log = logging.getLogger(__name__)
+
+# input_files.status
+READ = "READ"
+UNREADABLE = "UNREADABLE"
+IGNORED = "IGNORED"
+DAMAGED = "DAMAGED"
+
+
+class InputUnreadableError(InputNotFoundError):
+    """An input the run was given cannot be read (permission denied, unlistable directory)."""
+
+
+@dataclass
+class InputFile:
+    """One file or directory under an input root, as the run considered it.
+
+    Attributes:
+        path: absolute path.
+        format: what the file is (segment, producer_snapshot, checkpoint, parquet, ...).
+        bytes: its size (a directory: null).
+        status: READ, IGNORED or UNREADABLE on the driver; the pipeline turns a READ file the
+            run found damaged or could not read into DAMAGED or UNREADABLE.
+        reason: why it was ignored, or what was wrong.
+        counted: whether the run counts this file's record batches (its rows carry the file).
+    """
+
+    path: str
+    format: str
+    bytes: int | None
+    status: str = READ
+    reason: str | None = None
+    counted: bool = False
+
+
+def is_uri(path: str) -> bool:
+    """A path on an object store or DBFS (listed by Spark, not by this module)."""
+    return "://" in path or path.startswith("dbfs:")
+
+
+def file_id_spellings(path: str) -> list[int]:
+    """The ids rows of a local file may carry (`row_reference.file_id`) in each spelling of it.
+
+    Spark names a local file `file:/dir/f` (`_metadata.file_path`) or `file:///dir/f`
+    (`inputFiles()`); the segment reader names it `/dir/f`.
+    """
+    return [zlib.crc32(s.encode("utf-8")) for s in (path, f"file:{path}", f"file://{path}")]
+
+
+def dedupe_paths(paths: Iterable[str], label: str = "--batches") -> tuple[str, ...]:
+    """The paths without repeats: each file is read once however often it is given.
+
+    Two spellings of one path (`./x` and `x/`, a symbolic link) and a path inside another given
+    path (a root and a partition directory of it) would read the same batches twice and report
+    them as OFFSET_OVERLAP and DUPLICATE_BATCH. The first spelling of a path is kept (so the run
+    id of a run given each path once does not change); each path dropped is logged.
+    """
+    kept: list[tuple[str, str]] = []  # (as given, resolved)
+    for path in paths:
+        resolved = path.rstrip("/") if is_uri(path) else os.path.realpath(path)
+        duplicate = next(
+            (
+                given
+                for given, other in kept
+                if resolved == other or resolved.startswith(other.rstrip(os.sep) + os.sep)
+            ),
+            None,
+        )
+        if duplicate is not None:
+            log.warning("%s %s is read once: it is %s, or inside it", label, path, duplicate)
+            continue
+        prefix = resolved.rstrip(os.sep) + os.sep
+        inside = [given for given, other in kept if other.startswith(prefix)]
+        for given in inside:
+            log.warning("%s %s is read once: it is inside %s", label, given, path)
+        kept = [(g, o) for g, o in kept if g not in inside]
+        kept.append((path, resolved))
+    return tuple(given for given, _ in kept)
+
+
+def unreadable_error(paths: list[str]) -> InputUnreadableError:
+    """The one line that stops a run given inputs it cannot read."""
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return InputUnreadableError(
+        f"cannot read input {shown}: permission denied; grant the run's user read access "
+        "(directories: read and execute) or leave the path out"
+    )
+
+
+def walk_files(root: str, unreadable: list[str]) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk` of `root`, sorted; directories it cannot list or enter are noted, not entered.
+
+    The caller may prune the directory names it is given, as with `os.walk`.
+    """
+
+    def note(exc: OSError) -> None:
+        unreadable.append(exc.filename or root)
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=note):
+        dirnames.sort()
+        for d in dirnames:
+            full = os.path.join(dirpath, d)
+            if not os.access(full, os.R_OK | os.X_OK):
+                unreadable.append(full)
+        dirnames[:] = [d for d in dirnames if os.path.join(dirpath, d) not in unreadable]
+        yield dirpath, dirnames, sorted(filenames)
+
+
+def readable(path: str) -> bool:
+    """Whether the run's user may read a file (a directory: list and enter it)."""
+    mode = os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK
+    return os.access(path, mode)
+
+
+def size_of(path: str) -> int | None:
+    """A file's size, None when it cannot be told."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _is_marker(relative: str) -> bool:
+    """Spark's markers and hidden files (_SUCCESS, .crc, _delta_log/...), which Spark skips."""
+    return any(part.startswith(("_", ".")) for part in relative.split(os.sep))
+
+
+# Tabular formats whose rows carry their file's id to the replay (counted per file).
+_COUNTED = ("parquet", "json", "csv")
+
+
+def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
+    """Every file of tabular inputs (Parquet, JSON lines, CSV, dump-log text, a Delta table).
+
+    Raises:
+        InputUnreadableError: a directory or file cannot be read.
+    """
+    files: list[InputFile] = []
+    unreadable: list[str] = []
+    for given in paths:
+        if is_uri(given):
+            files.append(InputFile(given, fmt, None))
+            continue
+        root = os.path.abspath(given)
+        if os.path.isfile(root):
+            if not readable(root):
+                unreadable.append(root)
+            files.append(InputFile(root, fmt, size_of(root), counted=fmt in _COUNTED))
+            continue
+        if not readable(root):
+            unreadable.append(root)
+            continue
+        listing = walk_files(root, unreadable)
+        if fmt == "delta":  # one table: its files are whatever its log says, read by Delta
+            for _ in listing:
+                pass
+            files.append(InputFile(root, fmt, None))
+            continue
+        for dirpath, _, names in listing:
+            for name in names:
+                full = os.path.join(dirpath, name)
+                relative = os.path.relpath(full, root)
+                if not _is_marker(relative):
+                    if not readable(full):
+                        unreadable.append(full)
+                    files.append(InputFile(full, fmt, size_of(full), counted=fmt in _COUNTED))
+                else:
+                    files.append(
+                        InputFile(
+                            full, "other", size_of(full), IGNORED,
+                            "a hidden or marker file (_SUCCESS, .crc...), which Spark skips too",
+                        )
+                    )  # fmt: skip
+    if unreadable:
+        raise unreadable_error(unreadable)
+    return files
