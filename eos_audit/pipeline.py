@@ -23,11 +23,8 @@ from pyspark.sql import functions as F
 from eos_audit import engine, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
-from eos_audit.schemas import (
-    PRODUCER_STATE,
-)
 from eos_audit.session import replay_arrow_settings, session_has_delta
-from eos_audit.since_state import latest_state, warehouse_state
+from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
@@ -37,9 +34,9 @@ from eos_audit.sources.formats import (
     FORMAT_NAMES,
     BatchOptions,
     BatchRead,
-    detect_format,
     read_batches,
 )
+from eos_audit.sources.producer_state import seed_inputs
 from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -132,7 +129,10 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
 
 
 def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
-    """Read every input of a run through the format registry; seeded state joins the seeds."""
+    """Read every input of a run through the format registry; every seed is checked.
+
+    Seeds (the export's snapshots, --producer-state) that fail `check_seeds` join the problems.
+    """
     read = read_batches(
         spark,
         list(inputs.batches),
@@ -143,41 +143,13 @@ def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
             partition=inputs.dump_partition,
         ),
     )
-    extra = read_producer_state(spark, inputs.producer_state)
-    if extra is not None:
-        read.seeds = extra if read.seeds is None else read.seeds.unionByName(extra)
+    seeds = seed_inputs(spark, read.seeds, inputs.producer_state)
+    read.seeds = seeds.seeds
+    if seeds.problems is not None:
+        read.problems = (
+            seeds.problems if read.problems is None else read.problems.unionByName(seeds.problems)
+        )
     return read
-
-
-def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame | None:
-    """Seeded producer state in the `producer_state` contract.
-
-    Each path is Parquet or JSON lines, or a `producer_state` Delta table an earlier run wrote
-    (its latest finished run's rows: the state that run's replay ended in, see
-    eos_audit.since_state).
-    """
-    if not paths:
-        return None
-    frames = []
-    for path in paths:
-        if (Path(path) / "_delta_log").is_dir():
-            state = latest_state(spark, path)
-            frames.append(
-                state.seeds if state is not None else spark.createDataFrame([], PRODUCER_STATE)
-            )
-            continue
-        fmt = detect_format(path)
-        if fmt not in ("parquet", "json"):
-            raise InputSchemaError(
-                f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
-                "contract (schemas/producer_state.json), or a producer_state Delta table"
-            )
-        reader = spark.read.schema(PRODUCER_STATE)
-        frames.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    return df
 
 
 def export_time_ms(export_time: str | None) -> int | None:
@@ -354,6 +326,12 @@ def _audit_and_write(
             read.seeds = seeds
             covered = state.covered
             result.seeded_from_run = state.run_id
+            if state.problems is not None:  # its rows that failed the seed checks
+                read.problems = (
+                    state.problems
+                    if read.problems is None
+                    else read.problems.unionByName(state.problems)
+                )
     acks = read_acks_input(spark, inputs)
     valid_acks = None
     if acks is not None:
