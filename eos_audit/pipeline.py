@@ -8,6 +8,7 @@ the stage, so the expensive shuffle and sorts run exactly once per run.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import logging
@@ -22,7 +23,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine, progress
 from eos_audit.config import AuditConfig
-from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
+from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.session import replay_arrow_settings, session_has_delta
 from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
@@ -299,6 +300,42 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
     return InputSchemaError(f"cannot read {where}: it is not a readable input file ({cause})")
 
 
+_NO_SPACE = re.compile(r"No space left on device|ENOSPC|os error 28", re.IGNORECASE)
+
+
+def disk_full_error(exc: BaseException, warehouse: str) -> EosAuditError | None:
+    """A full disk while staging or writing as the user's problem (exit 2), else None.
+
+    Spark (a task's IOException), delta-rs (os error 28) and Python (ENOSPC) each say it in
+    their own words, with hundreds of lines of trace around; the user needs one line.
+    """
+    if isinstance(exc, EosAuditError):
+        return None
+    seen: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    hit = next(
+        (
+            e
+            for e in seen
+            if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or _NO_SPACE.search(str(e))
+        ),
+        None,
+    )
+    if hit is None:
+        return None
+    where = warehouse
+    filename = getattr(hit, "filename", None)
+    if isinstance(filename, str) and warehouse not in filename:
+        where = os.path.dirname(filename) or filename
+    return SinkError(
+        f"no space left on device under {where}: free space there (or pass a --warehouse on a "
+        "larger disk) and run again; the next run settles this one"
+    )
+
+
 def _audit_and_write(
     spark: SparkSession,
     warehouse: str,
@@ -447,6 +484,25 @@ def run_audit(
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
     has_delta = session_has_delta(spark)
+    try:
+        return _run(spark, inputs, config, warehouse, run_id, started, has_delta)
+    except Exception as exc:
+        full = disk_full_error(exc, warehouse)
+        if full is None:
+            raise
+        raise full from exc
+
+
+def _run(
+    spark: SparkSession,
+    inputs: AuditInputs,
+    config: AuditConfig,
+    warehouse: str,
+    run_id: str,
+    started: dt.datetime,
+    has_delta: bool,
+) -> RunResult:
+    """`run_audit` once the warehouse is checked: stage, record, audit, record the end."""
     with RunStage(warehouse, run_id) as stage:
         writer: TableWriter = choose_writer(
             spark,
@@ -460,7 +516,7 @@ def run_audit(
         recorder = RunRecorder(
             spark, writer, started, json.dumps(asdict(inputs), sort_keys=True), config.to_json()
         )
-        recorder.settle_dead_runs(stage.dead_runs, run_id)
+        recorder.settle_dead_runs(stage, run_id)
         recorder.record(result)  # RUNNING, before any other table is written
         batches = ", ".join(inputs.batches)
         log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
@@ -469,13 +525,16 @@ def run_audit(
                 with replay_arrow_settings(spark):
                     _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
-                unreadable = as_input_error(exc)
+                unreadable = as_input_error(exc) or disk_full_error(exc, warehouse)
                 if unreadable is None:
                     raise
                 raise unreadable from exc
         except (Exception, KeyboardInterrupt) as exc:
             # Anything short of the process dying is recorded; a kill leaves RUNNING behind.
+            # A FAILED run keeps no rows: they go first, so that a run dying meanwhile stays
+            # RUNNING (and is settled by the next) rather than FAILED with rows.
             result.status, result.error = FAILED, error_text(exc)
+            recorder.remove_rows(run_id)
             recorder.record(result)
             raise
         recorder.record(result)
