@@ -143,7 +143,14 @@ def _batch_reason(batches: Column) -> Column:
     """The first impossible cached batch, described, or null when all are possible."""
 
     def problem(b: Column) -> Column:
-        span = b["last_offset"] - b["base_offset"]
+        in_range = (
+            (b["base_offset"] >= 0)
+            & (b["base_offset"] <= b["last_offset"])
+            & b["last_sequence"].between(0, MAX_INT)
+        )
+        # Only where the offsets and the sequence are in range: the arithmetic then never
+        # overflows (Spark's ANSI mode would fail the task).
+        span = F.when(in_range, b["last_offset"] - b["base_offset"])
         last_seq = b["last_sequence"]
         # BatchMetadata.firstSeq = decrementSequence(lastSeq, offsetDelta): the cache takes the
         # sequence span to be the offset span (kafka_rules.md §1.2, §1.5).
