@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/fuzz_corpus.py                      # 100,000 inputs, 2 processes
     .venv/bin/python bench/fuzz_corpus.py --inputs 1000000 --processes 8 --seed 7
-    .venv/bin/python bench/fuzz_corpus.py --corpus trust --inputs 10000   # seeds and warehouse
+    .venv/bin/python bench/fuzz_corpus.py --corpus trust --inputs 20000   # seeds and warehouse
 
 Every input (a segment truncated at a random byte, a flipped bit, random batch lengths and magic
 values, random bytes; damaged and random snapshots; damaged and random checkpoint text; damaged

@@ -344,3 +344,46 @@ def test_a_full_disk_exits_2_and_the_next_run_settles_the_run(
     # Recorded FAILED by itself, or (when even that could not be written) settled by "roomy".
     assert statuses == {"full": "FAILED", "roomy": "SUCCEEDED"}
     assert set(_rows(warehouse, "full").values()) <= {0}
+
+
+@pytest.mark.slow  # a whole audit
+def test_an_impossible_snapshot_entry_gets_the_same_checks(spark, tmp_path):
+    """Snapshot files give int16 epochs and int32 deltas: in their types, still impossible."""
+    from tests.fixtures.segment_builder import (
+        SnapshotEntry,
+        data_batch,
+        snapshot_bytes,
+        write_partition_dir,
+    )
+
+    snapshot = snapshot_bytes(
+        [
+            SnapshotEntry(7, -5, last_sequence=0, last_offset=90),
+            SnapshotEntry(8, 0, last_sequence=9, last_offset=95, offset_delta=-3),
+            SnapshotEntry(9, 2, last_sequence=4, last_offset=96, offset_delta=1),
+        ]
+    )
+    root = tmp_path / "export"
+    write_partition_dir(
+        root, "b1", "t", 0,
+        data_batch(100, 1, producer_id=9, producer_epoch=2, base_sequence=5),
+        snapshots={100: snapshot},
+    )  # fmt: skip
+    warehouse = tmp_path / "wh"
+    run_audit(spark, AuditInputs(batches=(str(root),)), CONFIG, str(warehouse), run_id="x")
+    problems = sql(
+        warehouse, "quarantine",
+        "SELECT source, reason FROM t WHERE input = 'producer_state' ORDER BY source",
+    )  # fmt: skip
+    assert [(p["source"].rsplit("/", 1)[-1], p["reason"]) for p in problems] == [
+        (
+            "00000000000000000100.snapshot:10 producer 7 of t-0",
+            "producer_epoch -5 is outside -1..32767",
+        ),
+        (
+            "00000000000000000100.snapshot:56 producer 8 of t-0",
+            "a cached batch's base_offset 98 is above its last_offset 95",
+        ),
+    ]
+    # Producer 9's entry is sound and seeds the replay: its next batch is in sequence.
+    assert sql(warehouse, "findings", "SELECT finding_type FROM t WHERE producer_id = 9") == []
