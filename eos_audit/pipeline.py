@@ -451,12 +451,13 @@ def run_audit(
 ) -> RunResult:
     """Audit the inputs and write findings, quarantine and the run record as Delta tables.
 
-    The run's lifecycle (issue 12): the warehouse is checked before anything is read; the run
-    takes its staging folder (removing what dead runs left) and records itself RUNNING in
-    `audit_runs` before any other table is written; each table then replaces the run's rows;
-    the last write turns the RUNNING row into the final status. A run killed on the way stays
-    RUNNING until the next run on the warehouse settles it, and a re-run of the same inputs (same
-    default run id) replaces its rows.
+    The run's lifecycle (issues 12, 27): the warehouse and its tables are checked before
+    anything is read; the run takes its staging folder (removing what dead runs left), settles
+    every RUNNING run no living process runs, and records itself RUNNING in `audit_runs` before
+    any other table is written; each table then replaces the run's rows; the last write turns
+    the RUNNING row into the final status. A run killed on the way (or unable to record its end)
+    stays RUNNING until the next run on the warehouse settles it, and a re-run of the same inputs
+    (same default run id) replaces its rows.
 
     Args:
         spark: the session.
@@ -466,12 +467,14 @@ def run_audit(
         run_id: the run id; default: derived from the inputs and configuration (not the clock).
 
     Returns:
-        What the run did: SUCCEEDED, NOTHING_AUDITED or QUARANTINE_EXCEEDED. A failed run is
-        recorded in `audit_runs` with status FAILED and the exception is raised again.
+        What the run did: SUCCEEDED, NOTHING_AUDITED or QUARANTINE_EXCEEDED. A failed run
+        removes its rows from every data table, is recorded in `audit_runs` with status FAILED,
+        and the exception is raised again.
 
     Raises:
-        SinkError: the warehouse cannot be written or lies inside an input directory, or another
-            process is running the same run id.
+        SinkError: the warehouse cannot be written, lies inside an input directory, holds a
+            damaged Delta table or fills up (no space left on device), or another process is
+            running the same run id.
         InputSchemaError: an input file cannot be read.
 
     """

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from eos_audit import __version__
 from eos_audit.errors import EosAuditError
@@ -149,13 +148,31 @@ class RunRecorder:
             return True  # replacing no rows of a table that does not exist costs nothing wrong
         return (Path(location) / "_delta_log").is_dir()
 
-    def _status(self, run_id: str) -> dict | None:
-        """A run's audit_runs row as it is now (a fresh read), or None without one."""
-        from eos_audit.sources.contract_reader import read_delta
+    def _runs(self) -> dict[str, dict]:
+        """Every run's audit_runs row as it is now, by run id (one small row per run).
 
-        table = read_delta(self.spark, self.writer.location("audit_runs"))
-        row = table.where(F.col("run_id") == run_id).limit(1).head()
-        return row.asDict() if row is not None else None
+        Read on the driver through delta-rs where the table is a local path (no Spark job at
+        every run's start), else through Spark; a table without rows or columns gives nothing.
+        """
+        location = self.writer.location("audit_runs")
+        rows = None
+        if "/" in location and "://" not in location and not location.startswith("dbfs:"):
+            try:
+                from deltalake import DeltaTable
+
+                rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+            except Exception:  # noqa: BLE001 - features delta-rs lacks: Spark reads it
+                log.debug(
+                    "audit_runs not read by delta-rs; reading it through Spark", exc_info=True
+                )
+        if rows is None:
+            from eos_audit.sources.contract_reader import read_delta
+
+            table = read_delta(self.spark, location)
+            if "run_id" not in table.columns:
+                return {}
+            rows = [r.asDict() for r in table.collect()]
+        return {r["run_id"]: r for r in rows}
 
     def settle_dead_runs(self, stage: RunStage, run_id: str) -> None:
         """Settle every run recorded RUNNING that no living process runs (issue 12, case 2).
@@ -166,28 +183,15 @@ class RunRecorder:
         its record says FAILED. A RUNNING row of this same run id needs nothing: this run
         replaces its rows.
         """
-        from eos_audit.sources.contract_reader import read_delta
-
         if not self._exists(self.writer.location("audit_runs")):
             return
-        try:
-            table = read_delta(self.spark, self.writer.location("audit_runs"))
-            # One small row per RUNNING run, never batch data.
-            running = [
-                r["run_id"]
-                for r in table.where((F.col("status") == RUNNING) & (F.col("run_id") != run_id))
-                .select("run_id")
-                .collect()
-            ]
-        except Exception:  # noqa: BLE001 - an empty table without columns: nothing to settle
-            log.debug("no audit_runs rows to settle", exc_info=True)
-            return
+        running = [r for r, row in self._runs().items() if row["status"] == RUNNING and r != run_id]
         for dead_id in running:
             if stage.is_alive(dead_id):
                 continue
             # Read again after the lock test: a run that finished meanwhile recorded its end
             # before it let go of its lock.
-            row = self._status(dead_id)
+            row = self._runs().get(dead_id)
             if row is None or row["status"] != RUNNING:
                 continue
             log.warning("run %s: run %s died RUNNING; removing its rows", run_id, dead_id)
@@ -200,5 +204,5 @@ class RunRecorder:
                 "error": f"died while running (killed, or could not record its end); its "
                 f"partial rows were removed by run {run_id}",
             }
-            failed = tuple(values[f.name] for f in AUDIT_RUNS.fields)
+            failed = tuple(values.get(f.name) for f in AUDIT_RUNS.fields)
             self.writer.replace_run_rows("audit_runs", [failed], AUDIT_RUNS, dead_id)

@@ -124,8 +124,21 @@ def check_table(path: str, role: str = "Delta table") -> None:
     root = Path(path)
     log = root / "_delta_log"
     where = f"{role} {path}"
-    for commit in _commits_to_check(log, where):
-        problem = _commit_problem(commit)
+    commits, checkpoint = _commits_to_check(log, where)
+    # Every file a commit removes was added before (a path damaged inside a remove would leave
+    # the file it meant in the table): known from the checkpoint and the commits since.
+    added = _checkpoint_files(log, checkpoint)
+    for commit in commits:
+        problem, actions = _commit_problem(commit)
+        if problem is None and added is not None:
+            for action in actions:
+                kind, body = next(iter(action.items()))
+                path_of = body.get("path") if isinstance(body, dict) else None
+                if kind == "add":
+                    added.add(path_of)
+                elif kind == "remove" and path_of not in added:
+                    problem = f"it removes {str(path_of)[:200]!r}, a file the table never added"
+                    break
         if problem:
             raise DamagedTableError(
                 f"{where}: its commit {commit.relative_to(root)} is damaged ({problem}); "
@@ -153,8 +166,12 @@ def check_table(path: str, role: str = "Delta table") -> None:
             )
 
 
-def _commits_to_check(log: Path, where: str) -> list[Path]:
-    """The commit files above the last checkpoint, oldest first (all of them without one)."""
+def _commits_to_check(log: Path, where: str) -> tuple[list[Path], int]:
+    """The commit files above the last checkpoint, oldest first (all of them without one).
+
+    Returns:
+        (the commit files, the checkpoint's version or -1).
+    """
     try:
         names = os.listdir(log)
     except OSError as exc:
@@ -170,17 +187,34 @@ def _commits_to_check(log: Path, where: str) -> list[Path]:
                 "restore it from a backup, or delete it so the log is read from its commits"
             ) from exc
     versions = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
-    return [log / f"{v:020d}.json" for v in versions if v > checkpoint]
+    return [log / f"{v:020d}.json" for v in versions if v > checkpoint], checkpoint
 
 
-def _commit_problem(commit: Path) -> str | None:
-    """What makes one commit file unreadable or incomplete, or None."""
+def _checkpoint_files(log: Path, checkpoint: int) -> set | None:
+    """The data files of a single-file checkpoint; None when they cannot be told cheaply.
+
+    An empty set without a checkpoint: every file was added by a commit that is checked.
+    """
+    if checkpoint < 0:
+        return set()
+    file = log / f"{checkpoint:020d}.checkpoint.parquet"
+    try:
+        import pyarrow.parquet as pq
+
+        adds = pq.read_table(file, columns=["add"]).column("add").combine_chunks()
+        return {p for p in adds.field("path").to_pylist() if p is not None}
+    except Exception:  # noqa: BLE001 - multi-part or v2 checkpoints: delta-rs judges them
+        return None
+
+
+def _commit_problem(commit: Path) -> tuple[str | None, list[dict]]:
+    """(what makes one commit file unreadable or incomplete, or None; its actions)."""
     try:
         text = commit.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        return "not UTF-8 text"
+        return "not UTF-8 text", []
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return exc.strerror or str(exc), []
     actions: list[dict] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -188,12 +222,12 @@ def _commit_problem(commit: Path) -> str | None:
         try:
             action = json.loads(line)
         except ValueError:
-            return f"line {number} is not JSON"
+            return f"line {number} is not JSON", []
         if not isinstance(action, dict) or len(action) != 1:
-            return f"line {number} is not one Delta action"
+            return f"line {number} is not one Delta action", []
         actions.append(action)
     if not actions:
-        return "it holds no action"
+        return "it holds no action", []
     kinds = [next(iter(a)) for a in actions]
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
     metrics = info.get("operationMetrics") if isinstance(info, dict) else None
@@ -209,8 +243,8 @@ def _commit_problem(commit: Path) -> str | None:
                 return (
                     f"its commitInfo counts {expected} {kind} actions, the file holds "
                     f"{kinds.count(kind)}: it was cut short"
-                )
-    return None
+                ), actions
+    return None, actions
 
 
 def _data_file_problem(root: Path, relative: str, size: int | None) -> tuple[str | None, str]:
