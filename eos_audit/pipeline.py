@@ -332,7 +332,7 @@ def disk_full_error(exc: BaseException, warehouse: str) -> EosAuditError | None:
         where = os.path.dirname(filename) or filename
     return SinkError(
         f"no space left on device under {where}: free space there (or pass a --warehouse on a "
-        "larger disk) and run again; the next run settles this one"
+        "larger disk) and run again"
     )
 
 

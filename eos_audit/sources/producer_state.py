@@ -7,7 +7,8 @@ an impossible value would turn every later batch of that producer into a false v
 of 40000 makes each real batch look like a zombie write, FENCED_PRODUCER_EPOCH). Every seed source
 therefore goes through `check_seeds` before the replay sees it: `--producer-state` files and
 Delta tables, `--since-state` (the warehouse's own `producer_state`), and the `.snapshot` files of
-segment exports. A row outside Kafka's own ranges (kafka_rules.md §1.2, §3.2) is quarantined
+segment exports. A row outside Kafka's own ranges (ProducerStateEntry and the snapshot format,
+docs/formats.md#producer-snapshot; docs/nightly.md lists them) is quarantined
 (`input = producer_state`) with its reasons and never used.
 
 Whole-file problems are the user's to fix (exit 2): a Parquet file without the contract's columns
@@ -32,12 +33,13 @@ from eos_audit.sources import contract_reader as cr
 from eos_audit.sources.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 INPUT = "producer_state"
-# Kafka's ranges (kafka_rules.md): an epoch is a short, -1 for an entry without one (§1.2); a
-# sequence and a coordinator epoch are ints, -1 when absent (§3.2); offsets are non-negative longs.
+# Kafka's ranges (ProducerStateEntry, docs/formats.md#producer-snapshot): an epoch is a
+# short, -1 for an entry without one; a sequence and a coordinator epoch are ints, -1 when absent;
+# offsets are non-negative longs.
 MAX_EPOCH = 32767
 MAX_INT = 2147483647
 MAX_LONG = 9223372036854775807
-NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry keeps the last 5 batches of an epoch (§1.2)
+NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry keeps the last 5 batches of an epoch
 BATCH_FIELDS = tuple(SEED_BATCH.fieldNames())
 _INTEGERS = tuple(
     f.name for f in PRODUCER_STATE.fields if isinstance(f.dataType, T.IntegerType | T.LongType)
@@ -96,7 +98,7 @@ def _outside(name: str, value: Column, low: int, high: int, *, nullable: bool) -
 
 
 def seed_reasons(df: DataFrame) -> list[Column]:
-    """Every check of a seed row, each a reason or null (kafka_rules.md §1.2, §3.2).
+    """Every check of a seed row, each a reason or null (the ranges docs/nightly.md lists).
 
     Args:
         df: seed rows: the `PRODUCER_STATE` columns (integers of any width; `batches` a list of
@@ -153,7 +155,7 @@ def _batch_reason(batches: Column) -> Column:
         span = F.when(in_range, b["last_offset"] - b["base_offset"])
         last_seq = b["last_sequence"]
         # BatchMetadata.firstSeq = decrementSequence(lastSeq, offsetDelta): the cache takes the
-        # sequence span to be the offset span (kafka_rules.md §1.2, §1.5).
+        # sequence span to be the offset span (docs/formats.md#sequence-arithmetic).
         first_seq = F.when(last_seq < span, MAX_INT - (span - last_seq) + 1).otherwise(
             last_seq - span
         )
