@@ -44,3 +44,14 @@ def test_random_seed_values_agree_with_kafkas_ranges(spark):
 
 def test_random_seed_json_lines_are_each_a_seed_or_quarantined(spark):
     assert trust_corpus.check_seed_json(spark, random.Random(6), 300) == []
+
+
+def test_a_seed_file_of_binary_garbage_is_quarantined_line_by_line(spark, tmp_path):
+    from eos_audit.sources.producer_state import check_seeds, read_seed_files
+
+    path = tmp_path / "state.json"
+    path.write_bytes(random.Random(8).randbytes(3000).replace(b"\n", b"\xff") + b"\n\x00\x81{\n")
+    read = check_seeds(read_seed_files(spark, str(path), "json"))
+    assert read.seeds.count() == 0
+    reasons = [r["reason"] for r in read.problems.collect()]
+    assert len(reasons) == 2 and all(reasons), reasons
