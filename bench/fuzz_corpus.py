@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fuzz_corpus.py                      # 100,000 inputs, 2 processes
     .venv/bin/python bench/fuzz_corpus.py --inputs 1000000 --processes 8 --seed 7
+    .venv/bin/python bench/fuzz_corpus.py --corpus trust --inputs 20000   # seeds and warehouse
 
 Every input (a segment truncated at a random byte, a flipped bit, random batch lengths and magic
 values, random bytes; damaged and random snapshots; damaged and random checkpoint text; damaged
@@ -9,6 +10,12 @@ values, random bytes; damaged and random snapshots; damaged and random checkpoin
 against the invariants of `tests/fuzz/corpus.py`. Prints how many inputs of each kind ran and every
 distinct violation found, with one input that shows it (kind, input number, message); exits 1 when
 anything was found. Deterministic for a seed.
+
+`--corpus trust` runs the seeds' and the warehouse's corpus instead (issue 27,
+`tests/fuzz/trust_corpus.py`): `--inputs` damaged warehouse tables, seed files and schemas through
+the driver-side checks (no Spark), then `--inputs` random seed rows through the seed checks and
+`--inputs` random JSON lines through the seed file reader, each set as one Spark DataFrame on a
+local session (`--no-spark` skips them).
 """
 
 from __future__ import annotations
@@ -26,11 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 CHUNK = 2_000
 
 
-def run_chunk(args: tuple[int, int, int]) -> tuple[collections.Counter, dict]:
+def run_chunk(args: tuple[str, int, int, int]) -> tuple[collections.Counter, dict]:
     """Inputs [start, stop) of the corpus of `seed`: (inputs per kind, violations)."""
-    from tests.fuzz.corpus import generate
+    if args[0] == "trust":
+        from tests.fuzz.trust_corpus import generate
+    else:
+        from tests.fuzz.corpus import generate
 
-    seed, start, stop = args
+    _, seed, start, stop = args
     kinds: collections.Counter = collections.Counter()
     found: dict[tuple[str, str], tuple[int, int, str]] = {}
     for number in range(start, stop):
@@ -49,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=100_000)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=12)
+    parser.add_argument("--corpus", choices=("readers", "trust"), default="readers")
+    parser.add_argument("--no-spark", action="store_true", help="trust: only the pure checks")
     args = parser.parse_args(argv)
-    chunks = [(args.seed, s, min(s + CHUNK, args.inputs)) for s in range(0, args.inputs, CHUNK)]
+    chunks = [
+        (args.corpus, args.seed, s, min(s + CHUNK, args.inputs))
+        for s in range(0, args.inputs, CHUNK)
+    ]
     started = time.monotonic()
     kinds: collections.Counter = collections.Counter()
     found: dict[tuple[str, str], tuple[int, int, str]] = {}
@@ -60,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             for key, (count, first, message) in chunk_found.items():
                 old = found.get(key, (0, first, message))
                 found[key] = (old[0] + count, min(old[1], first), old[2])
+    if args.corpus == "trust" and not args.no_spark:
+        for kind, problems in _spark_cases(args.inputs, args.seed):
+            kinds[kind] += args.inputs
+            for problem in problems:
+                key = (kind, problem.split(":")[0][:80])
+                count, first, message = found.get(key, (0, 0, problem))
+                found[key] = (count + 1, first, message)
     elapsed = time.monotonic() - started
     total = sum(kinds.values())
     print(f"fuzz corpus: {total} inputs in {elapsed:.0f} s (seed {args.seed})")
@@ -72,6 +94,20 @@ def main(argv: list[str] | None = None) -> int:
     for (kind, _), (count, first, message) in sorted(found.items()):
         print(f"  {count:>7} x {kind}, first at input {first}: {message}")
     return 1
+
+
+def _spark_cases(count: int, seed: int) -> list[tuple[str, list[str]]]:
+    """The trust corpus's Spark cases: `count` seed rows and `count` JSON lines, one job each."""
+    import random
+
+    from eos_audit.session import get_spark
+    from tests.fuzz.trust_corpus import check_seed_json, check_seed_values
+
+    spark = get_spark()
+    return [
+        ("seed-values", check_seed_values(spark, random.Random(seed), count)),
+        ("seed-json-lines", check_seed_json(spark, random.Random(seed + 1), count)),
+    ]
 
 
 if __name__ == "__main__":

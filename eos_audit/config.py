@@ -152,6 +152,18 @@ class AuditConfig:
         return _build(merged, "command-line options")
 
 
+# The range of every number of the configuration, checked at load: a value beyond it would
+# otherwise reach the compiled replay and overflow there (issue 27). Kafka's own settings keep
+# Kafka's type: producer.id.expiration.ms and transaction.max.timeout.ms are ints of at least 1
+# (KIP-854; TransactionStateManagerConfig), so their sum with the grace stays far inside a long.
+INT_MAX = 2_147_483_647
+NUMBER_RANGES: dict[str, tuple[int | float, int | float]] = {
+    "cluster.producer_id_expiration_ms": (1, INT_MAX),
+    "transactions.max_timeout_ms": (1, INT_MAX),
+    "transactions.grace_ms": (0, INT_MAX),
+    "run.max_quarantined_share": (0, 1),
+}
+
 _SECTIONS: dict[str, type] = {
     "cluster": ClusterConfig,
     "topics": TopicsConfig,
@@ -161,20 +173,25 @@ _SECTIONS: dict[str, type] = {
 }
 
 
-def _coerce(where: str, value: Any, default: Any, annotation: str) -> Any:
+def _coerce(where: str, key: str, value: Any, annotation: str) -> Any:
     if "tuple" in annotation:
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{where} must be a list of strings, got {value!r}")
         return tuple(value)
-    if "float" in annotation:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            raise ConfigError(f"{where} must be a number from 0 to 1, got {value!r}")
-        return float(value)
-    if "int" in annotation:
+    if "float" in annotation or "int" in annotation:
+        low, high = NUMBER_RANGES[key]
+        if "float" in annotation:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not low <= value <= high
+            ):
+                raise ConfigError(f"{where} must be a number from {low} to {high}, got {value!r}")
+            return float(value)
         if value is None and "None" in annotation:
             return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{where} must be a non-negative integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{where} must be an integer from {low} to {high}, got {value!r}")
         return value
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a string, got {value!r}")
@@ -200,11 +217,8 @@ def _build(raw: dict[str, Any], origin: str) -> AuditConfig:
                 f"{origin}: unknown key(s) {sorted(bad)} in [{name}]; known keys are "
                 f"{sorted(fields)}"
             )
-        defaults = cls()
         kwargs = {
-            key: _coerce(
-                f"{origin}: {name}.{key}", value, getattr(defaults, key), str(fields[key].type)
-            )
+            key: _coerce(f"{origin}: {name}.{key}", f"{name}.{key}", value, str(fields[key].type))
             for key, value in values.items()
         }
         sections[name] = cls(**kwargs)

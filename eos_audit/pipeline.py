@@ -8,6 +8,7 @@ the stage, so the expensive shuffle and sorts run exactly once per run.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import json
 import logging
@@ -22,13 +23,10 @@ from pyspark.sql import functions as F
 
 from eos_audit import accounting, engine, progress
 from eos_audit.config import AuditConfig
-from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
-from eos_audit.schemas import (
-    INPUT_FILES,
-    PRODUCER_STATE,
-)
+from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
+from eos_audit.schemas import INPUT_FILES
 from eos_audit.session import replay_arrow_settings, session_has_delta
-from eos_audit.since_state import latest_state, warehouse_state
+from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
@@ -38,10 +36,11 @@ from eos_audit.sources.formats import (
     FORMAT_NAMES,
     BatchOptions,
     BatchRead,
-    detect_format,
     read_batches,
 )
 from eos_audit.sources.input_files import dedupe_paths, list_table_files
+from eos_audit.sources.producer_state import INPUT as SEED_INPUT
+from eos_audit.sources.producer_state import seed_inputs
 from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -134,7 +133,10 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
 
 
 def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
-    """Read every input of a run through the format registry; seeded state joins the seeds."""
+    """Read every input of a run through the format registry; every seed is checked.
+
+    Seeds (the export's snapshots, --producer-state) that fail `check_seeds` join the problems.
+    """
     read = read_batches(
         spark,
         list(inputs.batches),
@@ -145,41 +147,13 @@ def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
             partition=inputs.dump_partition,
         ),
     )
-    extra = read_producer_state(spark, inputs.producer_state)
-    if extra is not None:
-        read.seeds = extra if read.seeds is None else read.seeds.unionByName(extra)
+    seeds = seed_inputs(spark, read.seeds, inputs.producer_state)
+    read.seeds = seeds.seeds
+    if seeds.problems is not None:
+        read.problems = (
+            seeds.problems if read.problems is None else read.problems.unionByName(seeds.problems)
+        )
     return read
-
-
-def read_producer_state(spark: SparkSession, paths: tuple[str, ...]) -> DataFrame | None:
-    """Seeded producer state in the `producer_state` contract.
-
-    Each path is Parquet or JSON lines, or a `producer_state` Delta table an earlier run wrote
-    (its latest finished run's rows: the state that run's replay ended in, see
-    eos_audit.since_state).
-    """
-    if not paths:
-        return None
-    frames = []
-    for path in paths:
-        if (Path(path) / "_delta_log").is_dir():
-            state = latest_state(spark, path)
-            frames.append(
-                state.seeds if state is not None else spark.createDataFrame([], PRODUCER_STATE)
-            )
-            continue
-        fmt = detect_format(path)
-        if fmt not in ("parquet", "json"):
-            raise InputSchemaError(
-                f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
-                "contract (schemas/producer_state.json), or a producer_state Delta table"
-            )
-        reader = spark.read.schema(PRODUCER_STATE)
-        frames.append(reader.parquet(path) if fmt == "parquet" else reader.json(path))
-    df = frames[0]
-    for other in frames[1:]:
-        df = df.unionByName(other)
-    return df
 
 
 def export_time_ms(export_time: str | None) -> int | None:
@@ -287,6 +261,10 @@ def _summary(staged: DataFrame) -> dict:
         F.count(F.when(quarantine & (F.col("quarantine.input") == "record_batch"), 1)).alias(
             "quarantined"
         ),
+        # A seed row that could not be trusted: its producer was replayed without its state.
+        F.count(F.when(quarantine & (F.col("quarantine.input") == SEED_INPUT), 1)).alias(
+            "seeds_quarantined"
+        ),
         F.coalesce(
             F.sum(F.col("partition_stats.batches") + F.col("partition_stats.replica_batches")),
             F.lit(0),
@@ -338,6 +316,42 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
     return InputSchemaError(f"cannot read {where}: it is not a readable input file ({cause})")
 
 
+_NO_SPACE = re.compile(r"No space left on device|ENOSPC|os error 28", re.IGNORECASE)
+
+
+def disk_full_error(exc: BaseException, warehouse: str) -> EosAuditError | None:
+    """A full disk while staging or writing as the user's problem (exit 2), else None.
+
+    Spark (a task's IOException), delta-rs (os error 28) and Python (ENOSPC) each say it in
+    their own words, with hundreds of lines of trace around; the user needs one line.
+    """
+    if isinstance(exc, EosAuditError):
+        return None
+    seen: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    hit = next(
+        (
+            e
+            for e in seen
+            if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or _NO_SPACE.search(str(e))
+        ),
+        None,
+    )
+    if hit is None:
+        return None
+    where = warehouse
+    filename = getattr(hit, "filename", None)
+    if isinstance(filename, str) and warehouse not in filename:
+        where = os.path.dirname(filename) or filename
+    return SinkError(
+        f"no space left on device under {where}: free space there (or pass a --warehouse on a "
+        "larger disk) and run again"
+    )
+
+
 def _audit_and_write(
     spark: SparkSession,
     warehouse: str,
@@ -370,6 +384,12 @@ def _audit_and_write(
             read.seeds = seeds
             covered = state.covered
             result.seeded_from_run = state.run_id
+            if state.problems is not None:  # its rows that failed the seed checks
+                read.problems = (
+                    state.problems
+                    if read.problems is None
+                    else read.problems.unionByName(state.problems)
+                )
     acks = read_acks_input(spark, inputs)
     valid_acks = None
     if acks is not None:
@@ -449,6 +469,7 @@ def _audit_and_write(
         bytes_quarantined=books.bytes_quarantined,
         tolerated=books.tolerated,
         unreadable=books.unreadable,
+        seeds_quarantined=int(summary["seeds_quarantined"]),
     )
 
 
@@ -461,12 +482,13 @@ def run_audit(
 ) -> RunResult:
     """Audit the inputs and write findings, quarantine and the run record as Delta tables.
 
-    The run's lifecycle (issue 12): the warehouse is checked before anything is read; the run
-    takes its staging folder (removing what dead runs left) and records itself RUNNING in
-    `audit_runs` before any other table is written; each table then replaces the run's rows;
-    the last write turns the RUNNING row into the final status. A run killed on the way stays
-    RUNNING until the next run on the warehouse settles it, and a re-run of the same inputs (same
-    default run id) replaces its rows.
+    The run's lifecycle (issues 12, 27): the warehouse and its tables are checked before
+    anything is read; the run takes its staging folder (removing what dead runs left), settles
+    every RUNNING run no living process runs, and records itself RUNNING in `audit_runs` before
+    any other table is written; each table then replaces the run's rows; the last write turns
+    the RUNNING row into the final status. A run killed on the way (or unable to record its end)
+    stays RUNNING until the next run on the warehouse settles it, and a re-run of the same inputs
+    (same default run id) replaces its rows.
 
     Args:
         spark: the session.
@@ -477,12 +499,14 @@ def run_audit(
 
     Returns:
         What the run did: SUCCEEDED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE
-        (an executor could not read files the driver had listed). A failed run is
-        recorded in `audit_runs` with status FAILED and the exception is raised again.
+        (an executor could not read files the driver had listed). A failed run removes its rows
+        from every data table, is recorded in `audit_runs` with status FAILED, and the exception
+        is raised again.
 
     Raises:
-        SinkError: the warehouse cannot be written or lies inside an input directory, or another
-            process is running the same run id.
+        SinkError: the warehouse cannot be written, lies inside an input directory, holds a
+            damaged Delta table or fills up (no space left on device), or another process is
+            running the same run id.
         InputSchemaError: an input file cannot be read.
         InputUnreadableError: an input the run may not read (listed on the driver).
 
@@ -499,6 +523,25 @@ def run_audit(
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
     has_delta = session_has_delta(spark)
+    try:
+        return _run(spark, inputs, config, warehouse, run_id, started, has_delta)
+    except Exception as exc:
+        full = disk_full_error(exc, warehouse)
+        if full is None:
+            raise
+        raise full from exc
+
+
+def _run(
+    spark: SparkSession,
+    inputs: AuditInputs,
+    config: AuditConfig,
+    warehouse: str,
+    run_id: str,
+    started: dt.datetime,
+    has_delta: bool,
+) -> RunResult:
+    """`run_audit` once the warehouse is checked: stage, record, audit, record the end."""
     with RunStage(warehouse, run_id) as stage:
         writer: TableWriter = choose_writer(
             spark,
@@ -512,7 +555,7 @@ def run_audit(
         recorder = RunRecorder(
             spark, writer, started, json.dumps(asdict(inputs), sort_keys=True), config.to_json()
         )
-        recorder.settle_dead_runs(stage.dead_runs, run_id)
+        recorder.settle_dead_runs(stage, run_id)
         recorder.record(result)  # RUNNING, before any other table is written
         batches = ", ".join(inputs.batches)
         log.info("run %s: reading %s (%s)", run_id, batches, inputs.batches_format)
@@ -521,13 +564,16 @@ def run_audit(
                 with replay_arrow_settings(spark):
                     _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
-                unreadable = as_input_error(exc)
+                unreadable = as_input_error(exc) or disk_full_error(exc, warehouse)
                 if unreadable is None:
                     raise
                 raise unreadable from exc
         except (Exception, KeyboardInterrupt) as exc:
             # Anything short of the process dying is recorded; a kill leaves RUNNING behind.
+            # A FAILED run keeps no rows: they go first, so that a run dying meanwhile stays
+            # RUNNING (and is settled by the next) rather than FAILED with rows.
             result.status, result.error = FAILED, error_text(exc)
+            recorder.remove_rows(run_id)
             recorder.record(result)
             raise
         recorder.record(result)

@@ -27,6 +27,7 @@ from eos_audit.errors import ConfigError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
 from eos_audit.sinks.run_status import FINISHED
 from eos_audit.sources.contract_reader import delta_dataframe
+from eos_audit.sources.producer_state import check_seeds
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +37,9 @@ class SeedState:
     """The state that seeds a run: its rows and the per-partition end of what it covers."""
 
     run_id: str
-    seeds: DataFrame
+    seeds: DataFrame  # rows that passed eos_audit.sources.producer_state.check_seeds
     covered: DataFrame  # topic, partition, covered_end
+    problems: DataFrame | None = None  # input, source, reason: rows that did not (quarantined)
 
 
 def _is_delta_dir(path: str) -> bool:
@@ -115,11 +117,26 @@ def latest_state(
         run_id = ids[0] if ids else None
     if run_id is None:
         return None
-    seeds = state_of_run(spark, producer_state, run_id)
-    covered = seeds.groupBy("topic", "partition").agg(
-        F.max("state_offset").alias("covered_end")
-    ).where(F.col("covered_end").isNotNull())
-    return SeedState(run_id=run_id, seeds=seeds, covered=covered)
+    # The warehouse's own state is input too: a row damaged since it was written (or written by
+    # a faulty version) is quarantined, not trusted.
+    checked = check_seeds(
+        state_of_run(spark, producer_state, run_id),
+        location=F.format_string(
+            "%s run %s: producer %s of %s-%s",
+            F.lit(producer_state),
+            F.lit(run_id),
+            F.coalesce(F.col("producer_id").cast("string"), F.lit("null")),
+            F.coalesce(F.col("topic"), F.lit("null")),
+            F.coalesce(F.col("partition").cast("string"), F.lit("null")),
+        ),
+    )
+    seeds = checked.seeds
+    covered = (
+        seeds.groupBy("topic", "partition")
+        .agg(F.max("state_offset").alias("covered_end"))
+        .where(F.col("covered_end").isNotNull())
+    )
+    return SeedState(run_id=run_id, seeds=seeds, covered=covered, problems=checked.problems)
 
 
 def warehouse_state(

@@ -1,21 +1,23 @@
 """The run's own row in `audit_runs`, written at its start and its end, and dead runs settled.
 
 A run is recorded RUNNING before it writes any other table (so its rows are never without a
-record) and its row is replaced by the final one when it ends. A run that died RUNNING is found
-by the next run through its staging folder's unheld lock (`eos_audit.sinks.staging`); its
-partial rows are removed from every table and its record says FAILED, why, and by whom.
+record) and its row is replaced by the final one when it ends. A FAILED run leaves no rows in the
+data tables: they are removed before it records FAILED. A run that died RUNNING (killed, or
+unable to record its end, as on a full disk) is found by the next run: every RUNNING row of
+`audit_runs` whose run holds no staging lock (`eos_audit.sinks.staging`), with or without a
+staging folder left behind, is settled: its partial rows are removed from every table and its
+record says FAILED, why, and by whom.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from eos_audit import __version__
 from eos_audit.errors import EosAuditError
@@ -32,7 +34,7 @@ from eos_audit.schemas import (
 )
 from eos_audit.sinks.delta import TableWriter
 from eos_audit.sinks.run_status import FAILED, RUNNING
-from eos_audit.sinks.staging import DeadRun
+from eos_audit.sinks.staging import RunStage
 
 if TYPE_CHECKING:
     from eos_audit.pipeline import RunResult
@@ -127,33 +129,82 @@ class RunRecorder:
         result.tables["audit_runs"] = location
         log.info("run %s: %s, recorded in %s", result.run_id, result.status, location)
 
-    def settle_dead_runs(self, dead_runs: Iterable[DeadRun], run_id: str) -> None:
-        """Remove the rows of runs that died RUNNING and record them FAILED (issue 12, case 2).
+    def remove_rows(self, run_id: str) -> None:
+        """Remove a run's rows from every data table that exists (a FAILED run keeps none).
 
-        A dead run of this same run id needs nothing: this run replaces its rows. A dead run that
-        had finished (it died removing its staging folder) keeps its rows.
+        Logged, not raised, when it fails: the run's own error matters more, and a run that
+        stays RUNNING is settled by the next one.
         """
-        from eos_audit.sources.contract_reader import read_delta
-
-        for dead in dead_runs:
-            if dead.run_id is None or dead.run_id == run_id:
-                continue
+        for name, schema in TABLE_SCHEMAS.items():
             try:
-                table = read_delta(self.spark, self.writer.location("audit_runs"))
-                row = table.where(F.col("run_id") == dead.run_id).limit(1).head()
-            except Exception:  # noqa: BLE001 - no table yet: nothing was written by that run
-                log.debug("no audit_runs to settle %s in", dead.run_id, exc_info=True)
+                if self._exists(self.writer.location(name)):
+                    self.writer.replace_run_rows(name, [], schema, run_id)
+            except Exception:
+                log.exception("run %s: could not remove its rows from %s", run_id, name)
+                return
+
+    def _exists(self, location: str) -> bool:
+        if "/" not in location and "." in location:  # catalog_schema.table
+            return self.spark.catalog.tableExists(location)
+        if "://" in location or location.startswith("dbfs:"):
+            return True  # replacing no rows of a table that does not exist costs nothing wrong
+        return (Path(location) / "_delta_log").is_dir()
+
+    def _runs(self) -> dict[str, dict]:
+        """Every run's audit_runs row as it is now, by run id (one small row per run).
+
+        Read on the driver through delta-rs where the table is a local path (no Spark job at
+        every run's start), else through Spark; a table without rows or columns gives nothing.
+        """
+        location = self.writer.location("audit_runs")
+        rows = None
+        if "/" in location and "://" not in location and not location.startswith("dbfs:"):
+            try:
+                from deltalake import DeltaTable
+
+                rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+            except Exception:  # noqa: BLE001 - features delta-rs lacks: Spark reads it
+                log.debug(
+                    "audit_runs not read by delta-rs; reading it through Spark", exc_info=True
+                )
+        if rows is None:
+            from eos_audit.sources.contract_reader import read_delta
+
+            table = read_delta(self.spark, location)
+            if "run_id" not in table.columns:
+                return {}
+            rows = [r.asDict() for r in table.collect()]
+        return {r["run_id"]: r for r in rows}
+
+    def settle_dead_runs(self, stage: RunStage, run_id: str) -> None:
+        """Settle every run recorded RUNNING that no living process runs (issue 12, case 2).
+
+        A run is alive while it holds its staging lock (`RunStage.is_alive`); a RUNNING row
+        whose run holds none died: killed (its staging folder stays behind) or unable to record
+        its end (a full disk; its folder may be gone). Its rows are removed from every table and
+        its record says FAILED. A RUNNING row of this same run id needs nothing: this run
+        replaces its rows.
+        """
+        if not self._exists(self.writer.location("audit_runs")):
+            return
+        running = [r for r, row in self._runs().items() if row["status"] == RUNNING and r != run_id]
+        for dead_id in running:
+            if stage.is_alive(dead_id):
                 continue
+            # Read again after the lock test: a run that finished meanwhile recorded its end
+            # before it let go of its lock.
+            row = self._runs().get(dead_id)
             if row is None or row["status"] != RUNNING:
                 continue
-            log.warning("run %s: run %s died RUNNING; removing its rows", run_id, dead.run_id)
+            log.warning("run %s: run %s died RUNNING; removing its rows", run_id, dead_id)
             for name, schema in TABLE_SCHEMAS.items():
-                self.writer.replace_run_rows(name, [], schema, dead.run_id)
-            values = row.asDict() | {
+                if self._exists(self.writer.location(name)):
+                    self.writer.replace_run_rows(name, [], schema, dead_id)
+            values = row | {
                 "status": FAILED,
                 "finished_at": dt.datetime.now(dt.UTC),
-                "error": f"died while running (killed?); its partial rows were removed by run "
-                f"{run_id}",
+                "error": f"died while running (killed, or could not record its end); its "
+                f"partial rows were removed by run {run_id}",
             }
-            failed = tuple(values[f.name] for f in AUDIT_RUNS.fields)
-            self.writer.replace_run_rows("audit_runs", [failed], AUDIT_RUNS, dead.run_id)
+            failed = tuple(values.get(f.name) for f in AUDIT_RUNS.fields)
+            self.writer.replace_run_rows("audit_runs", [failed], AUDIT_RUNS, dead_id)

@@ -31,6 +31,7 @@ def finished_status(
     bytes_quarantined: int = 0,
     tolerated: int = 0,
     unreadable: tuple[str, ...] = (),
+    seeds_quarantined: int = 0,
 ) -> tuple[str, str | None]:
     """The status of a run that went through, and why it is not SUCCEEDED (issue 12, case 7).
 
@@ -51,6 +52,9 @@ def finished_status(
         tolerated: quarantined batches that are not bad input (TRUNCATED_TAIL: the cut batch at
             the end of a copied active segment, which Kafka's recovery truncates too).
         unreadable: input files an executor could not read.
+        seeds_quarantined: seeded producer state rows (--producer-state, --since-state, snapshot
+            entries) quarantined as impossible: their producers were replayed without the state
+            they had, so a seed is input like any other and one lost row is not a clean night.
 
     Returns:
         (status, explanation or None).
@@ -85,5 +89,11 @@ def finished_status(
             f"({bytes_quarantined / bytes_read:.1%}), more than run.max_quarantined_share "
             f"({max_share:.1%}) although only {bad} of {read} record batches are quarantined: "
             "see input_files.bytes_quarantined and the quarantine table"
+        )
+    if seeds_quarantined > 0:
+        return QUARANTINE_EXCEEDED, (
+            f"quarantined {seeds_quarantined} seeded producer state row(s) (input producer_state):"
+            " their producers were replayed without the state they had before the log, so their "
+            "first batches were judged as a new producer's: see the quarantine table"
         )
     return SUCCEEDED, None

@@ -144,6 +144,29 @@ class RunStage:
             return
         raise SinkError(f"cannot create the staging folder {self.path}: it keeps disappearing")
 
+    def is_alive(self, run_id: str) -> bool:
+        """Whether a living process runs `run_id` on this warehouse (holds its staging lock).
+
+        A run without a staging folder or lock is not running: it died, or it ended without
+        recording its end (a full disk). Where this run holds no lock (a file system without
+        locks) nothing can be told, and every run counts as alive.
+        """
+        if not self.locked:
+            return True
+        if run_id == self.run_id:
+            return True
+        lock = self.path.parent / stage_key(run_id) / LOCK
+        try:
+            fd = os.open(lock, os.O_RDWR)
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return True
+        try:
+            return _try_lock(fd) is not True  # taken: nobody held it (released on close)
+        finally:
+            os.close(fd)
+
     def _remove_dead_folders(self, root: Path) -> list[DeadRun]:
         """Remove every other folder whose lock no living process holds."""
         if not self.locked:

@@ -1,11 +1,22 @@
 """Checks on the warehouse that run before anything is read: a bad one costs seconds, not an audit.
 
+Besides being writable, every Delta table already in the warehouse (the tables the run will
+write, and the `producer_state` and `audit_runs` that `--since-state` reads) must open: each
+commit since its last checkpoint is whole JSON lines with as many files added and removed as its
+`commitInfo` says, and every data file of its current version is there, of the size its commit
+recorded, with Parquet's marker at both ends. A damaged table would otherwise fail the run after
+the audit, deep in Spark or delta-rs (a Java or Rust trace), or be read without its lost rows.
+Only the `_delta_log` and the files' metadata are read (plus 8 bytes a file): no Spark.
+
 A URI (s3a://, abfss://, dbfs:) cannot be checked from the driver and is left to the writer.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import urllib.parse
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -49,6 +60,7 @@ def check_warehouse(warehouse: str, inputs: Iterable[str], *, create: bool = Tru
             )
     if target.exists() and not target.is_dir():
         raise SinkError(f"--warehouse {warehouse} is a file, not a directory; pass a directory")
+    check_tables(target)
     if not create:
         existing = next(p for p in (target, *target.parents) if p.exists())
         if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
@@ -68,3 +80,195 @@ def check_warehouse(warehouse: str, inputs: Iterable[str], *, create: bool = Tru
             f"--warehouse {warehouse} is not writable ({exc.strerror or exc}); pass a directory "
             "this user can write"
         ) from exc
+
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_PARQUET_MAGIC = b"PAR1"
+# What commitInfo.operationMetrics calls the files a commit adds and removes: delta-rs, Spark.
+_ADDED = ("num_added_files", "numAddedFiles")
+_REMOVED = ("num_removed_files", "numRemovedFiles")
+
+
+class DamagedTableError(SinkError):
+    """A Delta table of the warehouse (or a seed table) has a damaged commit or data file."""
+
+
+def check_tables(warehouse: Path) -> None:
+    """`check_table` on every Delta table directly under the warehouse.
+
+    Raises:
+        DamagedTableError: naming the first damaged table and what is damaged.
+    """
+    if not warehouse.is_dir():
+        return
+    for table in sorted(warehouse.iterdir()):
+        if table.name.startswith(("_", ".")) or not (table / "_delta_log").is_dir():
+            continue
+        check_table(str(table), "warehouse table")
+
+
+def check_table(path: str, role: str = "Delta table") -> None:
+    """Refuse a Delta table whose log or data files cannot be read as they were committed.
+
+    Args:
+        path: the table's directory (a URI is left alone).
+        role: how the message names the table ("warehouse table", "--producer-state").
+
+    Raises:
+        DamagedTableError: a commit since the last checkpoint is not whole JSON lines or lacks
+            the files its commitInfo counts, the table does not open, or a data file of its
+            current version is missing, of another size than committed, or not Parquet.
+    """
+    if _is_uri(path):
+        return
+    root = Path(path)
+    log = root / "_delta_log"
+    where = f"{role} {path}"
+    commits, checkpoint = _commits_to_check(log, where)
+    # Every file a commit removes was added before (a path damaged inside a remove would leave
+    # the file it meant in the table): known from the checkpoint and the commits since.
+    added = _checkpoint_files(log, checkpoint)
+    for commit in commits:
+        problem, actions = _commit_problem(commit)
+        if problem is None and added is not None:
+            for action in actions:
+                kind, body = next(iter(action.items()))
+                path_of = body.get("path") if isinstance(body, dict) else None
+                if kind == "add":
+                    added.add(path_of)
+                elif kind == "remove" and path_of not in added:
+                    problem = f"it removes {str(path_of)[:200]!r}, a file the table never added"
+                    break
+        if problem:
+            raise DamagedTableError(
+                f"{where}: its commit {commit.relative_to(root)} is damaged ({problem}); "
+                "restore it from a backup, or move the table away to start it anew"
+            )
+    try:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(str(root))
+        import pyarrow as pa
+
+        actions = pa.table(table.get_add_actions(flatten=True)).select(["path", "size_bytes"])
+    except Exception as exc:  # noqa: BLE001 - delta-rs's own words, on one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise DamagedTableError(
+            f"{where} cannot be opened ({first}); restore its _delta_log from a backup, or move "
+            "the table away to start it anew"
+        ) from exc
+    for action in actions.to_pylist():
+        problem, file = _data_file_problem(root, action["path"], action["size_bytes"])
+        if problem:
+            raise DamagedTableError(
+                f"{where}: its data file {file} {problem} (version {table.version()} lists it); "
+                "restore the file from a backup, or move the table away to start it anew"
+            )
+
+
+def _commits_to_check(log: Path, where: str) -> tuple[list[Path], int]:
+    """The commit files above the last checkpoint, oldest first (all of them without one).
+
+    Returns:
+        (the commit files, the checkpoint's version or -1).
+    """
+    try:
+        names = os.listdir(log)
+    except OSError as exc:
+        raise DamagedTableError(f"{where}: its _delta_log cannot be listed ({exc})") from exc
+    checkpoint = -1
+    last = log / "_last_checkpoint"
+    if last.is_file():
+        try:
+            checkpoint = int(json.loads(last.read_text())["version"])
+        except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as exc:
+            raise DamagedTableError(
+                f"{where}: its _delta_log/_last_checkpoint is damaged ({type(exc).__name__}); "
+                "restore it from a backup, or delete it so the log is read from its commits"
+            ) from exc
+    versions = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
+    return [log / f"{v:020d}.json" for v in versions if v > checkpoint], checkpoint
+
+
+def _checkpoint_files(log: Path, checkpoint: int) -> set | None:
+    """The data files of a single-file checkpoint; None when they cannot be told cheaply.
+
+    An empty set without a checkpoint: every file was added by a commit that is checked.
+    """
+    if checkpoint < 0:
+        return set()
+    file = log / f"{checkpoint:020d}.checkpoint.parquet"
+    try:
+        import pyarrow.parquet as pq
+
+        adds = pq.read_table(file, columns=["add"]).column("add").combine_chunks()
+        return {p for p in adds.field("path").to_pylist() if p is not None}
+    except Exception:  # noqa: BLE001 - multi-part or v2 checkpoints: delta-rs judges them
+        return None
+
+
+def _commit_problem(commit: Path) -> tuple[str | None, list[dict]]:
+    """(what makes one commit file unreadable or incomplete, or None; its actions)."""
+    try:
+        text = commit.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text", []
+    except OSError as exc:
+        return exc.strerror or str(exc), []
+    actions: list[dict] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError:
+            return f"line {number} is not JSON", []
+        if not isinstance(action, dict) or len(action) != 1:
+            return f"line {number} is not one Delta action", []
+        actions.append(action)
+    if not actions:
+        return "it holds no action", []
+    kinds = [next(iter(a)) for a in actions]
+    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
+    metrics = info.get("operationMetrics") if isinstance(info, dict) else None
+    if isinstance(metrics, dict):
+        # A commit cut at a line boundary still parses: its commitInfo's counts tell.
+        for keys, kind in ((_ADDED, "add"), (_REMOVED, "remove")):
+            expected = next((metrics[k] for k in keys if k in metrics), None)
+            try:
+                expected = int(expected) if expected is not None else None
+            except (TypeError, ValueError):
+                expected = None
+            if expected is not None and kinds.count(kind) < expected:
+                return (
+                    f"its commitInfo counts {expected} {kind} actions, the file holds "
+                    f"{kinds.count(kind)}: it was cut short"
+                ), actions
+    return None, actions
+
+
+def _data_file_problem(root: Path, relative: str, size: int | None) -> tuple[str | None, str]:
+    """(what is wrong with a committed data file or None, its path as named in messages)."""
+    if "://" in relative:
+        return None, relative
+    file = root / urllib.parse.unquote(relative)
+    try:
+        actual = file.stat().st_size
+    except FileNotFoundError:
+        return "is missing", str(file)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})", str(file)
+    if size is not None and actual != size:
+        return f"has {actual} bytes where its commit recorded {size}", str(file)
+    if actual < 2 * len(_PARQUET_MAGIC):
+        return "is too short to be Parquet", str(file)
+    try:
+        with open(file, "rb") as fh:
+            head = fh.read(len(_PARQUET_MAGIC))
+            fh.seek(-len(_PARQUET_MAGIC), os.SEEK_END)
+            tail = fh.read(len(_PARQUET_MAGIC))
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})", str(file)
+    if head != _PARQUET_MAGIC or tail != _PARQUET_MAGIC:
+        return "is not Parquet (no PAR1 marker at its start and end)", str(file)
+    return None, str(file)

@@ -1,10 +1,18 @@
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 import tomllib
 
-from eos_audit.config import AuditConfig, glob_to_java_regex, load_config
+from eos_audit.cli import main
+from eos_audit.config import (
+    _SECTIONS,
+    NUMBER_RANGES,
+    AuditConfig,
+    glob_to_java_regex,
+    load_config,
+)
 from eos_audit.errors import ConfigError
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -33,7 +41,15 @@ def test_defaults_file_documents_every_severity():
         ("[clusterr]\n", "unknown section(s) ['clusterr']"),
         ("[run]\nfail_on = 'sometimes'\n", "run.fail_on must be one of"),
         ("[cluster]\nkafka_version = 'three'\n", "is not a Kafka version"),
-        ("[cluster]\nproducer_id_expiration_ms = -5\n", "must be a non-negative integer"),
+        ("[cluster]\nproducer_id_expiration_ms = -5\n", "must be an integer from 1 to 2147483647"),
+        (
+            "[cluster]\nproducer_id_expiration_ms = 99999999999999999999\n",
+            "cluster.producer_id_expiration_ms must be an integer from 1 to 2147483647, got "
+            "99999999999999999999",
+        ),
+        ("[transactions]\nmax_timeout_ms = 0\n", "transactions.max_timeout_ms must be an integer"),
+        ("[transactions]\ngrace_ms = 2147483648\n", "grace_ms must be an integer from 0 to"),
+        ("[transactions]\ngrace_ms = 1.5\n", "grace_ms must be an integer from 0 to"),
         ("[topics]\ncompacted = 'ledger'\n", "must be a list of strings"),
         ("[severity]\nSEQUENCE_GAP = 'LOUD'\n", "severity.SEQUENCE_GAP must be one of"),
         ("[severity]\nNOT_A_TYPE = 'INFO'\n", "unknown finding type 'NOT_A_TYPE'"),
@@ -48,6 +64,30 @@ def test_invalid_configuration_is_rejected_with_the_key(tmp_path, text, message)
     path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(path)
+
+
+def test_every_number_of_the_configuration_has_a_range():
+    """A new integer or float key must declare its range (config.NUMBER_RANGES)."""
+    numbers = {
+        f"{section}.{f.name}"
+        for section, cls in _SECTIONS.items()
+        for f in dataclasses.fields(cls)
+        if "int" in str(f.type) or "float" in str(f.type)
+    }
+    assert numbers == set(NUMBER_RANGES)
+
+
+def test_a_number_beyond_its_range_exits_2_naming_the_key(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text("[cluster]\nproducer_id_expiration_ms = 99999999999999999999\n")
+    code = main(["audit", "--batches", str(tmp_path), "--warehouse", str(tmp_path / "w"),
+                 "--conf", str(path)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"eos-audit: error: {path}: cluster.producer_id_expiration_ms must be an integer from 1 "
+        "to 2147483647, got 99999999999999999999"
+    ]
 
 
 def test_missing_config_file():

@@ -31,6 +31,13 @@ def test_a_truncated_tail_is_not_bad_input_but_other_quarantine_is():
     assert finished_status(10, 2, 0.01, tolerated=1)[0] == QUARANTINE_EXCEEDED
 
 
+def test_a_quarantined_seed_row_is_never_a_green_night():
+    status, why = finished_status(1000, 0, 0.01, seeds_quarantined=1)
+    assert status == QUARANTINE_EXCEEDED and status in UNUSABLE_INPUT
+    assert why.startswith("quarantined 1 seeded producer state row(s) (input producer_state)")
+    assert finished_status(1000, 0, 0.01, seeds_quarantined=0) == (SUCCEEDED, None)
+
+
 def test_files_an_executor_could_not_read_are_never_a_green_night():
     status, why = finished_status(1000, 1, 0.01, unreadable=("/x/1/t-0/0.log", "/x/1/t-1/0.log"))
     assert status == INPUT_UNREADABLE and status in UNUSABLE_INPUT
