@@ -1,8 +1,8 @@
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from eos_audit.config import AuditConfig, glob_to_java_regex, load_config
 from eos_audit.errors import ConfigError
