@@ -123,11 +123,17 @@ def _c_crc32c() -> tuple[str, int] | None:
     module exports the implementations under their own names. The one picked is checked against
     `crc32c.crc32c` before it is used.
     """
+    # The extension is `crc32c._crc32c` since crc32c 2.5, the top module itself before.
+    extension = getattr(crc32c, "_crc32c", crc32c)
     try:
-        library = ctypes.CDLL(crc32c._crc32c.__file__)  # noqa: SLF001 - the extension's own .so
-    except (AttributeError, OSError):
+        library = ctypes.CDLL(extension.__file__)
+    except (OSError, TypeError):  # not a shared library (another implementation of the module)
         return None
-    hardware = ("_crc32c_hw_adler", "_crc32c_hw_arm64") if crc32c.hardware_based else ()
+    # The hardware functions only where the extension found the CPU has the instruction: called
+    # elsewhere they would stop the process.
+    hardware = (
+        ("_crc32c_hw_adler", "_crc32c_hw_arm64") if getattr(crc32c, "hardware_based", False) else ()
+    )
     check = b"123456789" * 7
     for name in (*hardware, "_crc32c_sw_slicing_by_8"):
         function = getattr(library, name, None)
