@@ -30,7 +30,6 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources import segment_walk
 from eos_audit.sources.file_source import FileDataSource, load_files
 from eos_audit.sources.partition_dirs import discover_segment_files
 
@@ -217,6 +216,11 @@ def _frame(
     The walk is compiled (`segment_walk`). The error is `(position, message, base_offset_or_None)`;
     the walk stops there.
     """
+    # Imported where a file is read, not with this module: Spark imports the module in a fresh
+    # Python process to plan every read (the data source's schema and partitions), and the walk
+    # brings numba, whose import alone is about 0.4 s.
+    from eos_audit.sources import segment_walk
+
     positions, ends, legacy, stop = segment_walk.frames(buf)
     v2 = ~legacy
     found = positions[v2], ends[v2], positions[legacy]
@@ -400,6 +404,8 @@ def _decode_v2(
 
     crc_valid = None
     if verify_crc:
+        from eos_audit.sources import segment_walk  # see _frame
+
         crc_valid = pa.array(segment_walk.crc_valid(mv, buf, pos, ends, stored_crc))
 
     control_type = pa.nulls(n, pa.string())
