@@ -25,13 +25,13 @@ Install a JDK 17+ (Debian/Ubuntu: 'sudo apt-get install openjdk-17-jre-headless'
 
 pick_python() {
     local candidate
-    for candidate in python3.11 python3.12 python3.10 python3 python; do
+    for candidate in python3.11 python3.12 python3 python; do
         if command -v "$candidate" >/dev/null 2>&1 &&
-            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
             echo "$candidate"; return
         fi
     done
-    die "Python 3.10 or newer is required (3.11 recommended) and was not found; install it and retry."
+    die "Python 3.11 or newer is required (pyproject.toml, requires-python) and was not found; install it and retry."
 }
 
 ensure_env() {

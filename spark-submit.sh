@@ -22,10 +22,24 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-[ $# -gt 0 ] || { echo "usage: ./spark-submit.sh [--no-delta] [--print-command] audit|demo ARGS..." >&2; exit 2; }
+usage="usage: ./spark-submit.sh [--no-delta] [--print-command] audit|demo ARGS..."
+[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
 
 python="$here/.venv/bin/python"
 [ -x "$python" ] || python="$(command -v python3)"
+
+# Help is answered here, without spark-submit: no JVM, and no Maven resolution of --packages
+# (which needs the network, and fails with an Ivy stack trace without it).
+for arg in "$@"; do
+    case "$arg" in
+        -h|--help)
+            echo "$usage"
+            echo "Runs eos-audit under spark-submit (see the top of $0); the CLI's own help:"
+            echo
+            cd "$here" && exec "$python" -m eos_audit "$@" ;;
+    esac
+done
+
 submit="${SPARK_SUBMIT:-}"
 if [ -z "$submit" ]; then
     if [ -x "$here/.venv/bin/spark-submit" ]; then submit="$here/.venv/bin/spark-submit"; else submit="spark-submit"; fi

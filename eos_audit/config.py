@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from eos_audit.errors import ConfigError
 

@@ -12,8 +12,6 @@ The rows of a partition arrive in `rows.REPLAY_ORDER`; state lives in record arr
 
 from __future__ import annotations
 
-import os
-
 from eos_audit.findings import REGISTRY, Cause, KafkaError
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import ControlType, RowKind
@@ -1344,38 +1342,15 @@ def _compile() -> None:
     """Replace every kernel function by its numba-compiled version, in place.
 
     Compiled functions call each other through this module's globals, so compiling them here,
-    after all are defined, compiles the whole kernel as one program. `EOS_AUDIT_JIT=0` (or numba
-    missing) keeps the plain Python, which is what the unit tests of the state machine exercise.
+    after all are defined, compiles the whole kernel as one program (`kernel_cache`, which also
+    compiles the segment reader's walk). `EOS_AUDIT_JIT=0` (or numba missing) keeps the plain
+    Python, which is what the unit tests of the state machine exercise.
     """
-    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
+    try:
+        from eos_audit.replay.kernel_cache import compile_in_place
+    except (ImportError, AttributeError):  # no numba (replay.runner says so once), or another's
         return
-    try:
-        import numba
-    except ImportError:  # reported once by replay.runner
-        return
-    # numba picks a function's cache locator as it wraps it: the kernel's is keyed by its
-    # source's content (kernel_cache), so that executors share what their node compiled.
-    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
-    try:
-        from eos_audit.replay import kernel_cache
-
-        locators = kernel_cache.locator_classes()
-    except (ImportError, AttributeError):  # another numba's internals: its own locators, as before
-        locators = None
-    if locators is not None:
-        numba.config.CACHE_LOCATOR_CLASSES = locators
-    try:
-        # Without numba's runtime (`_nrt=False`): the kernel allocates nothing and holds no
-        # object that needs it (its tables are plain arrays), and under it every array passed to
-        # a function was reference-counted on every call: measured, about half the kernel's time.
-        for name in KERNEL_FUNCTIONS:
-            inline = "always" if name in INLINED_PER_ROW else "never"
-            globals()[name] = numba.njit(cache=True, nogil=True, _nrt=False, inline=inline)(
-                globals()[name]
-            )
-    finally:
-        if locators is not None:
-            numba.config.CACHE_LOCATOR_CLASSES = configured
+    compile_in_place(globals(), KERNEL_FUNCTIONS, INLINED_PER_ROW)
 
 
 COMPILED = False

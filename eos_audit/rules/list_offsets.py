@@ -78,8 +78,8 @@ def _micros(value: dt.datetime | str) -> int:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:  # naive: UTC, like every time in the contract
-        value = value.replace(tzinfo=dt.timezone.utc)
-    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
+    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

@@ -40,6 +40,14 @@ log = logging.getLogger(__name__)
 COMMIT_ATTEMPTS = 8
 
 
+def _utc_arrow_schema(schema: T.StructType) -> pa.Schema:
+    """Spark's Arrow schema for `schema`, timestamps in UTC, on every pyspark the package admits."""
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # before pyspark 4.2: no `timezone`, and timestamps are UTC by default
+        return to_arrow_schema(schema)
+
+
 def _is_conflict(exc: Exception) -> bool:
     """A lost optimistic-concurrency race (delta-rs CommitFailedError, Delta's Concurrent*)."""
     name = type(exc).__name__
@@ -271,7 +279,7 @@ class DeltaRsWriter:
         from deltalake import write_deltalake
 
         target = self.location(table)
-        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        arrow_schema = _utc_arrow_schema(schema)
         files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []
         dataset = pads.dataset(files, format="parquet") if files else None
 
@@ -308,7 +316,7 @@ class DeltaRsWriter:
         from deltalake import write_deltalake
 
         target = self.location(table)
-        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        arrow_schema = _utc_arrow_schema(schema)
         data = pa.Table.from_pylist(
             [dict(zip(schema.fieldNames(), row, strict=True)) for row in rows], schema=arrow_schema
         )

@@ -1,11 +1,11 @@
 """Kafka `.log` segment files → the canonical one-row-per-record-batch DataFrame.
 
-The parser walks a segment batch by batch (one `struct.unpack_from` per batch; the framing of
+The parser walks a segment batch by batch in compiled code (`segment_walk`; the framing of
 docs/formats.md#segment-layout: size at byte 8, magic at byte 16), then decodes every v2 header
-field of all batches at once with numpy (docs/formats.md#record-batch-v2), verifies CRC-32C with the
-compiled `crc32c` library and decodes the first record of control batches (the transaction
-marker, docs/formats.md#control-batches) with a vectorised varint reader. Record
-payloads are never decoded and never logged.
+field of all batches at once with numpy (docs/formats.md#record-batch-v2), verifies CRC-32C with
+the `crc32c` library's C function called from the compiled loop, and decodes the first record of
+control batches (the transaction marker, docs/formats.md#control-batches) with a vectorised varint
+reader. Record payloads are never decoded and never logged.
 
 Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) has one input
 partition per `.log` file and yields Arrow record batches.
@@ -24,7 +24,6 @@ import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -213,39 +212,28 @@ def empty_batch() -> pa.RecordBatch:
 # ------------------------------------------------------------------------------------------------
 # Framing walk
 # ------------------------------------------------------------------------------------------------
-def _frame(mv: memoryview, buf: np.ndarray) -> tuple[list[int], list[int], list[int], tuple | None]:
-    """Walk the batches of a segment; returns v2 positions, their ends, legacy positions, error.
+def _frame(
+    mv: memoryview, buf: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple | None]:
+    """Walk the entries of a segment; returns v2 positions, their ends, legacy positions, error.
 
-    The error is `(position, message, base_offset_or_None)`; the walk stops there.
+    The walk is compiled (`segment_walk`). The error is `(position, message, base_offset_or_None)`;
+    the walk stops there.
     """
-    n = len(mv)
-    v2_pos: list[int] = []
-    v2_end: list[int] = []
-    legacy_pos: list[int] = []
-    unpack = _FRAME.unpack_from
-    pos = 0
-    while pos < n:
-        rem = n - pos
-        if rem >= 17:
-            base, length = unpack(mv, pos)
-            magic = mv[pos + 16]
-            end = pos + LOG_OVERHEAD + length
-            if magic == 2 and length >= MIN_V2_BATCH_LENGTH and end <= n:
-                v2_pos.append(pos)
-                v2_end.append(end)
-                pos = end
-                continue
-            if magic in (0, 1) and length >= MIN_LEGACY_LENGTH[magic] and end <= n:
-                legacy_pos.append(pos)
-                pos = end
-                continue
-        # Something that is not a whole batch. A preallocated (zero-filled) tail is normal for a
-        # copy of an active segment; anything else is reported and the rest of the file skipped
-        # (Kafka has no sync marker, so nothing after a framing error can be trusted).
-        if not buf[pos:].any():
-            break
-        return v2_pos, v2_end, legacy_pos, _framing_error(mv, pos)
-    return v2_pos, v2_end, legacy_pos, None
+    # Imported where a file is read, not with this module: Spark imports the module in a fresh
+    # Python process to plan every read (the data source's schema and partitions), and the walk
+    # brings numba, whose import alone is about 0.4 s.
+    from eos_audit.sources import segment_walk
+
+    positions, ends, legacy, stop = segment_walk.frames(buf)
+    v2 = ~legacy
+    found = positions[v2], ends[v2], positions[legacy]
+    # Something that is not a whole batch. A preallocated (zero-filled) tail is normal for a copy
+    # of an active segment; anything else is reported and the rest of the file skipped (Kafka has
+    # no sync marker, so nothing after a framing error can be trusted).
+    if stop < 0 or not buf[stop:].any():
+        return (*found, None)
+    return (*found, _framing_error(mv, stop))
 
 
 def _framing_error(mv: memoryview, pos: int) -> tuple[int, str, int | None]:
@@ -307,6 +295,13 @@ def _framing_error(mv: memoryview, pos: int) -> tuple[int, str, int | None]:
 # ------------------------------------------------------------------------------------------------
 # Vectorised decoding
 # ------------------------------------------------------------------------------------------------
+def _headers(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The first `width` bytes of each entry, one row each (a copy of `width` bytes per entry)."""
+    if len(buf) < width:  # no entry is shorter than its header: then there is none
+        return np.empty((0, width), dtype=np.uint8)
+    return np.lib.stride_tricks.sliding_window_view(buf, width)[pos]
+
+
 def _be(hdr: np.ndarray, off: int, dtype: str) -> np.ndarray:
     width = np.dtype(dtype).itemsize
     return np.ascontiguousarray(hdr[:, off : off + width]).view(dtype).ravel()
@@ -395,7 +390,7 @@ def _decode_v2(
     verify_crc: bool,
 ) -> pa.RecordBatch:
     n = len(pos)
-    hdr = buf[pos[:, None] + np.arange(RECORD_BATCH_OVERHEAD)]
+    hdr = _headers(buf, pos, RECORD_BATCH_OVERHEAD)
     base = _be(hdr, 0, ">i8")
     leader_epoch = _be(hdr, 12, ">i4")
     magic = hdr[:, 16].astype(np.int32)
@@ -413,13 +408,9 @@ def _decode_v2(
 
     crc_valid = None
     if verify_crc:
-        c = crc32c.crc32c
-        computed = np.fromiter(
-            (c(mv[p + 21 : e]) for p, e in zip(pos.tolist(), ends.tolist(), strict=True)),
-            dtype=np.uint64,
-            count=n,
-        )
-        crc_valid = pa.array(computed == stored_crc.astype(np.uint64))
+        from eos_audit.sources import segment_walk  # see _frame
+
+        crc_valid = pa.array(segment_walk.crc_valid(mv, buf, pos, ends, stored_crc))
 
     control_type = pa.nulls(n, pa.string())
     coord_epoch = pa.nulls(n, pa.int32())
@@ -473,7 +464,7 @@ def _decode_legacy(
 ) -> pa.RecordBatch:
     """Legacy magic 0/1 entries (docs/formats.md#legacy-entries): counted, no producer fields."""
     n = len(pos)
-    hdr = buf[pos[:, None] + np.arange(26)]  # offset, size, crc, magic, attributes, timestamp
+    hdr = _headers(buf, pos, 26)  # offset, size, crc, magic, attributes, timestamp
     offset = _be(hdr, 0, ">i8")
     size = _be(hdr, 8, ">i4").astype(np.int64)
     magic = hdr[:, 16].astype(np.int32)
@@ -544,11 +535,9 @@ def iter_segment(
     """
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     buf = np.frombuffer(mv, dtype=np.uint8)
-    v2_pos, v2_end, legacy_pos, error = _frame(mv, buf)
+    pos, ends, legacy_pos, error = _frame(mv, buf)
     kw = {"topic": topic, "partition": partition, "path": path, "verify_crc": verify_crc}
-    pos = np.asarray(v2_pos, dtype=np.int64)
-    ends = np.asarray(v2_end, dtype=np.int64)
-    if not legacy_pos:
+    if not len(legacy_pos):
         for i in range(0, len(pos), chunk_rows):
             yield _decode_v2(mv, buf, pos[i : i + chunk_rows], ends[i : i + chunk_rows], **kw)
     else:
@@ -556,8 +545,8 @@ def iter_segment(
         parts = []
         if len(pos):
             parts.append(_decode_v2(mv, buf, pos, ends, **kw))
-        parts.append(_decode_legacy(mv, buf, np.asarray(legacy_pos, dtype=np.int64), **kw))
-        order = np.argsort(np.concatenate([pos, np.asarray(legacy_pos, dtype=np.int64)]))
+        parts.append(_decode_legacy(mv, buf, legacy_pos, **kw))
+        order = np.argsort(np.concatenate([pos, legacy_pos]))
         table = pa.Table.from_batches(parts).take(pa.array(order))
         yield from table.to_batches(max_chunksize=chunk_rows)
     if error is not None:

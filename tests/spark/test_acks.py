@@ -29,7 +29,7 @@ from eos_audit.sources.acks import SOURCE_ERROR, normalize_error_name, read_acks
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "acks"
 JSON_LOG = FIXTURES / "orders-service.acks.jsonl"
 REASONS_CSV = FIXTURES / "reasons.csv"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
 ACK_SCHEMA = T.StructType(
     [T.StructField(f.name, f.dataType, True) for f in ACKS]

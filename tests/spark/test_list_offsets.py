@@ -30,7 +30,7 @@ from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import LIST_OFFSETS, SOURCE_ERROR, read_list_offsets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "list_offsets"
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
 SNAPSHOT_MTIME = dt.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 OBS_SCHEMA = T.StructType(

@@ -3,10 +3,10 @@
 import argparse
 import importlib
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
 
 from eos_audit.cli import build_parser

@@ -1,9 +1,9 @@
 import dataclasses
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from eos_audit.cli import main
 from eos_audit.config import (

@@ -1,4 +1,5 @@
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -115,3 +116,22 @@ def test_run_sh_tolerates_a_failed_browser_install(tmp_path):
     stderr, calls = _ensure_browser(tmp_path, uid="0", apt_exit=100)
     assert calls == ["update -qq"]
     assert "could not install chromium; the browser test will be skipped" in stderr
+
+
+def test_spark_submit_help_answers_without_spark_submit_or_the_network(tmp_path):
+    # spark-submit would resolve --packages from Maven first: help must not start it at all.
+    fake = tmp_path / "spark-submit"
+    fake.write_text("#!/bin/sh\necho 'spark-submit was started' >&2\nexit 99\n")
+    fake.chmod(0o755)
+    for args in (["--help"], ["audit", "--help"]):
+        result = subprocess.run(
+            ["bash", str(REPO / "spark-submit.sh"), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "SPARK_SUBMIT": str(fake)},
+        )
+        assert result.returncode == 0, result.stderr
+        assert "usage: ./spark-submit.sh" in result.stdout
+        assert "usage: eos-audit" in result.stdout
+        assert "spark-submit was started" not in result.stderr

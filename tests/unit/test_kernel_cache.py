@@ -92,7 +92,7 @@ def test_only_the_kernel_is_located_and_numbas_setting_is_restored():
 def test_sources_it_cannot_read_leave_the_choice_to_numba(monkeypatch):
     from eos_audit.replay import kernel
 
-    def unreadable() -> str:
+    def unreadable(*_: object) -> str:
         raise OSError("no loader can read the kernel's source back")
 
     monkeypatch.setattr(kernel_cache, "source_key", unreadable)
