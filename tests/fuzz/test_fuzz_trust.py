@@ -5,6 +5,7 @@ invariants are in `tests/fuzz/trust_corpus.py`.
 """
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -23,15 +24,19 @@ def test_a_cut_latest_commit_and_a_cut_data_file_are_refused(tmp_path):
     """The two damages the corpus draws most, once each by hand: refused, not passed."""
     import shutil
 
+    from deltalake import DeltaTable
+
     from eos_audit.sinks.warehouse import DamagedTableError, check_table
 
     for damage in ("commit", "file"):
         root = tmp_path / damage
         shutil.copytree(trust_corpus.template_table(), root)
+        # A data file of the table's latest version: a file an older commit removed is no longer
+        # the table's, and its glob order is the file system's.
         target = (
             max((root / "_delta_log").glob("*.json"))
             if damage == "commit"
-            else next(root.glob("*.parquet"))
+            else Path(DeltaTable(str(root)).file_uris()[0])
         )
         target.write_bytes(target.read_bytes()[:-10])
         with pytest.raises(DamagedTableError, match=target.name):

@@ -114,7 +114,7 @@ def test_epoch_plots_show_the_gap_the_duplicate_and_the_zombie(report):
 def test_transactions_and_list_offsets(report):
     data, _, _, _, _ = report
     a = data.transactions
-    assert a.totals == {"COMMIT": 8, "ABORT": 1, "OPEN": 0, "HANGING": 0}
+    assert a.totals == {"COMMIT": 8, "ABORT": 1, "UNKNOWN": 0, "OPEN": 0, "HANGING": 0}
     assert sum(sum(b.counts.values()) for b in a.buckets) == 9
     assert [(s.kind, s.first_offset, s.marker_offset) for s in a.spans] == [("ABORT", 20, 22)]
     v = data.list_offsets
