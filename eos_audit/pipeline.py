@@ -26,7 +26,7 @@ from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError
 from eos_audit.schemas import (
     PRODUCER_STATE,
 )
-from eos_audit.session import replay_arrow_settings, session_has_delta
+from eos_audit.session import ensure_code_on_server, replay_arrow_settings, session_has_delta
 from eos_audit.since_state import latest_state, warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
@@ -468,6 +468,9 @@ def run_audit(
         )
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
+    # Spark Connect: the server's Python workers run the readers and the replay; ship them the
+    # client's code when they do not have this very version (a no-op on classic sessions).
+    ensure_code_on_server(spark)
     has_delta = session_has_delta(spark)
     with RunStage(warehouse, run_id) as stage:
         writer: TableWriter = choose_writer(
