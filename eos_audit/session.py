@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import socket
 import sys
 import tempfile
+import urllib.parse
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,6 +91,7 @@ def get_spark(
 
 def _connect(url: str) -> SparkSession:
     """A Spark Connect session to `url`; the server owns every Spark setting."""
+    _check_reachable(url)
     try:
         spark = SparkSession.builder.remote(url).getOrCreate()
         version = spark.version  # the first call that reaches the server
@@ -100,10 +103,38 @@ def _connect(url: str) -> SparkSession:
     except Exception as exc:  # noqa: BLE001 - gRPC's errors have no common base worth naming
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise SparkConnectError(
-            f"--remote {url}: no Spark Connect server answered ({first})"
+            f"--remote {url}: the Spark Connect server failed ({first})"
         ) from exc
     log.info("Spark Connect session to %s (Spark %s)", url, version)
     return spark
+
+
+# Spark Connect's default port (`spark.connect.grpc.binding.port`), when the URL names none.
+_CONNECT_DEFAULT_PORT = 15002
+_CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(url: str) -> None:
+    """Fail at once, in one line, when nothing listens at a `sc://` URL's host and port.
+
+    The Connect client retries an unreachable server with backoff for minutes before it gives
+    up; a mistyped host or port, or a server that is down, should say so now.
+    """
+    if not url.startswith("sc://"):  # `local`: pyspark starts a server of its own
+        return
+    try:
+        parsed = urllib.parse.urlparse(url.split(";", 1)[0])
+        host, port = parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
+    except ValueError as exc:
+        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL ({exc})") from exc
+    if not host:
+        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL (sc://host:port)")
+    try:
+        socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise SparkConnectError(
+            f"--remote {url}: no Spark Connect server answers at {host}:{port} ({exc})"
+        ) from exc
 
 
 def is_connect(spark: Any) -> bool:
@@ -280,7 +311,7 @@ def _probe_server_code(spark: Any) -> str | None:
     """The digest of the eos_audit the server's Python workers import; None when they cannot."""
     from pyspark.sql import functions as F
 
-    probe = F.udf(_server_package_digest, "string")
+    probe = F.udf(_server_package_digest, "string", useArrow=False)
     try:
         row = spark.range(1).select(probe(F.col("id"))).first()
     except Exception as exc:  # noqa: BLE001 - the worker's ImportError arrives as any of several
