@@ -2,8 +2,8 @@
 
 A night over billions of batches takes a while; the log says which stage the run is in, for how
 long, and how far Spark is (stages done of stages, tasks done of tasks), at a readable rate. A
-classic session's counts come from its status tracker; a Spark Connect session has none (no
-SparkContext), so there they come from the progress the server streams with each operation
+classic session's counts come from its status tracker; a Spark Connect session has none (it has
+no JVM in this process), so there they come from the progress the server streams with each operation
 (`SparkSession.registerProgressHandler`). The lines go through the `eos_audit` logger, so
 `--quiet` silences them and `--log-format json` makes them machine-readable.
 """
