@@ -89,23 +89,29 @@ def get_spark(
     return spark
 
 
+def _without_parameters(url: str) -> str:
+    """A Spark Connect URL as messages show it: its `;token=...` parameters left out."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
 def _connect(url: str) -> SparkSession:
     """A Spark Connect session to `url`; the server owns every Spark setting."""
     _check_reachable(url)
+    shown = _without_parameters(url)
     try:
         spark = SparkSession.builder.remote(url).getOrCreate()
         version = spark.version  # the first call that reaches the server
     except ImportError as exc:
         raise SparkConnectError(
-            f"--remote {url}: the Spark Connect client is not installed ({exc}); install "
+            f"--remote {shown}: the Spark Connect client is not installed ({exc}); install "
             "eos-audit[local] or pyspark[connect]"
         ) from exc
     except Exception as exc:  # noqa: BLE001 - gRPC's errors have no common base worth naming
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
         raise SparkConnectError(
-            f"--remote {url}: the Spark Connect server failed ({first})"
+            f"--remote {shown}: the Spark Connect server failed ({first})"
         ) from exc
-    log.info("Spark Connect session to %s (Spark %s)", url, version)
+    log.info("Spark Connect session to %s (Spark %s)", shown, version)
     return spark
 
 
@@ -122,8 +128,9 @@ def _check_reachable(url: str) -> None:
     """
     if not url.startswith("sc://"):  # `local`: pyspark starts a server of its own
         return
+    url = _without_parameters(url)  # a token never reaches a message
     try:
-        parsed = urllib.parse.urlparse(url.split(";", 1)[0])
+        parsed = urllib.parse.urlparse(url)
         host, port = parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
     except ValueError as exc:
         raise SparkConnectError(f"--remote {url}: not a Spark Connect URL ({exc})") from exc

@@ -72,9 +72,10 @@ def test_the_shipped_zip_imports_without_the_installed_package_and_is_the_same_c
     assert digest == session.package_digest()
 
 
-def test_an_unusable_remote_url_is_refused_at_once():
-    with pytest.raises(SparkConnectError, match=re.escape("not a Spark Connect URL")):
-        session.get_spark(remote="sc://:15002")
+def test_an_unusable_remote_url_is_refused_at_once_without_its_token():
+    with pytest.raises(SparkConnectError, match=re.escape("not a Spark Connect URL")) as error:
+        session.get_spark(remote="sc://:15002/;token=dapi-secret")
+    assert "dapi-secret" not in str(error.value)
 
 
 def test_the_package_names_no_jvm_api_outside_session_py():
