@@ -176,7 +176,9 @@ def default_parallelism(spark: SparkSession) -> int:
     from pyspark.sql import functions as F
 
     # 2**16 rows: every split holds rows (so its partition id shows) up to 65,536 cores.
-    (last,) = spark.range(0, 1 << 16).select(F.max(F.spark_partition_id())).first()
+    # Projected first: Spark refuses a non-deterministic expression inside an aggregate.
+    ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("partition_id"))
+    (last,) = ids.agg(F.max("partition_id")).first()
     return int(last) + 1
 
 
