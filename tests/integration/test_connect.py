@@ -29,7 +29,7 @@ from tests.builders import NULLABLE_BATCH
 from tests.fixtures.segment_builder import write_tree
 from tests.integration.test_incremental import DAY_1, DAY_2
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.connect]
 
 # The data tables, with the columns that identify a row (audit_runs is compared apart: its times
 # and durations differ between any two runs).
@@ -157,7 +157,7 @@ from eos_audit import progress
 from eos_audit.session import get_spark
 spark = get_spark(remote={connect_server!r})
 with progress.stage(spark, "night", "summing", interval_s=0.1):
-    spark.range(0, 50_000_000, 1, 4).select(F.sum(F.col("id") % 7)).collect()
+    spark.range(0, 20_000_000, 1, 4).select(F.sum(F.col("id") % 7)).collect()
 print(len(spark.client._progress_handlers))  # the client's list: no public accessor
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
@@ -183,3 +183,19 @@ def test_no_server_at_the_remote_url_is_one_line_and_exit_2(tmp_path):
         f"eos-audit: error: --remote sc://127.0.0.1:{free}: no Spark Connect server answers at "
         f"127.0.0.1:{free} ([Errno 111] Connection refused)"
     ]
+
+
+def test_a_generated_export_over_spark_connect_is_audited_and_scored_perfectly(
+    connect_server, tmp_path
+):
+    """The generator, the audit and the score over Connect: every planted fault found, no other."""
+    generated = run_remote(tmp_path, "generate", "--output", "gen", "--batches", "5000",
+                           remote=connect_server)  # fmt: skip
+    audit = re.search(r"^audit it: +eos-audit audit (.*) --warehouse WAREHOUSE$",
+                      generated.stdout, re.MULTILINE)  # fmt: skip
+    assert audit, generated.stdout
+    run_remote(tmp_path, "audit", *audit.group(1).split(), "--warehouse", "wh",
+               "--fail-on", "never", remote=connect_server)  # fmt: skip
+    scored = run_remote(tmp_path, "score", "--warehouse", "wh",
+                        "--ground-truth", "gen/ground_truth", remote=connect_server)  # fmt: skip
+    assert scored.returncode == 0 and "PERFECT" in scored.stdout, scored.stdout
