@@ -31,6 +31,8 @@ from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from eos_audit.pipeline import RunResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
@@ -324,7 +326,8 @@ def _run(args: argparse.Namespace) -> int:
     if remote:
         _with_absolute_paths(args)
 
-    def get_spark():  # noqa: ANN202 - the session of this command: local, active or --remote
+    def get_spark() -> SparkSession:
+        """The session of this command: --remote's, else the active one, else a local one."""
         return _get_spark(remote=remote)
 
     if args.command in ("generate", "score"):
@@ -410,7 +413,7 @@ def _run(args: argparse.Namespace) -> int:
     return exit_code(result, config.run.fail_on)
 
 
-def _write_report(spark, warehouse: str, run_id: str, config: AuditConfig) -> None:  # noqa: ANN001
+def _write_report(spark: SparkSession, warehouse: str, run_id: str, config: AuditConfig) -> None:
     """Write the run's HTML report and print its path; a report that fails never fails the run."""
     from eos_audit.report import write_report
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from eos_audit import __version__
 from eos_audit.errors import SparkConnectError
 
 if TYPE_CHECKING:
@@ -359,8 +360,16 @@ def ensure_code_on_server(spark: Any) -> None:
             "the Spark Connect server's Python workers %s: shipping this client's eos_audit",
             "have another eos_audit" if found else "do not have eos_audit",
         )
-        with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
-            spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
+        try:
+            with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
+                spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
+        except Exception as exc:  # noqa: BLE001 - a server may refuse artifacts by policy
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise SparkConnectError(
+                "the Spark Connect server's Python workers do not have this eos_audit and the "
+                f"server refused it as an artifact ({first}): install eos-audit "
+                f"{__version__} on the server, in the Python its workers run"
+            ) from exc
         found = _probe_server_code(spark)
         if found != digest:
             raise SparkConnectError(
