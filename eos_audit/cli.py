@@ -14,9 +14,11 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +32,8 @@ from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from eos_audit.pipeline import RunResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
@@ -59,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=("text", "json"), default="text",
         help="json: one JSON object per log line on stderr, for schedulers",
     )  # fmt: skip
+    parser.add_argument("--remote", metavar="sc://HOST:PORT", help=REMOTE_HELP)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
+    _add_remote(audit)
     audit.add_argument(
         "--batches",
         nargs="+",
@@ -155,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="write a sample export with injected faults and audit it"
     )
+    _add_remote(demo)
     demo.add_argument(
         "--warehouse",
         default="warehouse",
@@ -170,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="write the HTML report of a recorded run (default: the latest finished)"
     )
+    _add_remote(report)
     report.add_argument("--warehouse", required=True, metavar="DIR", help="the run's --warehouse")
     report.add_argument("--run-id", help="the run (default: the latest finished run)")
     report.add_argument(
@@ -181,6 +189,65 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_parser(commands)
     add_score_parser(commands)
     return parser
+
+
+REMOTE_HELP = (
+    "run on a Spark Connect server (default: SPARK_REMOTE of the environment); local paths are "
+    "made absolute first, and must be paths the server can read and write too"
+)
+# The arguments that hold paths (of any command), made absolute before they reach a server.
+_PATH_ARGUMENTS = (
+    "batches", "producer_state", "list_offsets", "acks", "warehouse", "export", "output",
+    "ground_truth",
+)  # fmt: skip
+
+
+def _add_remote(command: argparse.ArgumentParser) -> None:
+    """`--remote` after the command too (`eos-audit audit ... --remote sc://...`).
+
+    SUPPRESS: a command that is not given it keeps the one given before the command, if any.
+    """
+    command.add_argument(
+        "--remote", metavar="sc://HOST:PORT", default=argparse.SUPPRESS, help=REMOTE_HELP
+    )
+
+
+def absolute_local_path(path: str) -> str:
+    """A local path made absolute against this process's directory; a URI as it is.
+
+    A Spark Connect server resolves a relative path against its own working directory, which
+    is not the client's: `--batches export/` would read another folder, or none.
+    """
+    if "://" in path or path.startswith("dbfs:") or Path(path).is_absolute():
+        return path
+    return str(Path(path).absolute())
+
+
+def _with_absolute_paths(args: argparse.Namespace) -> None:
+    """Every path argument of the command made absolute (`absolute_local_path`), in place."""
+    for name in _PATH_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, absolute_local_path(value))
+        elif isinstance(value, list):
+            setattr(args, name, [absolute_local_path(v) for v in value])
+
+
+@contextmanager
+def _remote_environment(remote: str | None) -> Iterator[None]:
+    """`SPARK_REMOTE` set to `remote` for a command whose own code starts the session."""
+    if not remote or os.environ.get("SPARK_REMOTE") == remote:
+        yield
+        return
+    previous = os.environ.get("SPARK_REMOTE")
+    os.environ["SPARK_REMOTE"] = remote
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SPARK_REMOTE", None)
+        else:
+            os.environ["SPARK_REMOTE"] = previous
 
 
 class JsonLogFormatter(logging.Formatter):
@@ -254,10 +321,19 @@ def _print_summary(result, out=None) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from eos_audit.pipeline import AuditInputs, export_time_ms, run_audit
-    from eos_audit.session import get_spark
+    from eos_audit.session import get_spark as _get_spark
+
+    remote = getattr(args, "remote", None) or os.environ.get("SPARK_REMOTE")
+    if remote:
+        _with_absolute_paths(args)
+
+    def get_spark() -> SparkSession:
+        """The session of this command: --remote's, else the active one, else a local one."""
+        return _get_spark(remote=remote)
 
     if args.command in ("generate", "score"):
-        return run_generate(args) if args.command == "generate" else run_score(args)
+        with _remote_environment(remote):
+            return run_generate(args) if args.command == "generate" else run_score(args)
     if args.command == "report":
         from eos_audit.report import write_report
 
@@ -300,7 +376,7 @@ def _run(args: argparse.Namespace) -> int:
         warehouse = str(Path(args.warehouse).resolve())
         result = run_audit(get_spark(), inputs, config, warehouse, run_id="demo")
         _print_summary(result)
-        _write_report(warehouse, result.run_id, config)
+        _write_report(get_spark(), warehouse, result.run_id, config)
         return EXIT_OK  # the findings are the point of the demo
 
     config = load_config(args.conf)
@@ -334,19 +410,16 @@ def _run(args: argparse.Namespace) -> int:
     )
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)
-    _write_report(args.warehouse, result.run_id, config)
+    _write_report(get_spark(), args.warehouse, result.run_id, config)
     return exit_code(result, config.run.fail_on)
 
 
-def _write_report(warehouse: str, run_id: str, config: AuditConfig) -> None:
+def _write_report(spark: SparkSession, warehouse: str, run_id: str, config: AuditConfig) -> None:
     """Write the run's HTML report and print its path; a report that fails never fails the run."""
     from eos_audit.report import write_report
-    from eos_audit.session import get_spark
 
     try:
-        path = write_report(
-            get_spark(), warehouse, run_id, catalog_schema=config.output.catalog_schema
-        )
+        path = write_report(spark, warehouse, run_id, catalog_schema=config.output.catalog_schema)
     except Exception as exc:  # noqa: BLE001 - the audit's tables and exit code stand without it
         log.warning("run %s: the HTML report could not be written: %s", run_id, exc)
         return

@@ -21,3 +21,7 @@ class InputNotFoundError(EosAuditError):
 
 class SinkError(EosAuditError):
     """An output table cannot be written (for example an existing table with another schema)."""
+
+
+class SparkConnectError(EosAuditError):
+    """A Spark Connect server cannot be reached, or its Python workers cannot run eos-audit."""

@@ -25,7 +25,7 @@ from eos_audit import accounting, engine, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.schemas import INPUT_FILES
-from eos_audit.session import replay_arrow_settings, session_has_delta
+from eos_audit.session import ensure_code_on_server, replay_arrow_settings, session_has_delta
 from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
@@ -522,6 +522,9 @@ def run_audit(
     inputs = replace(inputs, batches=dedupe_paths(inputs.batches))
     run_id = run_id or default_run_id(inputs, config)
     check_warehouse(warehouse, input_paths(inputs))
+    # Spark Connect: the server's Python workers run the readers and the replay; ship them the
+    # client's code when they do not have this very version (a no-op on classic sessions).
+    ensure_code_on_server(spark)
     has_delta = session_has_delta(spark)
     try:
         return _run(spark, inputs, config, warehouse, run_id, started, has_delta)

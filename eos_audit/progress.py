@@ -1,9 +1,11 @@
 """Progress of a long run: each stage with its elapsed time and, while it runs, Spark's own count.
 
 A night over billions of batches takes a while; the log says which stage the run is in, for how
-long, and how far Spark is (stages done of stages, tasks done of tasks, from Spark's status
-tracker), at a readable rate. The lines go through the `eos_audit` logger, so `--quiet` silences
-them and `--log-format json` makes them machine-readable.
+long, and how far Spark is (stages done of stages, tasks done of tasks), at a readable rate. A
+classic session's counts come from its status tracker; a Spark Connect session has none (it has
+no JVM in this process), so there they come from the progress the server streams with each operation
+(`SparkSession.registerProgressHandler`). The lines go through the `eos_audit` logger, so
+`--quiet` silences them and `--log-format json` makes them machine-readable.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from eos_audit.session import status_tracker
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,54 @@ def spark_counts(tracker: Any) -> SparkCounts | None:
     return SparkCounts(stages_done, stages, tasks_done, tasks) if stages else None
 
 
+class ConnectProgress:
+    """A Spark Connect progress handler that keeps the counts of the operation running now.
+
+    The client calls it (on the thread running the operation) with every progress message the
+    server streams; the stage's reporter thread reads `counts` at its own pace.
+    """
+
+    def __init__(self) -> None:
+        self.counts: SparkCounts | None = None
+
+    def __call__(
+        self,
+        stages: Iterable[Any] | None,
+        inflight_tasks: int,
+        operation_id: str | None,
+        done: bool,
+    ) -> None:
+        """Record the counts of an operation's stages (`StageInfo`s); none once it is done."""
+        infos = list(stages or [])
+        if done or not infos:
+            self.counts = None
+            return
+        self.counts = SparkCounts(
+            stages_done=sum(int(info.done) for info in infos),
+            stages=len(infos),
+            tasks_done=sum(info.num_completed_tasks for info in infos),
+            tasks=sum(info.num_tasks for info in infos),
+        )
+
+
+@contextmanager
+def _counts_source(spark: Any) -> Iterator[Callable[[], SparkCounts | None]]:
+    """What says how far Spark is: the status tracker, or a Spark Connect progress handler."""
+    tracker = status_tracker(spark)
+    if tracker is not None:
+        yield lambda: spark_counts(tracker)
+        return
+    if not hasattr(spark, "registerProgressHandler"):  # a Connect client older than Spark 4
+        yield lambda: None
+        return
+    handler = ConnectProgress()
+    spark.registerProgressHandler(handler)
+    try:
+        yield lambda: handler.counts
+    finally:
+        spark.removeProgressHandler(handler)
+
+
 @contextmanager
 def stage(
     spark: Any, run_id: str, name: str, interval_s: float = PROGRESS_INTERVAL_S
@@ -63,7 +115,8 @@ def stage(
     """Log a stage of a run: when it starts, every `interval_s` while it runs, when it ends.
 
     Args:
-        spark: the session (its status tracker is read from a background thread).
+        spark: the session, classic (its status tracker is read from a background thread) or
+            Spark Connect (a progress handler is registered for the stage).
         run_id: the run, named on every line.
         name: what the stage does.
         interval_s: seconds between two progress lines.
@@ -71,21 +124,21 @@ def stage(
     started = time.monotonic()
     log.info("run %s: %s", run_id, name)
     stop = threading.Event()
-    tracker = spark.sparkContext.statusTracker()
+    with _counts_source(spark) as current_counts:
 
-    def report() -> None:
-        while not stop.wait(interval_s):
-            counts = spark_counts(tracker)
-            log.info(
-                "run %s: %s: %.0f s%s",
-                run_id, name, time.monotonic() - started, f", {counts}" if counts else "",
-            )  # fmt: skip
+        def report() -> None:
+            while not stop.wait(interval_s):
+                counts = current_counts()
+                log.info(
+                    "run %s: %s: %.0f s%s",
+                    run_id, name, time.monotonic() - started, f", {counts}" if counts else "",
+                )  # fmt: skip
 
-    reporter = threading.Thread(target=report, name=f"eos-audit progress: {name}", daemon=True)
-    reporter.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        reporter.join()
+        reporter = threading.Thread(target=report, name=f"eos-audit progress: {name}", daemon=True)
+        reporter.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            reporter.join()
     log.info("run %s: %s: done in %.1f s", run_id, name, time.monotonic() - started)

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import socket
 import sys
+import tempfile
+import urllib.parse
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+
+from eos_audit import __version__
+from eos_audit.errors import SparkConnectError
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +45,25 @@ _LOCAL_DEFAULTS = {
 }
 
 
-def get_spark(app_name: str = "eos-audit", master: str | None = None) -> SparkSession:
-    """Return the active SparkSession (Databricks, notebook, spark-submit, tests) or a local one.
+def get_spark(
+    app_name: str = "eos-audit", master: str | None = None, remote: str | None = None
+) -> SparkSession:
+    """Return the active SparkSession (Databricks, notebook, spark-submit, tests) or a new one.
 
     Args:
         app_name: application name for a new local session.
         master: Spark master for a new session; defaults to `local[*]`.
+        remote: a Spark Connect URL (`sc://host:port`) for a Spark Connect session; default:
+            `SPARK_REMOTE` of the environment, when set.
 
     Returns:
-        The session. A new local session has its UI off, UTC time and Spark's own logs at WARN.
+        The session. A new local session has its UI off, UTC time and Spark's own logs at WARN; a
+        Spark Connect session is the server's, with the server's settings.
 
     """
+    remote = remote or os.environ.get("SPARK_REMOTE")
+    if remote:
+        return _connect(remote)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -112,6 +133,99 @@ def _quiet_spark_default_logging() -> dict[str, str]:
         return {}
 
 
+def _without_parameters(url: str) -> str:
+    """A Spark Connect URL as messages show it: its `;token=...` parameters left out."""
+    return url.split(";", 1)[0].rstrip("/")
+
+
+def _connect(url: str) -> SparkSession:
+    """A Spark Connect session to `url`; the server owns every Spark setting."""
+    _check_reachable(url)
+    shown = _without_parameters(url)
+    try:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        version = spark.version  # the first call that reaches the server
+    except ImportError as exc:
+        raise SparkConnectError(
+            f"--remote {shown}: the Spark Connect client is not installed ({exc}); install "
+            "eos-audit[local] or pyspark[connect]"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - gRPC's errors have no common base worth naming
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise SparkConnectError(
+            f"--remote {shown}: the Spark Connect server failed ({first})"
+        ) from exc
+    log.info("Spark Connect session to %s (Spark %s)", shown, version)
+    return spark
+
+
+# Spark Connect's default port (`spark.connect.grpc.binding.port`), when the URL names none.
+_CONNECT_DEFAULT_PORT = 15002
+_CONNECT_TIMEOUT_S = 10.0
+
+
+def _check_reachable(url: str) -> None:
+    """Fail at once, in one line, when nothing listens at a `sc://` URL's host and port.
+
+    The Connect client retries an unreachable server with backoff for minutes before it gives
+    up; a mistyped host or port, or a server that is down, should say so now.
+    """
+    if not url.startswith("sc://"):  # `local`: pyspark starts a server of its own
+        return
+    url = _without_parameters(url)  # a token never reaches a message
+    try:
+        parsed = urllib.parse.urlparse(url)
+        host, port = parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
+    except ValueError as exc:
+        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL ({exc})") from exc
+    if not host:
+        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL (sc://host:port)")
+    try:
+        socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise SparkConnectError(
+            f"--remote {url}: no Spark Connect server answers at {host}:{port} ({exc})"
+        ) from exc
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (no JVM in this process, no SparkContext).
+
+    Told by its class rather than by `pyspark.sql.utils.is_remote()`, which reads an environment
+    variable of the process and would call a classic session remote once any Connect session
+    was started in it.
+    """
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def status_tracker(spark: Any) -> Any | None:
+    """The classic session's `StatusTracker`; None on Spark Connect, which has no SparkContext."""
+    if is_connect(spark):
+        return None
+    return spark.sparkContext.statusTracker()
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks the session runs at once by default (`SparkContext.defaultParallelism`).
+
+    Spark Connect has no SparkContext: there, `spark.default.parallelism` when the server sets
+    it, else the partitions of a `range` without a partition count, which Spark splits into
+    exactly the default parallelism (`spark.sql.leafNodeDefaultParallelism`): one tiny query.
+    """
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured:
+        return int(configured)
+    from pyspark.sql import functions as F
+
+    # 2**16 rows: every split holds rows (so its partition id shows) up to 65,536 cores.
+    # Projected first: Spark refuses a non-deterministic expression inside an aggregate.
+    ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("partition_id"))
+    (last,) = ids.agg(F.max("partition_id")).first()
+    return int(last) + 1
+
+
 # What the replay's hand-over to Python needs from Spark, set for the run's actions only.
 # Below Int.MaxValue, `maxBytesPerBatch` makes Spark measure the Arrow batch being built after every
 # row (BatchedPythonArrowInput.underBatchSizeLimit walks every vector's buffers): measured on the
@@ -142,8 +256,12 @@ def replay_arrow_settings(spark: SparkSession) -> Iterator[None]:
             previous[key] = spark.conf.get(key, None)
             spark.conf.set(key, value)
         except Exception as exc:  # noqa: BLE001 - any refusal only costs speed
-            log.info("could not set %s=%s (%s): the replay's hand-over is slower", key, value,
-                     str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            log.info(
+                "could not set %s=%s (%s): the replay's hand-over is slower",
+                key,
+                value,
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+            )
     try:
         yield
     finally:
@@ -166,9 +284,140 @@ def session_has_delta(spark: SparkSession) -> bool:
     """
     if os.environ.get("DATABRICKS_RUNTIME_VERSION"):
         return True
+    if is_connect(spark):
+        return _connect_has_delta(spark)
     try:
         jvm = spark.sparkContext._jvm  # noqa: SLF001 - the only way to probe the classpath
         jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource")
         return True
     except Exception:  # noqa: BLE001 - any failure means "not available"
         return False
+
+
+# Spark Connect sessions (by id) already asked whether they have Delta: the answer is a round trip
+# to the server, and a run asks from several places.
+_CONNECT_HAS_DELTA: dict[str, bool] = {}
+
+
+def _connect_has_delta(spark: Any) -> bool:
+    """Ask a Spark Connect server whether it resolves the `delta` data source.
+
+    Without a JVM in this process the classpath cannot be probed; the server's analyzer can: a
+    read of a path that does not exist fails with DATA_SOURCE_NOT_FOUND when Delta is missing,
+    and with another error (the path is not there) when Delta is present. Nothing is read.
+    """
+    session_id = str(spark.session_id)
+    if session_id not in _CONNECT_HAS_DELTA:
+        missing = Path(tempfile.gettempdir()) / "eos-audit-delta-probe-does-not-exist"
+        try:
+            spark.read.format("delta").load(str(missing)).schema  # noqa: B018 - analysed only
+            found = True
+        except Exception as exc:  # noqa: BLE001 - only DATA_SOURCE_NOT_FOUND means "no Delta"
+            condition = getattr(exc, "getCondition", lambda: None)()
+            found = condition is not None and condition != "DATA_SOURCE_NOT_FOUND"
+        _CONNECT_HAS_DELTA[session_id] = found
+    return _CONNECT_HAS_DELTA[session_id]
+
+
+# The package whose code the server's Python workers run (the replay in `mapInArrow`, the Python
+# data sources that read Kafka's formats).
+_PACKAGE_DATA = {"log4j2.properties"}
+# Spark Connect sessions (by id) known to run this very code on their Python workers.
+_CODE_ON_SERVER: set[str] = set()
+
+
+def _package_files(root: Traversable, prefix: str = "") -> Iterator[tuple[str, Traversable]]:
+    """(relative name, file) of the package's sources and data, sorted; from a folder or a zip."""
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        name = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                yield from _package_files(entry, f"{name}/")
+        elif entry.name.endswith(".py") or entry.name in _PACKAGE_DATA:
+            yield name, entry
+
+
+def package_digest() -> str:
+    """SHA-256 of eos_audit's source files (names and contents): which code this is, exactly.
+
+    Compared with the server's, so a server with another eos-audit installed (an older release)
+    never runs a different replay than the client planned. Read through `importlib.resources`,
+    so it is the same whether the package was imported from a folder or from a shipped zip.
+    """
+    digest = hashlib.sha256()
+    for name, file in _package_files(resources.files("eos_audit")):
+        if name.endswith(".py"):
+            digest.update(name.encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def _server_package_digest(_: Any) -> str:
+    """Runs on a Python worker of the server: the digest of the eos_audit it imports.
+
+    Pickled by reference (module and name), so a worker without eos_audit fails to load it:
+    that failure is the answer "not installed".
+    """
+    return package_digest()
+
+
+def _probe_server_code(spark: Any) -> str | None:
+    """The digest of the eos_audit the server's Python workers import; None when they cannot."""
+    from pyspark.sql import functions as F
+
+    probe = F.udf(_server_package_digest, "string", useArrow=False)
+    try:
+        row = spark.range(1).select(probe(F.col("id"))).first()
+    except Exception as exc:  # noqa: BLE001 - the worker's ImportError arrives as any of several
+        log.debug("the server's Python workers cannot run eos_audit: %s", exc)
+        return None
+    return row[0] if row is not None else None
+
+
+def _package_zip(directory: Path, digest: str) -> Path:
+    """The package's sources as a zip for `addArtifacts(pyfile=True)`; named by its digest."""
+    path = directory / f"eos_audit-{digest[:16]}.zip"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, file in _package_files(resources.files("eos_audit")):
+            archive.writestr(f"eos_audit/{name}", file.read_bytes())
+    return path
+
+
+def ensure_code_on_server(spark: Any) -> None:
+    """Make sure a Spark Connect server's Python workers run this client's eos_audit.
+
+    On a classic session the executors get the code from the cluster's installation or
+    spark-submit's `--py-files`. A Spark Connect server (Databricks serverless, a shared cluster,
+    a server started with `--remote`) may not have eos_audit installed, or another version of it:
+    then the client ships its own sources to the session with `addArtifacts(pyfile=True)`, which
+    the server puts on its Python workers' path ahead of their installed packages.
+
+    Raises:
+        SparkConnectError: the server's workers cannot run eos_audit even with the code shipped.
+    """
+    if not is_connect(spark) or str(spark.session_id) in _CODE_ON_SERVER:
+        return
+    digest = package_digest()
+    found = _probe_server_code(spark)
+    if found != digest:
+        log.info(
+            "the Spark Connect server's Python workers %s: shipping this client's eos_audit",
+            "have another eos_audit" if found else "do not have eos_audit",
+        )
+        try:
+            with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
+                spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
+        except Exception as exc:  # noqa: BLE001 - a server may refuse artifacts by policy
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise SparkConnectError(
+                "the Spark Connect server's Python workers do not have this eos_audit and the "
+                f"server refused it as an artifact ({first}): install eos-audit "
+                f"{__version__} on the server, in the Python its workers run"
+            ) from exc
+        found = _probe_server_code(spark)
+        if found != digest:
+            raise SparkConnectError(
+                "the Spark Connect server's Python workers cannot run eos_audit even with its "
+                "code shipped (addArtifacts): install eos-audit and its dependencies (pyarrow, "
+                "numpy, numba, crc32c) on the server, in the Python its workers run"
+            )
+    _CODE_ON_SERVER.add(str(spark.session_id))

@@ -63,12 +63,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (the cluster, then the other end-to-end runs).
+    """The longest tests first (the cluster, the Spark Connect server's, then the other end-to-end
+    runs).
 
     With two workers, a long test started last would run alone at the end; started first, the
-    other worker gets through the short ones meanwhile. The order is stable otherwise.
+    other worker gets through the short ones meanwhile. The Spark Connect tests stay together at
+    the front of one worker's share, so one worker starts their server, and only one. The order
+    is stable otherwise.
     """
-    items.sort(key=lambda i: 0 if "cluster" in i.keywords else 1 if "slow" in i.keywords else 2)
+    order = ("cluster", "connect", "slow")
+    items.sort(key=lambda i: next((n for n, mark in enumerate(order) if mark in i.keywords), 3))
 
 
 @pytest.fixture(scope="session")

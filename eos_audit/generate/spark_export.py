@@ -54,7 +54,7 @@ from eos_audit.generate.plan import (
     GenerationPlan,
 )
 from eos_audit.schemas import ACKS, GROUND_TRUTH, LIST_OFFSETS, RECORD_BATCH
-from eos_audit.session import session_has_delta
+from eos_audit.session import default_parallelism, session_has_delta
 from eos_audit.sinks.delta import choose_writer
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     session = block * blocks
     n_hot = g.slots_by_index[0]
     i = F.col("id")
-    partitions = max(1, plan.batches // 1_000_000) * spark.sparkContext.defaultParallelism
+    partitions = max(1, plan.batches // 1_000_000) * default_parallelism(spark)
     df = spark.range(0, plan.batches, 1, numPartitions=min(partitions, 4096))
     if tps == 1:
         index, j = F.lit(0).cast("long"), i

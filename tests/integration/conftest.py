@@ -16,3 +16,16 @@ def demo_run(spark, tmp_path_factory):
     inputs = demo_inputs(export, evidence)
     result = run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-1")
     return result, faults + evidence.faults, warehouse, inputs
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server from pyspark's own jars (tests/fixtures/connect_server.py), for the
+    whole run; started only by the tests that ask for it, stopped by its process id at the end.
+    """
+    from tests.conftest import SESSION_JVM_OPTIONS
+    from tests.fixtures.connect_server import connect_server
+
+    # The server lives as long as the suite's session and runs as many queries: its JVM flags.
+    with connect_server(tmp_path_factory.mktemp("connect-server"), SESSION_JVM_OPTIONS) as url:
+        yield url

@@ -1,0 +1,201 @@
+"""The audit, the demo and the report over Spark Connect write what a classic session writes.
+
+One Spark Connect server (tests/fixtures/connect_server.py, from pyspark's own jars) serves the
+module. Its Python workers do not have eos_audit: each run must ship the client's code
+(`addArtifacts`). The CLI runs as the user runs it, `eos-audit --remote sc://...` (or
+`SPARK_REMOTE`) in a subprocess with no JVM of its own, from a folder of its own and with
+relative paths, which must reach the server as absolute ones. The same audit then runs on the
+suite's classic session, and every table must be equal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from chispa import assert_df_equality
+from deltalake import DeltaTable
+
+from eos_audit import cli
+from eos_audit.config import AuditConfig, load_config
+from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
+from eos_audit.pipeline import AuditInputs, run_audit
+from tests.builders import NULLABLE_BATCH
+from tests.fixtures.segment_builder import write_tree
+from tests.integration.test_incremental import DAY_1, DAY_2
+
+pytestmark = [pytest.mark.slow, pytest.mark.connect]
+
+# The data tables, with the columns that identify a row (audit_runs is compared apart: its times
+# and durations differ between any two runs).
+TABLES = {
+    "findings": "finding_id",
+    "quarantine": "quarantine_id",
+    "transactions": "transaction_id",
+    "partition_summary": "run_id, topic, partition",
+    "producer_sessions": "run_id, topic, partition, producer_id, producer_epoch",
+    "producer_state": "run_id, topic, partition, producer_id",
+    "list_offsets_errors": "run_id, topic, partition, spec, error",
+}
+RUN_COLUMNS = ("run_id", "status", "batches_read", "batches_audited", "batches_quarantined",
+               "batches_skipped", "seeded_from_run")  # fmt: skip
+SHIPPED = "do not have eos_audit: shipping this client's eos_audit"
+
+
+def run_remote(cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None):
+    """The eos-audit CLI in a subprocess started in `cwd`, with --remote or SPARK_REMOTE."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
+    if env_remote:
+        env["SPARK_REMOTE"] = env_remote
+    command = [sys.executable, "-m", "eos_audit.cli", *(["--remote", remote] if remote else [])]
+    done = subprocess.run(
+        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
+def _table(spark, warehouse: Path, table: str):
+    path = warehouse / table
+    if not (path / "_delta_log").is_dir():
+        return None
+    arrow = pa.table(DeltaTable(str(path)).to_pyarrow_table())
+    keys = [k.strip() for k in TABLES.get(table, "run_id").split(",")]
+    return spark.createDataFrame(arrow).orderBy(*keys)
+
+
+def assert_same_tables(spark, connect_wh: Path, classic_wh: Path) -> None:
+    """Every data table equal, row for row; audit_runs equal in what a run counted."""
+    compared = 0
+    for table in TABLES:
+        over_connect, classic = _table(spark, connect_wh, table), _table(spark, classic_wh, table)
+        assert (over_connect is None) == (classic is None), table
+        if classic is not None:
+            assert_df_equality(over_connect, classic, ignore_nullable=True)
+            compared += classic.count()
+    assert compared > 0
+    runs = [_table(spark, wh, "audit_runs").select(*RUN_COLUMNS) for wh in (connect_wh, classic_wh)]
+    assert_df_equality(*runs, ignore_nullable=True)
+
+
+def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
+    spark, connect_server, tmp_path
+):
+    done = run_remote(
+        tmp_path, "demo", "--warehouse", "wh-connect", "--export", "export", remote=connect_server
+    )
+    assert SHIPPED in done.stderr  # the server's workers ran the client's own code
+    assert "eos-audit run demo: SUCCEEDED" in done.stdout
+    # Relative paths reached the server made absolute: the tables are in the client's folder.
+    assert (tmp_path / "wh-connect" / "findings" / "_delta_log").is_dir()
+
+    # The demo's audit on the classic session, over the same files (rewritten, byte for byte).
+    batches, _ = write_demo_export(tmp_path / "export")
+    inputs = demo_inputs(batches, write_demo_evidence(tmp_path / "export"))
+    config = load_config(None).with_overrides(
+        run={"max_quarantined_share": cli.DEMO_QUARANTINED_SHARE}
+    )
+    run_audit(spark, inputs, config, str(tmp_path / "wh-classic"), run_id="demo")
+    assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
+
+    # The report, written over Connect, shows every finding type of the run.
+    report = (tmp_path / "wh-connect" / "reports" / "demo.html").read_text()
+    types = {r.finding_type for r in _table(spark, tmp_path / "wh-classic", "findings").collect()}
+    assert len(types) >= 8
+    assert all(finding_type in report for finding_type in types), types
+
+
+def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_server, tmp_path):
+    """Segments: the Python data sources that read Kafka's files run on the server's workers."""
+    write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
+               batches_per_partition=30, seed=7)  # fmt: skip
+    # --remote after the command, as it is written in a job's definition.
+    run_remote(tmp_path, "audit", "--batches", "export", "--warehouse", "wh-connect",
+               "--run-id", "night", "--fail-on", "never", "--remote", connect_server)  # fmt: skip
+    inputs = AuditInputs(batches=(str(tmp_path / "export"),))
+    run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id="night")
+    assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
+
+
+def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
+    spark, connect_server, tmp_path
+):
+    """SPARK_REMOTE instead of --remote; night 2 re-exports night 1's last batches."""
+    nights = {
+        "night-1": DAY_1,
+        "night-2": [DAY_1[-3], DAY_1[-2], DAY_1[-1], *DAY_2],
+    }
+    for night, rows in nights.items():
+        spark.createDataFrame([tuple(r[f.name] for f in NULLABLE_BATCH) for r in rows],
+                              NULLABLE_BATCH).write.parquet(str(tmp_path / night))  # fmt: skip
+    for night in nights:
+        run_remote(tmp_path, "audit", "--batches", night, "--warehouse", "wh-connect",
+                   "--since-state", "--run-id", night, env_remote=connect_server)  # fmt: skip
+        inputs = AuditInputs(batches=(str(tmp_path / night),), since_state=True)
+        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id=night)
+    assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
+    (second,) = (
+        _table(spark, tmp_path / "wh-connect", "audit_runs").where("run_id = 'night-2'").collect()
+    )
+    assert (second.seeded_from_run, second.batches_skipped) == ("night-1", 3)
+
+
+def test_progress_over_spark_connect_comes_from_the_servers_progress_reports(
+    connect_server, tmp_path
+):
+    """No status tracker on Connect: the stage's progress lines count the server's stages."""
+    code = f"""
+import logging, sys
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+from pyspark.sql import functions as F
+from eos_audit import progress
+from eos_audit.session import get_spark
+spark = get_spark(remote={connect_server!r})
+with progress.stage(spark, "night", "summing", interval_s=0.1):
+    spark.range(0, 20_000_000, 1, 4).select(F.sum(F.col("id") % 7)).collect()
+print(len(spark.client._progress_handlers))  # the client's list: no public accessor
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "run night: summing: done in" in done.stderr
+    assert re.search(r"run night: summing: \d+ s, Spark stages \d+/\d+ done, tasks \d+/\d+",
+                     done.stderr), done.stderr[-3000:]  # fmt: skip
+    assert done.stdout.strip() == "0"  # the handler was removed with the stage
+
+
+def test_no_server_at_the_remote_url_is_one_line_and_exit_2(tmp_path):
+    free = subprocess.run([sys.executable, "-c", "import socket; s = socket.socket(); "
+                           "s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "eos_audit.cli", "report", "--warehouse", "wh",
+         "--remote", f"sc://127.0.0.1:{free}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"eos-audit: error: --remote sc://127.0.0.1:{free}: no Spark Connect server answers at "
+        f"127.0.0.1:{free} ([Errno 111] Connection refused)"
+    ]
+
+
+def test_a_generated_export_over_spark_connect_is_audited_and_scored_perfectly(
+    connect_server, tmp_path
+):
+    """The generator, the audit and the score over Connect: every planted fault found, no other."""
+    generated = run_remote(tmp_path, "generate", "--output", "gen", "--batches", "5000",
+                           remote=connect_server)  # fmt: skip
+    audit = re.search(r"^audit it: +eos-audit audit (.*) --warehouse WAREHOUSE$",
+                      generated.stdout, re.MULTILINE)  # fmt: skip
+    assert audit, generated.stdout
+    run_remote(tmp_path, "audit", *audit.group(1).split(), "--warehouse", "wh",
+               "--fail-on", "never", remote=connect_server)  # fmt: skip
+    scored = run_remote(tmp_path, "score", "--warehouse", "wh",
+                        "--ground-truth", "gen/ground_truth", remote=connect_server)  # fmt: skip
+    assert scored.returncode == 0 and "PERFECT" in scored.stdout, scored.stdout
