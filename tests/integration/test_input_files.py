@@ -18,11 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, QueryBuilder
 
-from eos_audit.cli import main
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, default_run_id
+from tests.cli_runs import audit, sql
 from tests.fixtures.segment_builder import (
     checkpoint_text,
     data_batch,
@@ -40,19 +39,6 @@ REPO = Path(__file__).resolve().parents[2]
 def _no_html_report(monkeypatch):
     """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
     monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
-
-
-def audit(capsys, *args):
-    code = main(["audit", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def sql(warehouse, table, query):
-    path = str(warehouse / table)
-    return pa.table(
-        QueryBuilder().register("t", DeltaTable(path)).execute(query).read_all()
-    ).to_pylist()
 
 
 def run_record(warehouse):

@@ -10,9 +10,8 @@ import random
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, QueryBuilder
 
-from eos_audit.cli import exit_code, main
+from eos_audit.cli import exit_code
 from eos_audit.pipeline import RunResult
 from eos_audit.sinks.run_status import finished_status
 from eos_audit.sources.acks import SOURCE_ERROR as ACKS_ERROR
@@ -20,6 +19,7 @@ from eos_audit.sources.acks import read_acks
 from eos_audit.sources.dump_log import parse_dump_log
 from eos_audit.sources.record_batches import read_tabular
 from eos_audit.sources.segments import SOURCE_ERROR_COL
+from tests.cli_runs import audit, sql
 
 LONG_MAX = 9_223_372_036_854_775_807
 VALID = {
@@ -39,19 +39,6 @@ VALID = {
 def _no_html_report(monkeypatch):
     """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
     monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
-
-
-def audit(capsys, *args):
-    code = main(["audit", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def sql(warehouse, table, query):
-    path = str(warehouse / table)
-    return pa.table(
-        QueryBuilder().register("t", DeltaTable(path)).execute(query).read_all()
-    ).to_pylist()
 
 
 def run_record(warehouse):

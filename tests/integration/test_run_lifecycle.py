@@ -12,7 +12,6 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit import pipeline
 from eos_audit.config import AuditConfig
@@ -21,18 +20,13 @@ from eos_audit.schemas import AUDIT_RUNS, RECORD_BATCH
 from eos_audit.sinks.delta import DeltaRsWriter
 from eos_audit.sinks.staging import RunInProgressError, RunStage
 from tests.builders import batch, data, marker
+from tests.cli_runs import sql
 
 CONFIG = AuditConfig().with_overrides(run={"max_quarantined_share": 1.0})
 
 
 class Killed(BaseException):
     """What SIGKILL would be, if it were an exception."""
-
-
-def sql(warehouse, table, query):
-    return pa.table(
-        QueryBuilder().register("t", DeltaTable(str(warehouse / table))).execute(query).read_all()
-    ).to_pylist()
 
 
 def rows_of(warehouse, table, run_id):

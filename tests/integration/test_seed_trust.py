@@ -13,15 +13,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit import pipeline
-from eos_audit.cli import main
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import DATA_TABLES, AuditInputs, run_audit
 from eos_audit.schemas import PRODUCER_STATE
 from tests.builders import NULLABLE_BATCH, batch, data
+from tests.cli_runs import audit, sql
 
 CONFIG = AuditConfig().with_overrides(run={"max_quarantined_share": 1.0})
 DAY_1 = [data(0, seq=0), data(1, pid=2, seq=0), data(2, seq=1)]
@@ -37,18 +37,6 @@ def _no_html_report(monkeypatch):
 def write_batches(path: Path, rows: list[dict]) -> str:
     pq.write_table(pa.Table.from_pylist(rows, schema=to_arrow_schema(NULLABLE_BATCH)), path)
     return str(path)
-
-
-def audit(capsys, *args):
-    code = main(["audit", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def sql(warehouse, table, query):
-    return pa.table(
-        QueryBuilder().register("t", DeltaTable(str(warehouse / table))).execute(query).read_all()
-    ).to_pylist()
 
 
 def assert_one_line(err, *parts):
