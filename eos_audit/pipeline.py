@@ -32,6 +32,7 @@ from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, 
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
+from eos_audit.sources import filesystems
 from eos_audit.sources.formats import (
     FORMAT_NAMES,
     BatchOptions,
@@ -94,11 +95,29 @@ def input_paths(inputs: AuditInputs) -> list[str]:
 
 
 def _fingerprint(path: str) -> Iterator[tuple[str, int, int]]:
-    """(relative name, size, mtime) of every file under a local path; nothing for a URI.
+    """(relative name, size, mtime) of every file under a path.
+
+    A local path or an object store's URI (its listing's size and last-modified time); nothing
+    for a URI Spark lists (dbfs:).
 
     Metadata only: a re-export of new data into the same folder gets another run id, a re-run
     of the same files gets the same one.
     """
+    if filesystems.is_remote(path):
+        if filesystems.isfile(path):
+            yield (filesystems.basename(path), *filesystems.stat(path))
+            return
+        root = filesystems.abspath(path)
+        for dirpath, dirnames, filenames in filesystems.walk(root):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = filesystems.join(dirpath, name)
+                try:
+                    size, mtime = filesystems.stat(full)
+                except OSError:  # vanished while listing: the next listing decides
+                    continue
+                yield (full[len(root) + 1 :], size, mtime)
+        return
     if "://" in path or path.startswith("dbfs:"):
         return
     root = Path(path)

@@ -24,7 +24,6 @@ text is never copied (it may be record data). Payloads (`key:`, `payload:` tails
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.sources import filesystems as fsys
 from eos_audit.sources.arrow_text import parse_int
 from eos_audit.sources.file_source import FileDataSource, load_files
 from eos_audit.sources.segments import (
@@ -696,11 +696,11 @@ class KafkaDumpLogDataSource(FileDataSource):
 def _expand(paths: list[str]) -> list[str]:
     files: list[str] = []
     for p in paths:
-        full = os.path.abspath(p)
-        if os.path.isdir(full):
-            for dirpath, _, names in os.walk(full):
-                files.extend(os.path.join(dirpath, f) for f in names if not f.startswith("."))
-        elif os.path.isfile(full):
+        full = fsys.abspath(p)
+        if fsys.isdir(full):
+            for dirpath, _, names in fsys.walk(full):
+                files.extend(fsys.join(dirpath, f) for f in names if not f.startswith("."))
+        elif fsys.isfile(full):
             files.append(full)
         else:
             raise InputNotFoundError(f"kafka-dump-log output not found: {p}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
+from eos_audit.sources import filesystems as fsys
 from eos_audit.sources.input_files import (
     InputFile,
     list_table_files,
@@ -157,21 +158,21 @@ def detect_format(path: str) -> str:
         InputNotFoundError: the path does not exist or its format cannot be told.
     """
     p = Path(path)
-    if not p.exists():
+    if not fsys.exists(path):
         raise InputNotFoundError(f"input {path} does not exist; check --batches")
     if not readable(path):
         raise unreadable_error([path])
-    if p.is_file():
+    if fsys.isfile(path):
         if p.suffix.lower() in _BY_SUFFIX:
             return _BY_SUFFIX[p.suffix.lower()]
         raise InputNotFoundError(
             f"cannot tell the format of {path} from its name; pass --batches-format "
             f"(one of {list(FORMAT_NAMES)})"
         )
-    if (p / "_delta_log").is_dir():
+    if fsys.isdir(fsys.join(path, "_delta_log")):
         return "delta"
     unreadable: list[str] = []
-    files = [Path(d) / name for d, _, names in walk_files(path, unreadable) for name in names]
+    files = [Path(name) for _, _, names in walk_files(path, unreadable) for name in names]
     if unreadable:  # what cannot be listed cannot be told, nor read: named, not guessed around
         raise unreadable_error(unreadable)
     if any(_is_segment(f) for f in files):

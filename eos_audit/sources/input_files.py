@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.sources import filesystems as fsys
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,11 @@ def walk_files(root: str, unreadable: list[str]) -> Iterator[tuple[str, list[str
     def note(exc: OSError) -> None:
         unreadable.append(exc.filename or root)
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=note):
+    for dirpath, dirnames, filenames in fsys.walk(root, onerror=note):
         dirnames.sort()
+        if fsys.is_remote(root):  # listed at once: a prefix that could not be is in `note`
+            yield dirpath, dirnames, sorted(filenames)
+            continue
         for d in dirnames:
             full = os.path.join(dirpath, d)
             if not os.access(full, os.R_OK | os.X_OK):
@@ -130,14 +134,13 @@ def walk_files(root: str, unreadable: list[str]) -> Iterator[tuple[str, list[str
 
 def readable(path: str) -> bool:
     """Whether the run's user may read a file (a directory: list and enter it)."""
-    mode = os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK
-    return os.access(path, mode)
+    return fsys.readable(path)
 
 
 def size_of(path: str) -> int | None:
     """A file's size, None when it cannot be told."""
     try:
-        return os.stat(path).st_size
+        return fsys.getsize(path)
     except OSError:
         return None
 
@@ -160,11 +163,13 @@ def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
     files: list[InputFile] = []
     unreadable: list[str] = []
     for given in paths:
-        if is_uri(given):
+        # Spark lists and reads the tabular formats (through the cluster's connectors); the
+        # dump-log text of an object store is listed and read by eos-audit (`filesystems`).
+        if is_uri(given) and not (fmt == "dump-log" and fsys.is_remote(given)):
             files.append(InputFile(given, fmt, None))
             continue
-        root = os.path.abspath(given)
-        if os.path.isfile(root):
+        root = fsys.abspath(given)
+        if fsys.isfile(root):
             if not readable(root):
                 unreadable.append(root)
             files.append(InputFile(root, fmt, size_of(root), counted=fmt in _COUNTED))
@@ -172,6 +177,7 @@ def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
         if not readable(root):
             unreadable.append(root)
             continue
+        remote = fsys.is_remote(root)
         listing = walk_files(root, unreadable)
         if fmt == "delta":  # one table: its files are whatever its log says, read by Delta
             for _ in listing:
@@ -180,8 +186,8 @@ def list_table_files(paths: Iterable[str], fmt: str) -> list[InputFile]:
             continue
         for dirpath, _, names in listing:
             for name in names:
-                full = os.path.join(dirpath, name)
-                relative = os.path.relpath(full, root)
+                full = fsys.join(dirpath, name)
+                relative = os.path.relpath(full, root) if not remote else full[len(root) + 1 :]
                 if not _is_marker(relative):
                     if not readable(full):
                         unreadable.append(full)

@@ -16,7 +16,6 @@ the log-dir checkpoints (log start offsets, high watermarks).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eos_audit.sources import filesystems as fsys
 from eos_audit.sources import row_reference as ref
 from eos_audit.sources.canonical import to_canonical
 from eos_audit.sources.input_files import InputFile, readable, unreadable_error
@@ -59,11 +59,11 @@ class KafkaExport:
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
     out = []
-    for name in os.listdir(pd.path):
+    for name in fsys.listdir(pd.path):
         match = _SEGMENT.match(name)
         if match:
-            full = os.path.join(pd.path, name)
-            out.append((int(match.group(1)), full, os.path.getsize(full)))
+            full = fsys.join(pd.path, name)
+            out.append((int(match.group(1)), full, fsys.getsize(full)))
     return sorted(out)
 
 
@@ -87,10 +87,10 @@ def _seed_snapshot(pd: PartitionDir) -> dict | None:
         return None
     first_base = segments[0][0]
     candidates = []
-    for name in os.listdir(pd.path):
+    for name in fsys.listdir(pd.path):
         match = _SNAPSHOT.match(name)
         if match and int(match.group(1)) <= first_base:
-            candidates.append((int(match.group(1)), os.path.join(pd.path, name)))
+            candidates.append((int(match.group(1)), fsys.join(pd.path, name)))
     if not candidates:
         return None
     _, path = max(candidates)
@@ -223,9 +223,9 @@ def _files_read(
         InputUnreadableError: a file to read is not readable.
     """
     read = {f["path"] for f in segments} | {f["path"] for f in snapshots}
-    read |= {os.path.join(pd.path, LEADER_EPOCH_FILE) for pd in primaries}
-    read |= {os.path.join(pd.log_dir, name) for pd in dirs for name in OFFSET_CHECKPOINTS}
-    read = {path for path in read if os.path.isfile(path)}
+    read |= {fsys.join(pd.path, LEADER_EPOCH_FILE) for pd in primaries}
+    read |= {fsys.join(pd.log_dir, name) for pd in dirs for name in OFFSET_CHECKPOINTS}
+    read = {path for path in read if fsys.isfile(path)}
     unreadable = sorted(path for path in read if not readable(path))
     if unreadable:
         raise unreadable_error(unreadable)

@@ -19,7 +19,6 @@ checkpoint line). Nothing raises on bad content.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
@@ -32,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
+from eos_audit.sources import filesystems as fsys
 from eos_audit.sources.arrow_text import parse_int
 from eos_audit.sources.file_source import FileDataSource, load_files
 from eos_audit.sources.partition_dirs import (  # noqa: F401 (re-exported for callers)
@@ -197,7 +197,7 @@ def parse_snapshot(
 
     """
     known = {"topic": topic, "partition": partition, "replica": replica}
-    m = _SNAPSHOT.match(os.path.basename(path))
+    m = _SNAPSHOT.match(fsys.basename(path))
     if not m:
         return _problem("snapshot", path, "file name is not <20-digit offset>.snapshot", **known)
     snap_offset = int(m.group(1))
@@ -490,11 +490,11 @@ def read_snapshots(spark: SparkSession, partition_dirs: list[PartitionDir]) -> F
     """
     files = []
     for pd in partition_dirs:
-        for name in sorted(os.listdir(pd.path)):
+        for name in sorted(fsys.listdir(pd.path)):
             if name.endswith(".snapshot"):
                 files.append(
                     {
-                        "path": os.path.join(pd.path, name),
+                        "path": fsys.join(pd.path, name),
                         "topic": pd.topic,
                         "partition": pd.partition,
                         "replica": pd.replica,
@@ -528,13 +528,13 @@ def read_leader_epoch_checkpoints(
     """
     files = [
         {
-            "path": os.path.join(pd.path, LEADER_EPOCH_FILE),
+            "path": fsys.join(pd.path, LEADER_EPOCH_FILE),
             "topic": pd.topic,
             "partition": pd.partition,
             "replica": pd.replica,
         }
         for pd in partition_dirs
-        if os.path.isfile(os.path.join(pd.path, LEADER_EPOCH_FILE))
+        if fsys.isfile(fsys.join(pd.path, LEADER_EPOCH_FILE))
     ]
     return _load(spark, "leader_epoch", files)
 
@@ -558,7 +558,7 @@ def read_offset_checkpoints(spark: SparkSession, partition_dirs: list[PartitionD
     files = []
     for log_dir, replica in sorted({(pd.log_dir, pd.replica) for pd in partition_dirs}):
         for name, kind in OFFSET_CHECKPOINTS.items():
-            path = os.path.join(log_dir, name)
-            if os.path.isfile(path):
+            path = fsys.join(log_dir, name)
+            if fsys.isfile(path):
                 files.append({"path": path, "replica": replica, "checkpoint_kind": kind})
     return _load(spark, "offset_checkpoint", files)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.sources import filesystems as fsys
 from eos_audit.sources.input_files import (
     IGNORED,
     InputFile,
@@ -61,12 +62,12 @@ class PartitionDir:
 
 
 def _as_partition_dir(path: str, unreadable: list[str] | None = None) -> PartitionDir | None:
-    name = os.path.basename(path)
+    name = fsys.basename(path)
     m = _PARTITION_DIR.match(name)
     if not m or _IGNORED_DIR.search(name):
         return None
     try:
-        entries = os.listdir(path)
+        entries = fsys.listdir(path)
     except OSError:
         # Never a partition that vanishes without a word: the run names it and stops.
         if unreadable is not None:
@@ -75,12 +76,12 @@ def _as_partition_dir(path: str, unreadable: list[str] | None = None) -> Partiti
     # A folder named like `kafka-0` may be a broker folder: a partition dir holds Kafka files.
     if not any(_KAFKA_FILE.match(e) for e in entries):
         return None
-    parent = os.path.dirname(path)
+    parent = fsys.dirname(path)
     return PartitionDir(
         topic=m.group(1),
         partition=int(m.group(2)),
         path=path,
-        replica=os.path.basename(parent),
+        replica=fsys.basename(parent),
         log_dir=parent,
     )
 
@@ -88,9 +89,9 @@ def _as_partition_dir(path: str, unreadable: list[str] | None = None) -> Partiti
 def _ignore_tree(path: str, reason: str, ignored: list[InputFile]) -> None:
     """Every file under `path` as IGNORED with the reason, and a warning naming the directory."""
     log.warning("ignoring %s: %s", path, reason)
-    for dirpath, _, names in os.walk(path):
+    for dirpath, _, names in fsys.walk(path):
         for name in sorted(names):
-            full = os.path.join(dirpath, name)
+            full = fsys.join(dirpath, name)
             ignored.append(InputFile(full, _kind_of(name), size_of(full), IGNORED, reason))
 
 
@@ -106,7 +107,7 @@ def _walk(root: str, ignored: list[InputFile], unreadable: list[str]) -> Iterato
             # and the run says so for each file.
             _ignore_tree(
                 dirpath,
-                f"holds segment files but its name {os.path.basename(dirpath)!r} is not "
+                f"holds segment files but its name {fsys.basename(dirpath)!r} is not "
                 "<topic>-<partition> (topic: [A-Za-z0-9._-]+): topic and partition unknown",
                 ignored,
             )
@@ -114,7 +115,7 @@ def _walk(root: str, ignored: list[InputFile], unreadable: list[str]) -> Iterato
             continue
         keep = []
         for d in dirnames:
-            full = os.path.join(dirpath, d)
+            full = fsys.join(dirpath, d)
             if _IGNORED_DIR.search(d):
                 _ignore_tree(
                     full, "a deleted, moving or stray log (-delete, -future, -stray): not the "
@@ -157,11 +158,11 @@ def discover_partition_dirs(
     unreadable: list[str] = []
     found: dict[str, PartitionDir] = {}
     for root in root_paths:
-        path = os.path.abspath(root)
-        if not os.path.exists(path):
+        path = fsys.abspath(root)
+        if not fsys.exists(path):
             raise InputNotFoundError(f"input path does not exist: {root}")
-        if os.path.isfile(path):
-            pd = _as_partition_dir(os.path.dirname(path), unreadable)
+        if fsys.isfile(path):
+            pd = _as_partition_dir(fsys.dirname(path), unreadable)
             if pd is None and not unreadable:
                 raise InputNotFoundError(
                     f"{root} is a file outside a <topic>-<partition> directory: pass the "
@@ -268,22 +269,22 @@ def account_files(
         out.append(InputFile(full, kind, size_of(full), IGNORED, reason))
 
     for pd in dirs:
-        for name in sorted(os.listdir(pd.path)):
-            full = os.path.join(pd.path, name)
-            if os.path.isfile(full):
+        for name in sorted(fsys.listdir(pd.path)):
+            full = fsys.join(pd.path, name)
+            if fsys.isfile(full):
                 add(full, name, "partition")
-    inside = tuple(os.path.abspath(r).rstrip(os.sep) + os.sep for r in roots)
+    inside = tuple(fsys.abspath(r).rstrip(os.sep) + os.sep for r in roots)
     for log_dir in sorted({pd.log_dir for pd in dirs}):
-        for name in sorted(os.listdir(log_dir)):
-            full = os.path.join(log_dir, name)
-            if os.path.isfile(full) and (full in read or full.startswith(inside)):
+        for name in sorted(fsys.listdir(log_dir)):
+            full = fsys.join(log_dir, name)
+            if fsys.isfile(full) and (full in read or full.startswith(inside)):
                 add(full, name, "log_dir")
     # Anything else under a root (notes, a stray file beside the broker folders) is listed too.
     for root in roots:
-        if os.path.isdir(root):
-            for dirpath, _, names in os.walk(os.path.abspath(root)):
+        if fsys.isdir(root):
+            for dirpath, _, names in fsys.walk(fsys.abspath(root)):
                 for name in sorted(names):
-                    add(os.path.join(dirpath, name), name, "elsewhere")
+                    add(fsys.join(dirpath, name), name, "elsewhere")
     return out
 
 
@@ -304,11 +305,11 @@ def discover_segment_files(paths: list[str]) -> list[dict]:
     """
     if isinstance(paths, str):
         paths = [paths]
-    explicit = {os.path.abspath(p) for p in paths if os.path.isfile(p)}
+    explicit = {fsys.abspath(p) for p in paths if fsys.isfile(p)}
     files: dict[str, dict] = {}
     for pd in discover_partition_dirs(paths):
-        for name in sorted(os.listdir(pd.path)):
-            full = os.path.join(pd.path, name)
+        for name in sorted(fsys.listdir(pd.path)):
+            full = fsys.join(pd.path, name)
             if _TRANSIENT.search(name) and ".log" in name:
                 log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
                 continue
@@ -326,5 +327,5 @@ def discover_segment_files(paths: list[str]) -> list[dict]:
 
 
 def _under_any(full: str, paths: Iterable[str], explicit: set[str]) -> bool:
-    dirs = [os.path.abspath(p) for p in paths if os.path.abspath(p) not in explicit]
+    dirs = [fsys.abspath(p) for p in paths if fsys.abspath(p) not in explicit]
     return any(full.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)

@@ -1,0 +1,278 @@
+"""Kafka's own files wherever they are: local paths through `os`, object stores through pyarrow.fs.
+
+Segments, snapshots, checkpoints and dump-log text are listed on the driver and read on the
+executors by eos-audit's own readers (`file_source`), not by Spark's. A local path (a mounted
+volume included) is listed and opened exactly as before, with `os`; a URI of an object store or
+HDFS (`s3://`, `s3a://`, `gs://`, `abfss://`, `hdfs://`...) goes through `pyarrow.fs`, which takes
+its credentials, region and endpoint from the standard environment (for S3: the AWS SDK's chain,
+`AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` for S3-compatible stores).
+
+The functions here mirror `os` / `os.path` (`listdir`, `walk`, `isfile`...): the listing code of
+the sources calls them with a path or a URI alike. A URI is kept as written in every row (`source`,
+`input_files.path`), so findings name the object the user gave.
+
+Executors re-create the filesystem from the URI (filesystem objects are not shipped). The endpoint
+and region the driver resolved are passed to them in the reader's options (`settings()`), because
+the executors' environment is the cluster's, not the driver's session: the driver's configuration
+decides which store is read. Credentials are never passed: each process takes its own from its
+environment (instance profile, workload identity, `AWS_ACCESS_KEY_ID`...).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+import pyarrow.fs as pafs
+
+# URI schemes read through pyarrow.fs, and the scheme pyarrow knows them by (Hadoop's `s3a://`
+# spelling of S3, `gcs://` of GCS, `abfs://` of ABFS).
+_SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "s3n": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "abfs": "abfs",
+    "abfss": "abfss",
+    "hdfs": "hdfs",
+    "viewfs": "viewfs",
+}
+# The driver's S3 endpoint and region (non-secret), handed to the executors.
+_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+_REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def is_remote(path: str) -> bool:
+    """Whether a path is a URI read through pyarrow.fs (an object store or HDFS)."""
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.lower() in _SCHEMES
+
+
+def settings() -> dict[str, str]:
+    """The driver's S3 endpoint and region from its environment, for the executors (no secrets)."""
+    out = {}
+    endpoint = next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None)
+    region = next((os.environ[v] for v in _REGION_VARIABLES if os.environ.get(v)), None)
+    if endpoint:
+        out["s3_endpoint"] = endpoint
+    if region:
+        out["s3_region"] = region
+    return out
+
+
+@lru_cache(maxsize=32)
+def _filesystem(root: str, s3_endpoint: str, s3_region: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem of `scheme://authority` and the pyarrow path of its root.
+
+    Cached: an S3 filesystem costs a region lookup and a connection pool.
+    """
+    if root.startswith("s3://") and (s3_endpoint or s3_region):
+        bucket = root[len("s3://") :]
+        options = {"endpoint_override": s3_endpoint or None, "region": s3_region or None}
+        return pafs.S3FileSystem(**{k: v for k, v in options.items() if v}), bucket
+    fs, path = pafs.FileSystem.from_uri(root + "/")
+    return fs, path.rstrip("/")
+
+
+def resolve(uri: str, config: dict[str, str] | None = None) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem of a URI and the object's path in it.
+
+    Args:
+        uri: a URI for which `is_remote` holds.
+        config: `settings()` as the driver resolved them (None: this process's environment).
+
+    Raises:
+        OSError: the filesystem cannot be created (pyarrow's errors are OSError subclasses, or
+            ValueError for a malformed URI, turned into OSError here).
+    """
+    parts = urlsplit(uri)
+    scheme = _SCHEMES[parts.scheme.lower()]
+    config = settings() if config is None else config
+    try:
+        fs, base = _filesystem(
+            f"{scheme}://{parts.netloc}",
+            config.get("s3_endpoint", ""),
+            config.get("s3_region", ""),
+        )
+    except ValueError as exc:
+        raise OSError(f"cannot open filesystem of {uri}: {exc}") from exc
+    key = parts.path.strip("/")
+    return fs, f"{base}/{key}" if base and key else (base or "/" + key)
+
+
+def _info(path: str) -> pafs.FileInfo:
+    fs, inner = resolve(path)
+    return fs.get_file_info(inner)
+
+
+def exists(path: str) -> bool:
+    """`os.path.exists` for a path or URI (a URI that cannot be asked about: False)."""
+    if not is_remote(path):
+        return os.path.exists(path)
+    try:
+        return _info(path).type != pafs.FileType.NotFound
+    except OSError:
+        return False
+
+
+def isfile(path: str) -> bool:
+    """`os.path.isfile` for a path or URI."""
+    if not is_remote(path):
+        return os.path.isfile(path)
+    try:
+        return _info(path).type == pafs.FileType.File
+    except OSError:
+        return False
+
+
+def isdir(path: str) -> bool:
+    """`os.path.isdir` for a path or URI (an object store's prefix holding objects is one)."""
+    if not is_remote(path):
+        return os.path.isdir(path)
+    try:
+        return _info(path).type == pafs.FileType.Directory
+    except OSError:
+        return False
+
+
+def getsize(path: str) -> int:
+    """`os.path.getsize` for a path or URI.
+
+    Raises:
+        OSError: no such file.
+    """
+    return stat(path)[0]
+
+
+def stat(path: str) -> tuple[int, int]:
+    """(size, mtime in ns) of a file; an object's last-modified time, 0 where the store has none.
+
+    Raises:
+        OSError: no such file.
+    """
+    if not is_remote(path):
+        st = os.stat(path)
+        return st.st_size, st.st_mtime_ns
+    info = _info(path)
+    if info.type != pafs.FileType.File:
+        raise FileNotFoundError(f"no such object: {path}")
+    return info.size or 0, info.mtime_ns or 0
+
+
+def listdir(path: str) -> list[str]:
+    """`os.listdir` for a path or URI: the names of the entries of a directory.
+
+    Raises:
+        OSError: the directory cannot be listed.
+    """
+    if not is_remote(path):
+        return os.listdir(path)
+    fs, inner = resolve(path)
+    infos = fs.get_file_info(pafs.FileSelector(inner, recursive=False))
+    return [info.base_name for info in infos]
+
+
+def walk(
+    root: str, onerror: Callable[[OSError], None] | None = None
+) -> Iterator[tuple[str, list[str], list[str]]]:
+    """`os.walk` (top-down; the caller may prune `dirnames`) for a path or URI.
+
+    A URI is listed with one recursive listing (an object store has no directories to enter one
+    by one); an error listing it is passed to `onerror` with the URI as `filename`.
+    """
+    if not is_remote(root):
+        yield from os.walk(root, onerror=onerror)
+        return
+    try:
+        fs, inner = resolve(root)
+        infos = fs.get_file_info(pafs.FileSelector(inner, recursive=True))
+    except OSError as exc:
+        if onerror is not None:
+            onerror(OSError(exc.errno, str(exc), root))
+        return
+    root = root.rstrip("/")
+    children: dict[str, tuple[list[str], list[str]]] = {root: ([], [])}
+
+    def directory(full: str) -> tuple[list[str], list[str]]:
+        # Stores without directory markers list only objects: their prefixes are directories.
+        if full not in children:
+            parent, name = posixpath.split(full)
+            directory(parent)[0].append(name)
+            children[full] = ([], [])
+        return children[full]
+
+    for info in sorted(infos, key=lambda i: i.path):
+        full = f"{root}/{info.path[len(inner) :].strip('/')}"
+        if info.type == pafs.FileType.Directory:
+            directory(full)
+        elif info.type == pafs.FileType.File:
+            parent, name = posixpath.split(full)
+            directory(parent)[1].append(name)
+
+    def visit(dirpath: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        dirnames, filenames = children.get(dirpath, ([], []))
+        dirnames = list(dirnames)
+        yield dirpath, dirnames, list(filenames)
+        for d in dirnames:  # after the caller pruned them
+            yield from visit(f"{dirpath}/{d}")
+
+    yield from visit(root)
+
+
+def join(path: str, *names: str) -> str:
+    """`os.path.join` for a path or URI."""
+    return posixpath.join(path, *names) if is_remote(path) else os.path.join(path, *names)
+
+
+def dirname(path: str) -> str:
+    """`os.path.dirname` for a path or URI."""
+    return posixpath.dirname(path.rstrip("/")) if is_remote(path) else os.path.dirname(path)
+
+
+def basename(path: str) -> str:
+    """`os.path.basename` for a path or URI."""
+    return posixpath.basename(path.rstrip("/")) if is_remote(path) else os.path.basename(path)
+
+
+def abspath(path: str) -> str:
+    """`os.path.abspath`; a URI as written, without a trailing slash."""
+    return path.rstrip("/") if is_remote(path) else os.path.abspath(path)
+
+
+def readable(path: str) -> bool:
+    """Whether the run may read a file or list a directory.
+
+    Local: `os.access` (the kernel's answer for the process's identity, no open). A URI: whether
+    the store answers for it (a denied or failing request is not readable).
+    """
+    if not is_remote(path):
+        mode = os.R_OK | os.X_OK if os.path.isdir(path) else os.R_OK
+        return os.access(path, mode)
+    try:
+        fs, inner = resolve(path)
+        info = fs.get_file_info(inner)
+        if info.type == pafs.FileType.Directory:
+            fs.get_file_info(pafs.FileSelector(inner, recursive=False))
+        return info.type != pafs.FileType.NotFound
+    except OSError:
+        return False
+
+
+def read_remote(path: str, config: dict[str, str] | None = None) -> memoryview:
+    """The whole content of an object, for a parser on an executor.
+
+    The parsers walk a file by byte position (a segment's batches, a snapshot's entries), so they
+    take the file whole: one file's size in memory per running task (a segment is at most
+    `log.segment.bytes`, 1 GiB by default), the same bytes a local file's memory map gives them.
+    Nothing is written to local disk.
+
+    Raises:
+        OSError: the object cannot be read.
+    """
+    fs, inner = resolve(path, config)
+    with fs.open_input_file(inner) as fh:
+        return memoryview(fh.read_buffer())
