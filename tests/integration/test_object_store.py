@@ -1,0 +1,155 @@
+"""Kafka files from an object store: an S3 API server (moto) on 127.0.0.1 holds an export and a
+dump-log file, and the audit of `s3://...` equals the audit of the same files on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from deltalake import DeltaTable
+from moto.server import ThreadedMotoServer
+
+from eos_audit.config import AuditConfig
+from eos_audit.errors import InputNotFoundError
+from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
+from tests.fixtures.segment_builder import (
+    SnapshotEntry,
+    checkpoint_text,
+    control_batch,
+    data_batch,
+    format_dump_log,
+    snapshot_bytes,
+    write_partition_dir,
+)
+
+pytestmark = pytest.mark.slow
+
+BUCKET = "eos-audit-exports"
+# Columns that differ between two runs of the same data (ids, times) or that name the run.
+# quarantine_id hashes the row's source, which names the file (a path or a URI).
+_RUN_COLUMNS = {"run_id", "audited_at", "started_at", "finished_at", "written_at", "quarantine_id"}
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on 127.0.0.1 with its endpoint in the environment; stopped at the end."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
+        mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+        mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+        mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        fs = pafs.S3FileSystem(
+            endpoint_override=f"http://{host}:{port}",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
+        fs.create_dir(BUCKET)
+        yield fs
+    server.stop()
+
+
+def _export(root: Path) -> None:
+    """orders-0 on two brokers (a snapshot, epochs, checkpoints, a diverged follower, a cut tail)
+    and orders-1 with a sequence gap."""
+    batches = [
+        data_batch(100, 2, producer_id=7, producer_epoch=0, base_sequence=10, leader_epoch=0),
+        data_batch(102, 1, producer_id=8, producer_epoch=0, base_sequence=5, leader_epoch=0),
+        data_batch(103, 2, producer_id=7, producer_epoch=0, base_sequence=12, leader_epoch=1),
+        control_batch(105, producer_id=9, producer_epoch=3, coordinator_epoch=2, leader_epoch=1),
+        data_batch(106, 1, producer_id=7, producer_epoch=0, base_sequence=14, leader_epoch=1),
+    ]
+    snapshot = snapshot_bytes([SnapshotEntry(7, 0, last_sequence=9, last_offset=95)])
+    primary = write_partition_dir(
+        root, "broker-1", "orders", 0, *batches, segment_bytes=200,
+        snapshots={100: snapshot}, leader_epochs=[(0, 100), (1, 103)],
+    )  # fmt: skip
+    last = sorted(primary.glob("*.log"))[-1]
+    extra = data_batch(107, 3, producer_id=7, producer_epoch=0, base_sequence=15)
+    last.write_bytes(last.read_bytes() + extra[: len(extra) // 2])
+    diverged = list(batches)
+    diverged[2] = data_batch(
+        103, 2, producer_id=7, producer_epoch=0, base_sequence=40, leader_epoch=1
+    )
+    write_partition_dir(root, "broker-2", "orders", 0, *diverged[:4])
+    write_partition_dir(
+        root, "broker-1", "orders", 1,
+        data_batch(0, 2, producer_id=11, producer_epoch=0, base_sequence=0),
+        data_batch(2, 1, producer_id=11, producer_epoch=0, base_sequence=5),
+    )  # fmt: skip
+    for broker in ("broker-1", "broker-2"):
+        (root / broker / "log-start-offset-checkpoint").write_text(
+            checkpoint_text([("orders", 0, 100), ("orders", 1, 0)])
+        )
+        (root / broker / "replication-offset-checkpoint").write_text(
+            checkpoint_text([("orders", 0, 107), ("orders", 1, 3)])
+        )
+    (root / "README.txt").write_text("copied from the brokers by the nightly job\n")
+
+
+def _table(warehouse: str, name: str, prefix: str) -> list[tuple]:
+    """The table's rows, sorted, without the run's own columns, with `prefix` as `<root>`."""
+    rows = DeltaTable(warehouse + "/" + name).to_pyarrow_table().to_pylist()
+    normalized = [
+        tuple(
+            (k, v.replace(prefix, "<root>") if isinstance(v, str) else v)
+            for k, v in sorted(row.items())
+            if k not in _RUN_COLUMNS
+        )
+        for row in rows
+    ]
+    return sorted(normalized, key=repr)
+
+
+def _audit(spark, path: str, warehouse: Path):
+    inputs = AuditInputs(batches=(path,))
+    result = run_audit(spark, inputs, AuditConfig(), str(warehouse))
+    return result, default_run_id(inputs, AuditConfig())
+
+
+@pytest.mark.parametrize("kind", ["segments", "dump-log"])
+def test_s3_audit_equals_local_audit(spark, s3, tmp_path, kind):
+    local = tmp_path / "export"
+    _export(local)
+    if kind == "dump-log":
+        segment = local / "broker-1" / "orders-0" / "00000000000000000100.log"
+        text = format_dump_log(str(segment), segment.read_bytes())
+        batch_line = next(line for line in text.splitlines() if line.startswith("baseOffset"))
+        text += batch_line[: len(batch_line) // 2] + "\n"  # a line cut by the copy: quarantined
+        local = tmp_path / "dump"
+        local.mkdir()
+        (local / "orders-0.txt").write_text(text)
+    uri = f"s3://{BUCKET}/{kind}"
+    pafs.copy_files(str(local), f"{BUCKET}/{kind}", destination_filesystem=s3)
+
+    on_disk, disk_run = _audit(spark, str(local), tmp_path / "wh-disk")
+    on_s3, s3_run = _audit(spark, uri, tmp_path / "wh-s3")
+
+    assert on_s3.batches_read == on_disk.batches_read > 0
+    assert on_s3.batches_quarantined == on_disk.batches_quarantined > 0
+    assert on_s3.findings_by_type == on_disk.findings_by_type != []
+    assert s3_run.startswith("run-") and s3_run != disk_run
+    for table in ("findings", "quarantine", "transactions", "partition_summary", "input_files"):
+        s3_rows = _table(str(tmp_path / "wh-s3"), table, uri)
+        assert s3_rows == _table(str(tmp_path / "wh-disk"), table, str(local)), table
+    listed = {
+        r["path"]: r["status"]
+        for r in DeltaTable(str(tmp_path / "wh-s3" / "input_files")).to_pyarrow_table().to_pylist()
+    }
+    expected = {
+        f"s3://{BUCKET}/{kind}/{p.relative_to(local)}" for p in local.rglob("*") if p.is_file()
+    }
+    assert set(listed) == expected
+    # The statuses are the disk run's (compared above); the objects read are among them.
+    assert {"READ", "DAMAGED"} & set(listed.values())
+
+
+def test_a_missing_object_is_named(spark, s3, tmp_path):
+    with pytest.raises(InputNotFoundError, match=f"s3://{BUCKET}/nothing-here"):
+        run_audit(
+            spark, AuditInputs(batches=(f"s3://{BUCKET}/nothing-here",)), AuditConfig(),
+            str(tmp_path / "wh"),
+        )  # fmt: skip
