@@ -110,13 +110,17 @@ def _info(path: str) -> pafs.FileInfo:
 
 
 def exists(path: str) -> bool:
-    """`os.path.exists` for a path or URI (a URI that cannot be asked about: False)."""
+    """`os.path.exists` for a path or URI.
+
+    A URI the store does not answer for (access denied, no connection) may exist: True, and
+    `readable` then says it cannot be read, so the run names it as unreadable, not as missing.
+    """
     if not is_remote(path):
         return os.path.exists(path)
     try:
         return _info(path).type != pafs.FileType.NotFound
     except OSError:
-        return False
+        return True
 
 
 def isfile(path: str) -> bool:

@@ -104,6 +104,12 @@ def dedupe_paths(paths: Iterable[str], label: str = "--batches") -> tuple[str, .
 def unreadable_error(paths: list[str]) -> InputUnreadableError:
     """The one line that stops a run given inputs it cannot read."""
     shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    if all(fsys.is_remote(p) for p in paths):
+        return InputUnreadableError(
+            f"cannot read input {shown}: the store denied the request or could not be reached; "
+            "check the credentials and endpoint in the environment (AWS_ENDPOINT_URL for an "
+            "S3-compatible store) or leave the path out"
+        )
     return InputUnreadableError(
         f"cannot read input {shown}: permission denied; grant the run's user read access "
         "(directories: read and execute) or leave the path out"

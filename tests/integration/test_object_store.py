@@ -3,6 +3,7 @@ dump-log file, and the audit of `s3://...` equals the audit of the same files on
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -13,6 +14,7 @@ from moto.server import ThreadedMotoServer
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputNotFoundError
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
+from eos_audit.sources.input_files import InputUnreadableError
 from tests.fixtures.segment_builder import (
     SnapshotEntry,
     checkpoint_text,
@@ -152,4 +154,17 @@ def test_a_missing_object_is_named(spark, s3, tmp_path):
         run_audit(
             spark, AuditInputs(batches=(f"s3://{BUCKET}/nothing-here",)), AuditConfig(),
             str(tmp_path / "wh"),
+        )  # fmt: skip
+
+
+def test_an_unreachable_store_is_named(spark, s3, tmp_path, monkeypatch):
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    with pytest.raises(InputUnreadableError, match=f"cannot read input s3://{BUCKET}/export: "):
+        run_audit(
+            spark, AuditInputs(batches=(f"s3://{BUCKET}/export",), batches_format="segments"),
+            AuditConfig(), str(tmp_path / "wh"),
         )  # fmt: skip
