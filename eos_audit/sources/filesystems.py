@@ -180,6 +180,27 @@ def listdir(path: str) -> list[str]:
     return [info.base_name for info in infos]
 
 
+def files_in(path: str) -> dict[str, int]:
+    """The files of a directory (not its subdirectories) and their sizes, from one listing.
+
+    Raises:
+        OSError: the directory cannot be listed.
+    """
+    if not is_remote(path):
+        out = {}
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file():
+                        out[entry.name] = entry.stat().st_size
+                except OSError:  # vanished while listing, as `os.path.isfile` would say
+                    continue
+        return out
+    fs, inner = resolve(path)
+    infos = fs.get_file_info(pafs.FileSelector(inner, recursive=False))
+    return {i.base_name: i.size or 0 for i in infos if i.type == pafs.FileType.File}
+
+
 def walk(
     root: str, onerror: Callable[[OSError], None] | None = None
 ) -> Iterator[tuple[str, list[str], list[str]]]:

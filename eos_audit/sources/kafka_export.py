@@ -59,11 +59,10 @@ class KafkaExport:
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
     out = []
-    for name in fsys.listdir(pd.path):
+    for name, size in fsys.files_in(pd.path).items():  # one listing (an object store: a request)
         match = _SEGMENT.match(name)
         if match:
-            full = fsys.join(pd.path, name)
-            out.append((int(match.group(1)), full, fsys.getsize(full)))
+            out.append((int(match.group(1)), fsys.join(pd.path, name), size))
     return sorted(out)
 
 

@@ -246,13 +246,13 @@ def account_files(
     out = list(ignored)
     seen = {f.path for f in out}
 
-    def add(full: str, name: str, where: str) -> None:
+    def add(full: str, name: str, where: str, size: int | None) -> None:
         if full in seen:
             return
         seen.add(full)
         kind = _kind_of(name)
         if full in read:
-            out.append(InputFile(full, kind, size_of(full), counted=kind == "segment"))
+            out.append(InputFile(full, kind, size, counted=kind == "segment"))
             return
         if kind == "transient":
             log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
@@ -266,25 +266,26 @@ def account_files(
             reason = _NOT_READ["other"]
         elif where == "elsewhere":
             reason = "outside the partition directories and their log dirs: not part of a log"
-        out.append(InputFile(full, kind, size_of(full), IGNORED, reason))
+        out.append(InputFile(full, kind, size, IGNORED, reason))
 
+    # Sizes from one listing per directory (an object store: one request, not one per file).
     for pd in dirs:
-        for name in sorted(fsys.listdir(pd.path)):
-            full = fsys.join(pd.path, name)
-            if fsys.isfile(full):
-                add(full, name, "partition")
+        for name, size in sorted(fsys.files_in(pd.path).items()):
+            add(fsys.join(pd.path, name), name, "partition", size)
     inside = tuple(fsys.abspath(r).rstrip(os.sep) + os.sep for r in roots)
     for log_dir in sorted({pd.log_dir for pd in dirs}):
-        for name in sorted(fsys.listdir(log_dir)):
+        for name, size in sorted(fsys.files_in(log_dir).items()):
             full = fsys.join(log_dir, name)
-            if fsys.isfile(full) and (full in read or full.startswith(inside)):
-                add(full, name, "log_dir")
+            if full in read or full.startswith(inside):
+                add(full, name, "log_dir", size)
     # Anything else under a root (notes, a stray file beside the broker folders) is listed too.
     for root in roots:
         if fsys.isdir(root):
             for dirpath, _, names in fsys.walk(fsys.abspath(root)):
                 for name in sorted(names):
-                    add(fsys.join(dirpath, name), name, "elsewhere")
+                    full = fsys.join(dirpath, name)
+                    if full not in seen:
+                        add(full, name, "elsewhere", size_of(full))
     return out
 
 
