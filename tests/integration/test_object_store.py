@@ -14,7 +14,7 @@ from moto.server import ThreadedMotoServer
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputNotFoundError
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
-from eos_audit.sources.input_files import InputUnreadableError
+from eos_audit.sources.input_files import InputUnreadableError, dedupe_paths
 from tests.fixtures.segment_builder import (
     SnapshotEntry,
     checkpoint_text,
@@ -168,3 +168,17 @@ def test_an_unreachable_store_is_named(spark, s3, tmp_path, monkeypatch):
             spark, AuditInputs(batches=(f"s3://{BUCKET}/export",), batches_format="segments"),
             AuditConfig(), str(tmp_path / "wh"),
         )  # fmt: skip
+
+
+def test_run_id_follows_the_listing_and_uris_are_read_once(s3):
+    root = f"s3://{BUCKET}/fingerprint"
+    with s3.open_output_stream(f"{BUCKET}/fingerprint/b1/t-0/00000000000000000000.log") as out:
+        out.write(b"one")
+    inputs = AuditInputs(batches=(root,))
+    first = default_run_id(inputs, AuditConfig())
+    assert default_run_id(inputs, AuditConfig()) == first  # the same objects: the same run
+    with s3.open_output_stream(f"{BUCKET}/fingerprint/b1/t-0/00000000000000000000.log") as out:
+        out.write(b"re-exported")
+    assert default_run_id(inputs, AuditConfig()) != first  # another size: another run
+    given = (root, root + "/", root + "/b1/t-0", f"s3://{BUCKET}/fingerprint-2")
+    assert dedupe_paths(given) == (root, f"s3://{BUCKET}/fingerprint-2")
