@@ -104,19 +104,13 @@ def _fingerprint(path: str) -> Iterator[tuple[str, int, int]]:
     of the same files gets the same one.
     """
     if filesystems.is_remote(path):
-        if filesystems.isfile(path):
-            yield (filesystems.basename(path), *filesystems.stat(path))
+        try:  # one listing; an object (not a prefix) is its own entry
+            if filesystems.isfile(path):
+                yield (filesystems.basename(path), *filesystems.stat(path))
+            else:
+                yield from filesystems.remote_tree(path)
+        except (OSError, ValueError):  # unlistable: the run's own listing names it
             return
-        root = filesystems.abspath(path)
-        for dirpath, dirnames, filenames in filesystems.walk(root):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = filesystems.join(dirpath, name)
-                try:
-                    size, mtime = filesystems.stat(full)
-                except OSError:  # vanished while listing: the next listing decides
-                    continue
-                yield (full[len(root) + 1 :], size, mtime)
         return
     if "://" in path or path.startswith("dbfs:"):
         return

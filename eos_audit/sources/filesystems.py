@@ -201,6 +201,21 @@ def files_in(path: str) -> dict[str, int]:
     return {i.base_name: i.size or 0 for i in infos if i.type == pafs.FileType.File}
 
 
+def remote_tree(uri: str) -> list[tuple[str, int, int]]:
+    """(path relative to `uri`, size, mtime in ns) of every object under a URI, from one listing.
+
+    Raises:
+        OSError: the URI cannot be listed.
+    """
+    fs, inner = resolve(uri)
+    infos = fs.get_file_info(pafs.FileSelector(inner, recursive=True, allow_not_found=True))
+    return sorted(
+        (i.path[len(inner) :].strip("/"), i.size or 0, i.mtime_ns or 0)
+        for i in infos
+        if i.type == pafs.FileType.File
+    )
+
+
 def walk(
     root: str, onerror: Callable[[OSError], None] | None = None
 ) -> Iterator[tuple[str, list[str], list[str]]]:
