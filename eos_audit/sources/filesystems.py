@@ -70,10 +70,11 @@ def _filesystem(root: str, s3_endpoint: str, s3_region: str) -> tuple[pafs.FileS
 
     Cached: an S3 filesystem costs a region lookup and a connection pool.
     """
-    if root.startswith("s3://") and (s3_endpoint or s3_region):
-        bucket = root[len("s3://") :]
-        options = {"endpoint_override": s3_endpoint or None, "region": s3_region or None}
-        return pafs.S3FileSystem(**{k: v for k, v in options.items() if v}), bucket
+    if root.startswith("s3://") and s3_endpoint:
+        # An S3-compatible store: its endpoint and the region it answers for. Without an
+        # endpoint, `from_uri` below asks AWS for the bucket's own region.
+        region = {"region": s3_region} if s3_region else {}
+        return pafs.S3FileSystem(endpoint_override=s3_endpoint, **region), root[len("s3://") :]
     fs, path = pafs.FileSystem.from_uri(root + "/")
     return fs, path.rstrip("/")
 
