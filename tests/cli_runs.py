@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.cli import main
@@ -22,3 +23,12 @@ def sql(warehouse: Path, table: str, query: str) -> list[dict]:
     return pa.table(
         QueryBuilder().register("t", DeltaTable(str(warehouse / table))).execute(query).read_all()
     ).to_pylist()
+
+
+@pytest.fixture(autouse=True)
+def no_html_report(monkeypatch):
+    """The run's HTML report is not what these tests check (it has its own); it costs seconds.
+
+    Autouse in every test module that imports it.
+    """
+    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)

@@ -21,7 +21,7 @@ import pytest
 
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, default_run_id
-from tests.cli_runs import audit, sql
+from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
 from tests.fixtures.segment_builder import (
     checkpoint_text,
     data_batch,
@@ -33,12 +33,6 @@ from tests.fixtures.segment_builder import (
 pytestmark = pytest.mark.slow  # whole audits
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _no_html_report(monkeypatch):
-    """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
-    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
 
 
 def run_record(warehouse):

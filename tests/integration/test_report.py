@@ -18,10 +18,8 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def report(spark, demo_run):
-    """The demo run's report, written once for the module, and the data it was drawn from."""
-    result, faults, warehouse, _ = demo_run
+def report_with_data(spark, warehouse):
+    """Write the latest run's report; (the data it was drawn from, the page's path)."""
     collected = []
     real = build.collect_report_data
     with pytest.MonkeyPatch.context() as patch:
@@ -31,7 +29,16 @@ def report(spark, demo_run):
             lambda *a, **k: collected.append(real(*a, **k)) or collected[-1],
         )
         path = write_report(spark, warehouse)
-    return collected[0], path, result, faults, warehouse
+    (data,) = collected
+    return data, path
+
+
+@pytest.fixture(scope="module")
+def report(spark, demo_run):
+    """The demo run's report, written once for the module, and the data it was drawn from."""
+    result, faults, warehouse, _ = demo_run
+    data, path = report_with_data(spark, warehouse)
+    return data, path, result, faults, warehouse
 
 
 def test_write_report_writes_the_latest_run_next_to_the_tables(report):
@@ -262,16 +269,7 @@ def test_two_nights_give_a_history_and_mark_what_is_new(spark, demo_run, tmp_pat
     DeltaTable(str(warehouse / "findings")).delete("finding_type = 'SEQUENCE_GAP'")
     run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-2")
 
-    collected = []
-    real = build.collect_report_data
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(
-            build,
-            "collect_report_data",
-            lambda *a, **k: collected.append(real(*a, **k)) or collected[-1],
-        )
-        path = write_report(spark, warehouse)
-    (data,) = collected
+    data, path = report_with_data(spark, warehouse)
     h = data.history
     assert [(r.run_id, r.is_current) for r in h.runs] == [("night-1", False), ("night-2", True)]
     assert [r.findings["CRITICAL"] for r in h.runs] == [5, 5]

@@ -19,7 +19,7 @@ from eos_audit.sources.acks import read_acks
 from eos_audit.sources.dump_log import parse_dump_log
 from eos_audit.sources.record_batches import read_tabular
 from eos_audit.sources.segments import SOURCE_ERROR_COL
-from tests.cli_runs import audit, sql
+from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
 
 LONG_MAX = 9_223_372_036_854_775_807
 VALID = {
@@ -33,12 +33,6 @@ VALID = {
     "is_transactional": False,
     "is_control": False,
 }
-
-
-@pytest.fixture(autouse=True)
-def _no_html_report(monkeypatch):
-    """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
-    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
 
 
 def run_record(warehouse):

@@ -21,17 +21,11 @@ from eos_audit.config import AuditConfig
 from eos_audit.pipeline import DATA_TABLES, AuditInputs, run_audit
 from eos_audit.schemas import PRODUCER_STATE
 from tests.builders import NULLABLE_BATCH, batch, data
-from tests.cli_runs import audit, sql
+from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
 
 CONFIG = AuditConfig().with_overrides(run={"max_quarantined_share": 1.0})
 DAY_1 = [data(0, seq=0), data(1, pid=2, seq=0), data(2, seq=1)]
 DAY_2 = [data(3, seq=2), data(4, pid=2, seq=1), batch(-7, source="bad-row")]
-
-
-@pytest.fixture(autouse=True)
-def _no_html_report(monkeypatch):
-    """The run's HTML report is not what these tests check (it has its own); it costs seconds."""
-    monkeypatch.setattr("eos_audit.cli._write_report", lambda *args, **kwargs: None)
 
 
 def write_batches(path: Path, rows: list[dict]) -> str:
