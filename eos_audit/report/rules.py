@@ -1,29 +1,29 @@
 """Where a finding's rule reference (`findings.spec_ref`) leads from the report.
 
 `spec_ref` names a section of the rules document, `docs/rules.md#<anchor>`. The one function here
-turns it into a link to the copy of that document the reader has: inside the installed package
-(`eos_audit/docs/rules.md`, as a wheel ships it) or, in a source checkout, the repository's
-`docs/rules.md` next to the package. Change this function, and only it, to point elsewhere (for
-example a versioned URL of the published document).
+turns it into a link to the copy of that document the reader has, which `eos_audit.rules_doc`
+locates (inside the installed package, `eos_audit/docs/rules.md`, as a wheel ships it). Change
+this function, and only it, to point elsewhere (for example a versioned URL of the published
+document).
 """
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 
-import eos_audit
-
-_PACKAGE = Path(eos_audit.__file__).resolve().parent
+from eos_audit import rules_doc
 
 
-@cache
 def _document(relative: str) -> Path | None:
-    """The local copy of a document of the project, or None when the reader has none."""
-    for candidate in (_PACKAGE / relative, _PACKAGE.parent / relative):
-        if candidate.is_file():
-            return candidate
-    return None
+    """The local copy of the rules document, or None when the reader has none (or no file).
+
+    Where it is, is `rules_doc`'s to say (inside the installed package; a source checkout has it
+    there too). A package imported from a zip has no file to link to.
+    """
+    if relative != "/".join(rules_doc.RULES_RESOURCE):
+        return None
+    location = rules_doc.location()
+    return location if isinstance(location, Path) and location.is_file() else None
 
 
 def rule_href(spec_ref: str | None) -> str | None:
