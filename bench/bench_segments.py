@@ -18,8 +18,12 @@ then times:
 2. the reader itself, `iter_segment` over every file's bytes in this process (one core), with and
    without CRC verification: the compiled header walk (`eos_audit.sources.segment_walk`), the
    header decoding and the CRC-32C, nothing of Spark's;
-3. `read_segments(...).write.format("noop")` with CRC verification;
+3. the audit's read, `read_segment_files(...)` of the discovered files with the ids the driver
+   hands out (rows located by file id and byte position, `row_reference`), into
+   `write.format("noop")`, with CRC verification;
 4. the same with `verify_crc=False`;
+5. `read_segments(...)` with CRC verification: every row also named by its text
+   (`<file>:<byte>`), as a notebook reads segments;
 
 and prints seconds, batches/second/core, MB/s (all cores) and MB/s against `cat` for each. An
 untimed warm-up read first starts Spark's Python workers, so the timings measure steady-state
@@ -185,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
 
         from eos_audit.sources import segment_walk
-        from eos_audit.sources.segments import iter_segment, read_segments
+        from eos_audit.sources.partition_dirs import discover_segment_files
+        from eos_audit.sources.row_reference import unique_file_ids
+        from eos_audit.sources.segments import iter_segment, read_segment_files, read_segments
 
         def parse_all(verify: bool) -> float:
             t = time.perf_counter()
@@ -214,11 +220,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
 
-        def run(verify: bool) -> float:
+        def run(verify: bool, named: bool = False) -> float:
             t = time.perf_counter()
-            read_segments(spark, [str(root)], verify_crc=verify).write.format("noop").mode(
-                "overwrite"
-            ).save()
+            if named:
+                df = read_segments(spark, [str(root)], verify_crc=verify)
+            else:  # what the audit does (kafka_export): list, hand out ids, read
+                files = discover_segment_files([str(root)])
+                ids = unique_file_ids(f["path"] for f in files)
+                located = [{**f, "file_id": ids[f["path"]]} for f in files]
+                df = read_segment_files(spark, located, verify_crc=verify)
+            df.write.format("noop").mode("overwrite").save()
             return time.perf_counter() - t
 
         # Warm-up, untimed: starts a Python worker per core (imports of pyarrow, numpy,
@@ -227,19 +238,21 @@ def main(argv: list[str] | None = None) -> int:
         warm = run(False)
         print(f"warm-up read (untimed in the table): {warm:.2f}s")
 
-        def timed(verify: bool) -> float:
-            return min(run(verify) for _ in range(args.repeat))
+        def timed(verify: bool, named: bool = False) -> float:
+            return min(run(verify, named) for _ in range(args.repeat))
 
         crc_s = timed(True)
         nocrc_s = timed(False)
+        named_s = timed(True, named=True)
         spark.stop()
 
         rows = [
             ("cat (raw read, 1 core)", cat_s, 1),
             ("iter_segment verify_crc (1 core, no Spark)", parse_crc_s, 1),
             ("iter_segment no crc (1 core, no Spark)", parse_nocrc_s, 1),
-            (f"read_segments verify_crc ({args.cores} cores)", crc_s, args.cores),
-            (f"read_segments no crc ({args.cores} cores)", nocrc_s, args.cores),
+            (f"audit's read verify_crc ({args.cores} cores)", crc_s, args.cores),
+            (f"audit's read no crc ({args.cores} cores)", nocrc_s, args.cores),
+            (f"read_segments verify_crc, text ({args.cores} cores)", named_s, args.cores),
         ]
         cat_mb_s = size / 1e6 / cat_s
         print(f"{'':44s} {'seconds':>9s} {'batches/s/core':>16s} {'MB/s':>9s} {'vs cat':>8s}")

@@ -104,7 +104,8 @@ def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accountin
         numbers: list[int | None] = [None] * (len(FILE_COUNTS) + 1)
         lost = None
         if f.counted:
-            found = next((counts[i] for i in file_id_spellings(f.path) if i in counts), None)
+            ids = [f.file_id] if f.file_id is not None else file_id_spellings(f.path)
+            found = next((counts[i] for i in ids if i in counts), None)
             if found is not None or f.format == "segment":
                 got = [int((found or {}).get(c) or 0) for c in FILE_COUNTS]
                 read, quarantined, skipped = got

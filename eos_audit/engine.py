@@ -433,8 +433,8 @@ def replay_settings(
     Args:
         config: the run configuration.
         as_of_ms: the export time in epoch ms, when known.
-        source_files: the paths of the files rows are located in by reference, by id
-            (`row_reference.file_ids`).
+        source_files: the files rows are located in by reference, by id: the text before a
+            row's position (`row_reference.row_prefixes`).
     """
 
     def regex(patterns: tuple[str, ...]) -> str | None:
@@ -618,6 +618,7 @@ def audit(
     acks_df: DataFrame | None = None,
     as_of_ms: int | None = None,
     covered_df: DataFrame | None = None,
+    source_files: dict[int, str] | None = None,
 ) -> DataFrame:
     """Replay every partition and return the tagged output records.
 
@@ -637,6 +638,9 @@ def audit(
         as_of_ms: the export time in epoch ms, when known: the age of open transactions.
         covered_df: optional (topic, partition, covered_end): the seeded state covers the log
             below covered_end already, so batches there are counted as skipped, not replayed.
+        source_files: for rows located by reference in files the reader was given by the driver
+            (Kafka segments), the text before a row's position by file id
+            (`row_reference.row_prefixes`); otherwise taken from Spark's listing of the input.
 
     Returns:
         One row per output record: `kind` (one of OUTPUT_KINDS) and one non-null struct of that
@@ -653,8 +657,8 @@ def audit(
         covered_df=covered_df,
     )
     # The driver's listing of the input files names the rows findings point at (row_reference).
-    located = ref.SOURCE_ROW in batches_df.columns
-    source_files = (ref.file_ids(batches_df.inputFiles()) if located else None) or {}
+    if source_files is None and ref.SOURCE_ROW in batches_df.columns:
+        source_files = ref.row_prefixes(ref.file_ids(batches_df.inputFiles()) or {})
     settings = replay_settings(config, as_of_ms, source_files)
     emitted = rows.mapInArrow(replay_partitions(settings), KERNEL_OUTPUT)
     record = F.col("record")

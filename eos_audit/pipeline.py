@@ -420,6 +420,7 @@ def _audit_and_write(
         acks_df=valid_acks,
         as_of_ms=as_of_ms,
         covered_df=covered,
+        source_files=read.source_files,
     )
     if read.problems is not None:
         records = records.unionByName(engine.problem_records(read.problems, run_id))

@@ -36,7 +36,7 @@ from eos_audit.replay.state import (
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
 )
-from eos_audit.sources.row_reference import row_source
+from eos_audit.sources.row_reference import ROW_NUMBER
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,8 @@ class ReplaySettings:
     unknown_producer_error: int
     compacted_regex: str | None
     coordinator_regex: str | None
-    # Paths of the files rows are located in by reference, by id (sources.row_reference).
+    # The files rows are located in by reference, by id: the text written before a row's
+    # position, `<file>:row ` or `<file>:` (sources.row_reference.row_prefixes).
     source_files: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def params(self) -> Params:
@@ -403,8 +404,8 @@ class _Replayer:
     def texts_at(self, batch: pa.RecordBatch, at: np.ndarray) -> tuple[list, list]:
         """The replica and the source of the batch's rows at these indexes.
 
-        A row located by reference gets its source written here, `<file>:row <n>`, from the
-        driver's listing of the input files (sources.row_reference).
+        A row located by reference gets its source written here, `<file>:row <n>` or
+        `<file>:<byte>`, from the driver's listing of the input files (sources.row_reference).
         """
         take = pa.array(at, type=pa.int64())
         details = batch.column(wire.DETAIL).take(take).to_pylist()
@@ -415,9 +416,10 @@ class _Replayer:
             _, _, replica, source = wire.texts_of(detail)
             if source is None and header & wire.SOURCE_FILE_BIT:
                 file_id = int(header >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
-                unlisted = f"<file with CRC-32 {file_id:#010x}>"
-                path = self.settings.source_files.get(file_id, unlisted)
-                source = row_source(path, int(row))
+                # Only a file Spark read can be missing from the listing (its `inputFiles()`):
+                # the driver names every segment file it hands to the reader.
+                unlisted = f"<file with CRC-32 {file_id:#010x}>{ROW_NUMBER}"
+                source = self.settings.source_files.get(file_id, unlisted) + str(int(row))
             replicas.append(replica)
             sources.append(source)
         return replicas, sources

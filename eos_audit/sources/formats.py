@@ -66,6 +66,9 @@ class BatchRead:
     problems: DataFrame | None = None  # input, source, reason: unusable non-batch content
     # Every file under the inputs, read or ignored (input_files); listed on the driver.
     files: list[InputFile] | None = None
+    # Rows located by reference in files the driver handed to the reader: the text before a
+    # row's position, by file id (row_reference.row_prefixes).
+    source_files: dict[int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
         leader_epochs=export.leader_epochs,
         problems=export.problems,
         files=export.files,
+        source_files=export.source_files,
     )
 
 

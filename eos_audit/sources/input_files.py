@@ -46,6 +46,9 @@ class InputFile:
             run found damaged or could not read into DAMAGED or UNREADABLE.
         reason: why it was ignored, or what was wrong.
         counted: whether the run counts this file's record batches (its rows carry the file).
+        file_id: the id its rows carry, when the driver handed it to the reader
+            (`row_reference.unique_file_ids`); otherwise they carry the CRC-32 of the path in
+            one of its spellings (`file_id_spellings`).
     """
 
     path: str
@@ -54,6 +57,7 @@ class InputFile:
     status: str = READ
     reason: str | None = None
     counted: bool = False
+    file_id: int | None = None
 
 
 def is_uri(path: str) -> bool:

@@ -15,9 +15,9 @@ the log-dir checkpoints (log start offsets, high watermarks).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
-import zlib
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -55,6 +55,8 @@ class KafkaExport:
     primaries: dict[tuple[str, int], str]  # (topic, partition) -> primary replica
     # Every file under the roots: read (segments carry their file id) or ignored with a reason.
     files: list[InputFile] = field(default_factory=list)
+    # The text before a batch's byte position, by the id of its segment file (row_reference).
+    source_files: dict[int, str] = field(default_factory=dict)
 
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
@@ -136,24 +138,31 @@ def read_kafka_export(
                 ", ".join(r.replica for r in replicas[1:]),
             )
     files.sort(key=lambda f: f["path"])
+    # Batches are located by their file's id and byte position (row_reference): the driver
+    # hands out the ids, and names the rows the run shows from them.
+    ids = ref.unique_file_ids(f["path"] for f in files)
+    for f in files:
+        f["file_id"] = ids[f["path"]]
     primaries = {key: replicas[0] for key, replicas in ranked.items()}
     snapshot_files = [s for s in (_seed_snapshot(pd) for pd in primaries.values()) if s]
     read = _files_read(files, snapshot_files, list(primaries.values()), dirs)
     raw = read_segment_files(spark, files, verify_crc=verify_crc)
-    # Each batch carries its file's id (CRC-32 of the path, as row_reference), so the replay
-    # counts the batches of every file in its one pass (input_files).
+    # Each batch carries its file's id, so the replay counts the batches of every file in its
+    # one pass (input_files). The small file table is broadcast, so the batches are not
+    # shuffled to attach their replica; its path is read for quarantined rows only.
     replica_of = spark.createDataFrame(
-        [
-            (path, replica, rank, zlib.crc32(path.encode("utf-8")))
-            for path, (replica, rank) in sorted(ranks.items())
-        ],
-        f"_file string, _replica string, _replica_rank int, {ref.SOURCE_FILE} long",
+        [(ids[path], replica, rank, path) for path, (replica, rank) in sorted(ranks.items())],
+        f"{ref.SOURCE_FILE} long, _replica string, _replica_rank int, {ref.SOURCE_PATH} string",
     )
-    # The reader's `source` is "<file>:<byte position>"; the small file table is broadcast, so
-    # the batches are not shuffled to attach their replica.
-    with_file = raw.withColumn("_file", F.regexp_extract("source", r"^(.*):[0-9]+$", 1))
-    with_replica = with_file.join(F.broadcast(replica_of), "_file", "left").drop("_file")
-    batches = to_canonical(with_replica, keep=("_replica", "_replica_rank", ref.SOURCE_FILE))
+    with_replica = raw.join(F.broadcast(replica_of), ref.SOURCE_FILE, "left")
+    batches = to_canonical(
+        with_replica,
+        keep=("_replica", "_replica_rank", ref.SOURCE_FILE, ref.SOURCE_ROW),
+        source_fallback=ref.source_text(
+            F.col(ref.SOURCE_PATH), F.col(ref.SOURCE_ROW), ref.BYTE_POSITION
+        ),
+        fallback_columns=(ref.SOURCE_PATH,),
+    )
 
     snapshots = read_snapshot_files(spark, snapshot_files) if snapshot_files else None
     seeds = None
@@ -209,7 +218,13 @@ def read_kafka_export(
         leader_epochs=epochs.data.select("topic", "partition", "leader_epoch", "start_offset"),
         problems=problems.select("input", "source", "reason"),
         primaries={key: pd.replica for key, pd in primaries.items()},
-        files=account_files(dirs, read, ignored, paths),
+        files=[
+            dataclasses.replace(f, file_id=ids.get(f.path)) if f.counted else f
+            for f in account_files(dirs, read, ignored, paths)
+        ],
+        source_files=ref.row_prefixes(
+            {file_id: path for path, file_id in ids.items()}, ref.BYTE_POSITION
+        ),
     )
 
 

@@ -8,7 +8,9 @@ control batches (the transaction marker, docs/formats.md#control-batches) with a
 reader. Record payloads are never decoded and never logged.
 
 Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) has one input
-partition per `.log` file and yields Arrow record batches.
+partition per `.log` file and yields Arrow record batches. A batch is located by reference
+(`row_reference`): its file's id, which the driver gave the file, and its byte position; the text
+`<file>:<byte>` is written only where a row is shown (quarantine, findings, `read_segments`).
 
 Bad bytes never crash a read and are never dropped silently: the first position a file cannot be
 framed at becomes one row whose `_source_error` is set (there is no safe way to resync a Kafka log,
@@ -27,9 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.schemas import RECORD_BATCH
+from eos_audit.sources import row_reference as ref
 from eos_audit.sources.file_source import FileDataSource, load_files
 from eos_audit.sources.partition_dirs import discover_segment_files
 
@@ -102,6 +106,11 @@ ARROW_SCHEMA = pa.schema(
     ]
 )
 assert ARROW_SCHEMA.names == [f.name for f in RECORD_BATCH.fields] + [SOURCE_ERROR_COL]
+# What the segment reader yields: the reader output plus where each row was read, as numbers
+# (row_reference): the file's id (null unless the driver gave one) and the byte position.
+SEGMENT_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field(ref.SOURCE_FILE, pa.int64())).append(
+    pa.field(ref.SOURCE_ROW, pa.int64())
+)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -153,9 +162,11 @@ def _sources(path: str, positions: np.ndarray) -> pa.Array:
     return pc.binary_join_element_wise(_const_str(path + ":", len(pos)), pos, "")
 
 
-def _batch(columns: dict[str, pa.Array | np.ndarray | None], n: int) -> pa.RecordBatch:
+def _batch(
+    columns: dict[str, pa.Array | np.ndarray | None], n: int, schema: pa.Schema = ARROW_SCHEMA
+) -> pa.RecordBatch:
     arrays = []
-    for field in ARROW_SCHEMA:
+    for field in schema:
         value = columns.get(field.name)
         if value is None:
             arrays.append(pa.nulls(n, field.type))
@@ -163,7 +174,31 @@ def _batch(columns: dict[str, pa.Array | np.ndarray | None], n: int) -> pa.Recor
             arrays.append(pa.array(value.astype(field.type.to_pandas_dtype()), field.type))
         else:
             arrays.append(value if value.type == field.type else value.cast(field.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _located(
+    columns: dict, path: str, positions: np.ndarray, file_id: int | None
+) -> dict[str, pa.Array | np.ndarray | None]:
+    """The columns that say where rows were read: by reference when the file has an id."""
+    n = len(positions)
+    return {
+        **columns,
+        "source": None if file_id is not None else _sources(path, positions),
+        ref.SOURCE_FILE: None if file_id is None else np.full(n, file_id, dtype=np.int64),
+        ref.SOURCE_ROW: np.asarray(positions, dtype=np.int64),
+    }
+
+
+def _located_errors(
+    batch: pa.RecordBatch, file_id: int | None, positions: list[int]
+) -> pa.RecordBatch:
+    """Error rows in the segment reader's schema: their text and, beside it, their reference."""
+    n = batch.num_rows
+    ids = pa.array([file_id] * n, pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, ids, pa.array(positions, pa.int64())], schema=SEGMENT_ARROW_SCHEMA
+    )
 
 
 def error_batch(
@@ -197,16 +232,6 @@ def error_batch(
     if base_offsets is not None:
         cols["base_offset"] = pa.array(base_offsets, pa.int64())
     return _batch(cols, n)
-
-
-def empty_batch() -> pa.RecordBatch:
-    """An empty batch in the reader output schema.
-
-    Returns:
-        A zero-row Arrow batch.
-
-    """
-    return _batch({}, 0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -388,6 +413,7 @@ def _decode_v2(
     partition: int,
     path: str,
     verify_crc: bool,
+    file_id: int | None,
 ) -> pa.RecordBatch:
     n = len(pos)
     hdr = _headers(buf, pos, RECORD_BATCH_OVERHEAD)
@@ -447,9 +473,8 @@ def _decode_v2(
         "magic": magic,
         "max_timestamp": max_ts,
         "crc_valid": crc_valid,
-        "source": _sources(path, pos),
     }
-    return _batch(cols, n)
+    return _batch(_located(cols, path, pos, file_id), n, SEGMENT_ARROW_SCHEMA)
 
 
 def _decode_legacy(
@@ -461,6 +486,7 @@ def _decode_legacy(
     partition: int,
     path: str,
     verify_crc: bool,
+    file_id: int | None,
 ) -> pa.RecordBatch:
     """Legacy magic 0/1 entries (docs/formats.md#legacy-entries): counted, no producer fields."""
     n = len(pos)
@@ -502,9 +528,8 @@ def _decode_legacy(
         "magic": magic,
         "max_timestamp": timestamp,
         "crc_valid": crc_valid,
-        "source": _sources(path, pos),
     }
-    return _batch(cols, n)
+    return _batch(_located(cols, path, pos, file_id), n, SEGMENT_ARROW_SCHEMA)
 
 
 def iter_segment(
@@ -516,6 +541,7 @@ def iter_segment(
     verify_crc: bool = True,
     chunk_rows: int = CHUNK_ROWS,
     last_segment: bool = False,
+    file_id: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Parse a segment's bytes into Arrow batches of at most `chunk_rows` rows, in file order.
 
@@ -528,15 +554,24 @@ def iter_segment(
         chunk_rows: maximum rows per yielded batch.
         last_segment: the file is the last segment of its replica: a batch cut at its end is
             reported as TRUNCATED_TAIL.
+        file_id: the file's id (row_reference): rows are then located by it and their byte
+            position alone, `source` is written for error rows only.
 
     Yields:
-        Arrow batches in `ARROW_SCHEMA`; the last row is the framing error, if any.
+        Arrow batches in `SEGMENT_ARROW_SCHEMA` (`source_row` is the byte position); the last
+        row is the framing error, if any.
 
     """
     mv = memoryview(data).cast("B") if not isinstance(data, bytes) else memoryview(data)
     buf = np.frombuffer(mv, dtype=np.uint8)
     pos, ends, legacy_pos, error = _frame(mv, buf)
-    kw = {"topic": topic, "partition": partition, "path": path, "verify_crc": verify_crc}
+    kw = {
+        "topic": topic,
+        "partition": partition,
+        "path": path,
+        "verify_crc": verify_crc,
+        "file_id": file_id,
+    }
     if not len(legacy_pos):
         for i in range(0, len(pos), chunk_rows):
             yield _decode_v2(mv, buf, pos[i : i + chunk_rows], ends[i : i + chunk_rows], **kw)
@@ -556,13 +591,14 @@ def iter_segment(
                 f"{TRUNCATED_TAIL}: a partial batch at the end of the replica's last segment (a "
                 f"copy of an active segment; Kafka's recovery truncates it): {message}"
             )
-        yield error_batch(
+        rows = error_batch(
             topic=topic,
             partition=partition,
             sources=[f"{path}:{err_pos}"],
             errors=[message],
             base_offsets=[base],
         )
+        yield _located_errors(rows, file_id, [err_pos])
 
 
 def parse_segment(
@@ -592,7 +628,8 @@ def parse_segment(
     batches = list(
         iter_segment(data, topic=topic, partition=partition, path=path, verify_crc=verify_crc)
     )
-    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
+    table = pa.Table.from_batches(batches, schema=SEGMENT_ARROW_SCHEMA)
+    return table.select(ARROW_SCHEMA.names)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -602,7 +639,8 @@ class KafkaSegmentsDataSource(FileDataSource):
     """Spark data source `kafka_segments`: one input partition per `.log` file, memory-mapped.
 
     Options:
-        files: JSON list of `{"path": ..., "topic": ..., "partition": ...}`.
+        files: JSON list of `{"path": ..., "topic": ..., "partition": ...}`, with the file's
+            `file_id` (row_reference) when the driver gave it one, and `last_segment`.
         verify_crc: "true" (default) or "false".
     """
 
@@ -610,8 +648,8 @@ class KafkaSegmentsDataSource(FileDataSource):
     memory_map = True
 
     def schema(self) -> T.StructType:
-        """The reader output schema (`source_schema()`)."""
-        return source_schema()
+        """The reader output schema (`segment_schema()`)."""
+        return segment_schema()
 
     def parse(self, file: dict, data: bytes | memoryview) -> Iterator[pa.RecordBatch]:
         """The batches of one segment, in file order (`iter_segment`)."""
@@ -622,16 +660,28 @@ class KafkaSegmentsDataSource(FileDataSource):
             path=file["path"],
             verify_crc=self.options.get("verify_crc", "true").lower() == "true",
             last_segment=bool(file.get("last_segment", False)),
+            file_id=file.get("file_id"),
         )
 
     def unreadable(self, file: dict, reason: str) -> Iterator[pa.RecordBatch]:
         """One error row at byte 0 of the file."""
-        yield error_batch(
+        rows = error_batch(
             topic=file["topic"],
             partition=int(file["partition"]),
             sources=[f"{file['path']}:0"],
             errors=[f"cannot read segment file: {reason.removeprefix('cannot read file: ')}"],
         )
+        yield _located_errors(rows, file.get("file_id"), [0])
+
+
+def segment_schema() -> T.StructType:
+    """The segment reader's schema: `source_schema()` plus `source_file` and `source_row`.
+
+    Returns:
+        The Spark schema of `read_segment_files`.
+
+    """
+    return source_schema().add(ref.SOURCE_FILE, T.LongType()).add(ref.SOURCE_ROW, T.LongType())
 
 
 def read_segment_files(
@@ -639,13 +689,17 @@ def read_segment_files(
 ) -> DataFrame:
     """Read explicit `.log` files with known topic/partition through the data source.
 
+    This is the audit's read: a file given a `file_id` (`row_reference.unique_file_ids`) has its
+    rows located by that id and their byte position (`source_file`, `source_row`) and no text,
+    but for the rows that report an error.
+
     Args:
         spark: the session.
-        files: dicts with `path`, `topic`, `partition`.
+        files: dicts with `path`, `topic`, `partition`, and optionally `file_id`.
         verify_crc: verify checksums.
 
     Returns:
-        The reader output DataFrame (`source_schema()`).
+        The reader output DataFrame (`segment_schema()`).
 
     """
     return load_files(
@@ -655,6 +709,9 @@ def read_segment_files(
 
 def read_segments(spark: SparkSession, paths: list[str], *, verify_crc: bool = True) -> DataFrame:
     """Discover partition directories under `paths` and read every `.log` segment in them.
+
+    Every row is named by its text, `<file>:<byte>`, for people and notebooks; the audit reads
+    with `read_segment_files` and writes that text only for the rows it shows.
 
     Args:
         spark: the session.
@@ -672,4 +729,21 @@ def read_segments(spark: SparkSession, paths: list[str], *, verify_crc: bool = T
     """
     files = discover_segment_files(paths)
     log.info("reading %d segment files", len(files))
-    return read_segment_files(spark, files, verify_crc=verify_crc)
+    ids = ref.unique_file_ids(f["path"] for f in files)
+    batches = read_segment_files(
+        spark, [{**f, "file_id": ids[f["path"]]} for f in files], verify_crc=verify_crc
+    )
+    names = spark.createDataFrame(
+        sorted((file_id, path) for path, file_id in ids.items()),
+        f"{ref.SOURCE_FILE} long, {ref.SOURCE_PATH} string",
+    )
+    named = batches.join(F.broadcast(names), ref.SOURCE_FILE, "left")
+    text = ref.source_text(F.col(ref.SOURCE_PATH), F.col(ref.SOURCE_ROW), ref.BYTE_POSITION)
+    return named.select(
+        *[
+            F.coalesce(F.col("source"), text).alias("source", metadata=field.metadata)
+            if field.name == "source"
+            else F.col(field.name)
+            for field in source_schema().fields
+        ]
+    )

@@ -299,7 +299,42 @@ def test_dump_without_deep_iteration_closes_transactions_with_an_unknown_outcome
     sql = "SELECT marker_offset, outcome, hanging FROM t WHERE marker_offset IS NOT NULL"
     (txn,) = _sql(warehouse / "transactions", sql)
     assert (txn["marker_offset"], txn["outcome"], txn["hanging"]) == (
-        marker_offset, "UNKNOWN", False
+        marker_offset,
+        "UNKNOWN",
+        False,
     )
     (run,) = _sql(warehouse / "audit_runs", "SELECT status FROM t")
     assert run["status"] == "SUCCEEDED"
+
+
+def test_rows_of_segments_are_named_by_file_and_byte_where_they_are_shown(spark, tmp_path):
+    # The reader locates batches by their file's id and byte position (row_reference); what a
+    # finding or a quarantine row shows is still `<file>:<byte>`, the position kafka-dump-log
+    # prints, wherever the row was quarantined: by the reader or by validation.
+    batches = [
+        data_batch(0, 2, producer_id=7, producer_epoch=0, base_sequence=0),
+        data_batch(2, 2, producer_id=7, producer_epoch=0, base_sequence=0),  # a duplicate
+        data_batch(4, 1, producer_id=9, producer_epoch=-3, base_sequence=0),  # impossible epoch
+    ]
+    folder = write_partition_dir(tmp_path / "export", "broker-1", "orders", 0, *batches)
+    (segment,) = folder.glob("*.log")
+    segment.write_bytes(segment.read_bytes() + b"\x00\x00\x00\x00\x00\x00\x00\x05\xff")
+    positions = [0, len(batches[0]), len(batches[0]) + len(batches[1])]
+    end = sum(len(b) for b in batches)
+    warehouse = tmp_path / "wh"
+    run_audit(
+        spark,
+        AuditInputs(batches=(str(tmp_path / "export"),)),
+        AuditConfig(),
+        str(warehouse),
+        run_id="named",
+    )
+    findings = _sql(warehouse / "findings", "SELECT finding_type, base_offset, source FROM t")
+    assert findings == [
+        {"finding_type": "DUPLICATE_BATCH", "base_offset": 2, "source": f"{segment}:{positions[1]}"}
+    ]
+    quarantined = sorted(
+        (r["source"], r["raw"] is not None and f'"source":"{segment}:{positions[2]}"' in r["raw"])
+        for r in _sql(warehouse / "quarantine", "SELECT source, raw FROM t")
+    )
+    assert quarantined == sorted([(f"{segment}:{end}", False), (f"{segment}:{positions[2]}", True)])

@@ -8,6 +8,8 @@ ids collide falls back to the text.
 
 from __future__ import annotations
 
+import zlib
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -91,3 +93,15 @@ def test_an_export_with_its_own_source_file_column_keeps_it_and_is_located_by_te
     df = read_tabular(spark, [str(tmp_path / "in")], "parquet")
     assert row_reference.SOURCE_ROW not in df.columns
     assert sorted(r.source for r in df.collect()) == _spark_paths(spark, tmp_path / "in")
+
+
+def test_the_driver_hands_out_a_unique_id_to_each_file_even_when_crcs_collide():
+    # Two partition directories whose segment paths share a CRC-32 (found by search).
+    first = "/export/broker-1/orders-29685295/00000000000000000000.log"
+    second = "/export/broker-1/orders-32060020/00000000000000000000.log"
+    assert zlib.crc32(first.encode()) == zlib.crc32(second.encode())
+    ids = row_reference.unique_file_ids([first, second, first])
+    assert ids == {first: zlib.crc32(first.encode()), second: zlib.crc32(first.encode()) + 1}
+    assert row_reference.row_prefixes({ids[second]: second}, row_reference.BYTE_POSITION) == {
+        ids[second]: second + ":"
+    }

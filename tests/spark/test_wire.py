@@ -190,7 +190,7 @@ def test_an_emitted_row_gets_its_replica_and_its_source_written_from_its_file_re
     ]
     wired = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
     batch = wired.combine_chunks().to_batches()[0]
-    replayer = _Replayer(ReplaySettings(0, 0, None, 0, None, None, source_files={7: "f:/a b"}))
+    replayer = _Replayer(ReplaySettings(0, 0, None, 0, None, None, source_files={7: "f:/a b:row "}))
     replicas, sources = replayer.texts_at(batch, pa.array(range(4)).to_numpy())
     assert replicas == [None, "broker-1", "broker-1", None]
     assert sources == ["f:/a b:row 41", "own.log:3", "<file with CRC-32 0x00000008>:row 43", None]
