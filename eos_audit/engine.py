@@ -24,7 +24,6 @@ from eos_audit.findings import (
     FACTS_PER_FINDING,
     REPLAYED,
     Cause,
-    FindingType,
     KafkaError,
     coded_finding_struct,
     fact_values,
@@ -508,13 +507,8 @@ def _finding_values() -> dict[str, Column]:
 def _finding_of(config: AuditConfig, run_id: str) -> Column:
     """The findings-table struct of a kernel finding, through the one finding builder."""
     f = F.col("finding")
-
+    # The kernel's facts are positional; the registry names them and says how they show.
     slots = [f[f"fact{k}"] for k in range(FACTS_PER_FINDING)]
-
-    def type_values(kind: FindingType) -> dict[str, Column]:
-        # The kernel's facts are positional; the registry names them and says how they show.
-        return fact_values(kind, slots)
-
     return coded_finding_struct(
         f["finding_code"],
         REPLAYED,
@@ -522,7 +516,7 @@ def _finding_of(config: AuditConfig, run_id: str) -> Column:
         run_id,
         identity=[F.col("topic"), F.col("partition"), f["base_offset"], f["occurrence"]],
         values=_finding_values(),
-        type_values=type_values,
+        type_values=lambda kind: fact_values(kind, slots),
     ).cast(FINDINGS_N)
 
 
