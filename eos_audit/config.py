@@ -1,7 +1,8 @@
 """Configuration: frozen dataclasses loaded from TOML, validated, unknown keys rejected.
 
 `conf/defaults.toml` documents every key with its default; the dataclass defaults below are the
-same values (a test checks it), so the wheel works on Databricks without the file.
+same values (a test checks it), so the wheel works on Databricks without the file. The default
+severities are the finding registry's (`eos_audit.findings`).
 """
 
 from __future__ import annotations
@@ -15,38 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from eos_audit.errors import ConfigError
+from eos_audit.findings import DEFAULT_SEVERITIES, SEVERITY_ORDER
 
-SEVERITIES = ("CRITICAL", "ERROR", "WARNING", "INFO")
 FAIL_ON_CHOICES = ("critical", "error", "warning", "never")
 WRITERS = ("auto", "spark", "delta-rs")
-
-# Default severity of every finding type (a benign cause lowers it to INFO, see rules/causes).
-DEFAULT_SEVERITIES: dict[str, str] = {
-    "OFFSET_OVERLAP": "CRITICAL",
-    "LEADER_EPOCH_REGRESSION": "ERROR",
-    "CORRUPT_BATCH": "ERROR",
-    "LEADER_EPOCH_MISMATCH": "ERROR",
-    "REPLICA_DIVERGENCE": "CRITICAL",
-    "DUPLICATE_BATCH": "CRITICAL",
-    "SEQUENCE_GAP": "CRITICAL",
-    "SEQUENCE_OVERLAP": "ERROR",
-    "SEQUENCE_RESET": "ERROR",
-    "NEW_EPOCH_NONZERO_SEQUENCE": "ERROR",
-    "UNKNOWN_PRODUCER": "CRITICAL",
-    "FENCED_PRODUCER_EPOCH": "CRITICAL",
-    "COORDINATOR_FENCED": "ERROR",
-    "INVALID_TXN_STATE": "CRITICAL",
-    "HANGING_TRANSACTION": "ERROR",
-    # A regression with a benign cause (LEADER_CHANGE_TRANSIENT, EARLIEST_ACROSS_FAILOVER) is
-    # lowered to WARNING; TRUNCATION keeps this level.
-    "LIST_OFFSETS_REGRESSION": "CRITICAL",
-    "ACKED_DATA_MISSING_FROM_LOG": "CRITICAL",
-    "ACKED_WRITE_LOST": "CRITICAL",
-    "ACKED_OFFSET_MISMATCH": "CRITICAL",
-    # A client-seen error with a benign cause (LOG_START: retention removed the producer's state)
-    # is lowered to INFO; UNEXPLAINED keeps this level.
-    "CLIENT_SEQUENCE_ERROR": "CRITICAL",
-}
 
 _VERSION_RE = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 
@@ -228,9 +201,9 @@ def _build(raw: dict[str, Any], origin: str) -> AuditConfig:
                 f"{origin}: [severity] names unknown finding type {finding_type!r}; known types "
                 f"are {sorted(DEFAULT_SEVERITIES)}"
             )
-        if level not in SEVERITIES:
+        if level not in SEVERITY_ORDER:
             raise ConfigError(
-                f"{origin}: severity.{finding_type} must be one of {list(SEVERITIES)}, got "
+                f"{origin}: severity.{finding_type} must be one of {list(SEVERITY_ORDER)}, got "
                 f"{level!r}"
             )
         severity[finding_type] = level

@@ -21,11 +21,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eos_audit.config import AuditConfig, glob_to_java_regex
 from eos_audit.findings import (
+    FACTS_PER_FINDING,
     REPLAYED,
     Cause,
-    FindingType,
     KafkaError,
     coded_finding_struct,
+    fact_values,
 )
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
@@ -506,24 +507,8 @@ def _finding_values() -> dict[str, Column]:
 def _finding_of(config: AuditConfig, run_id: str) -> Column:
     """The findings-table struct of a kernel finding, through the one finding builder."""
     f = F.col("finding")
-
-    def type_values(kind: FindingType) -> dict[str, Column]:
-        # The kernel's facts are positional; the registry names them per type.
-        values = {fact: f[f"fact{k}"] for k, fact in enumerate(kind.facts)}
-        if "acknowledged_ms" in kind.facts:
-            values["acknowledged_at"] = F.date_format(
-                F.to_utc_timestamp(F.timestamp_millis(values["acknowledged_ms"]),
-                                   F.current_timezone()),
-                "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
-            )
-        if "log_end_offset" in kind.facts:
-            values["log_last_offset"] = values["log_end_offset"] - 1
-        if "measured_at_export" in kind.facts:
-            values["age_measured_at"] = F.when(
-                values["measured_at_export"] == 1, "export_time"
-            ).otherwise("log_end")
-        return values
-
+    # The kernel's facts are positional; the registry names them and says how they show.
+    slots = [f[f"fact{k}"] for k in range(FACTS_PER_FINDING)]
     return coded_finding_struct(
         f["finding_code"],
         REPLAYED,
@@ -531,7 +516,7 @@ def _finding_of(config: AuditConfig, run_id: str) -> Column:
         run_id,
         identity=[F.col("topic"), F.col("partition"), f["base_offset"], f["occurrence"]],
         values=_finding_values(),
-        type_values=type_values,
+        type_values=lambda kind: fact_values(kind, slots),
     ).cast(FINDINGS_N)
 
 

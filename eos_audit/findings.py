@@ -1,10 +1,17 @@
 """Every finding type in one registry, and the one builder every rule's findings go through.
 
-The registry holds, per type: its default severity, the error a partition leader returns, the
-section of `docs/rules.md` that states the rule (written into `findings.spec_ref`), one sentence
-saying what it means, and the template of the `detail` sentence. The replay kernel, the client
+The registry is the single source of a finding type: its code, default severity, the error a
+partition leader returns, the section of `docs/rules.md` that states the rule (written into
+`findings.spec_ref`), one sentence saying what it means, the template of the `detail` sentence,
+the names of the replay kernel's facts and how the report draws it. Everything else derives from
+it: the configuration's default severities (`config.DEFAULT_SEVERITIES`, checked against
+`conf/defaults.toml` by a test), the facts' named slots the kernel fills (`FACT_*` below), the
+values those facts show as (`VIEWS_OF_FACTS`), and the report's marks. The replay kernel, the client
 acknowledgement rules and the ListOffsets rules all build their rows with `finding_struct`, so
 every finding has the same shape whoever raises it.
+
+Adding a finding type the kernel raises: a `FindingType` below, its section in `docs/rules.md`,
+the kernel code that raises it (with `FACT_*` for its facts), the oracle and the tests.
 """
 
 from __future__ import annotations
@@ -13,14 +20,38 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from eos_audit.config import AuditConfig
 from eos_audit.schemas import FINDINGS
 
+if TYPE_CHECKING:  # config derives its defaults from this module; no import cycle at run time
+    from eos_audit.config import AuditConfig
+
 RULES_DOC = "docs/rules.md"
+
+# The one severity order, worst first: `--fail-on`, the report's sorting and colours, the summary
+# tables' `findings_<severity>` columns and the configuration's checks all follow it.
+SEVERITY_ORDER = ("CRITICAL", "ERROR", "WARNING", "INFO")
+
+
+def at_or_above(level: str) -> tuple[str, ...]:
+    """The severities at or above `level` (case-insensitive), worst first.
+
+    Args:
+        level: a severity, e.g. `--fail-on`'s "error".
+
+    Returns:
+        ("CRITICAL", "ERROR") for "error".
+    """
+    return SEVERITY_ORDER[: SEVERITY_ORDER.index(level.upper()) + 1]
+
+
+def lowered_to(level: str, ceiling: str) -> str:
+    """`level`, lowered to `ceiling` when it is worse (a benign cause never raises a severity)."""
+    return max(level, ceiling, key=SEVERITY_ORDER.index)
 
 
 class Cause(IntEnum):
@@ -51,6 +82,15 @@ class KafkaError(IntEnum):
     CORRUPT_MESSAGE = 6
 
 
+# Who raises a type: the compiled replay, the client acknowledgement rules (rules/acks.py) or the
+# ListOffsets rules (rules/list_offsets.py).
+REPLAY, ACKS, LIST_OFFSETS = "replay", "acks", "list_offsets"
+# How the report's producer plot (sequence against offset) draws a finding of a type.
+MARK_GAP, MARK_DUPLICATE, MARK_FENCED, MARK_LOST, MARK_OTHER = (
+    "gap", "duplicate", "fenced", "lost", "other",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class FindingType:
     """One kind of violation.
@@ -58,13 +98,21 @@ class FindingType:
     Attributes:
         name: UPPER_SNAKE name, the `finding_type` value and the key of `[severity]`.
         code: the integer the replay kernel emits for it.
-        severity: default severity (configurable per type).
+        severity: default severity (configurable per type), one of SEVERITY_ORDER.
         anchor: its section in docs/rules.md.
         meaning: one sentence: what it means for the people reading the findings.
-        detail: template of the `detail` sentence; `{name}` is a findings column or a fact.
-        facts: names of the kernel's facts for this type, in the kernel's order.
-        evidence: the facts (or columns) that go into the `evidence` map.
+        detail: template of the `detail` sentence; `{name}` is a findings column, a fact or a
+            fact's view (VIEWS_OF_FACTS).
+        facts: names of the kernel's facts for this type, in the kernel's slot order (a name has
+            the same slot in every type, `FACT_<NAME>`).
+        evidence: the facts (or columns, or views) that go into the `evidence` map.
         kafka_error: the error a leader returns, when it is always the same.
+        raised_by: REPLAY (the kernel), ACKS or LIST_OFFSETS.
+        mark: how the report's producer plot draws it (MARK_GAP: the sequences below are
+            missing; MARK_DUPLICATE: the earlier batch holds the same sequences; ...).
+        offsets_in_log: False when its offsets are not a batch of the log (an acknowledgement, a
+            failed send), so the report does not draw them as one.
+        previous_offset_means: what its `previous_offset` points at, as the report says it.
     """
 
     name: str
@@ -76,6 +124,10 @@ class FindingType:
     facts: tuple[str, ...] = ()
     evidence: tuple[str, ...] = ()
     kafka_error: str | None = None
+    raised_by: str = REPLAY
+    mark: str = MARK_OTHER
+    offsets_in_log: bool = True
+    previous_offset_means: str = "the earlier batch"
 
     @property
     def spec_ref(self) -> str:
@@ -92,6 +144,7 @@ _TYPES = [
         "Two batches claim the same offsets: corruption or a bad export.",
         "Batch {base_offset}-{last_offset} starts at or below offset {previous_offset}, already "
         "covered by an earlier batch of this partition: two batches claim the same offsets.",
+        previous_offset_means="the earlier batch claiming these offsets",
     ),
     FindingType(
         "LEADER_EPOCH_REGRESSION",
@@ -126,6 +179,7 @@ _TYPES = [
         "still in force.",
         facts=("checkpoint_epoch", "leader_epoch"),
         evidence=("checkpoint_epoch", "leader_epoch"),
+        previous_offset_means="where the checkpoint's epoch starts",
     ),
     FindingType(
         "REPLICA_DIVERGENCE",
@@ -144,6 +198,7 @@ _TYPES = [
             "high_watermark",
         ),
         evidence=("replica", "high_watermark"),
+        previous_offset_means="the audited replica's batch",
     ),
     FindingType(
         "DUPLICATE_BATCH",
@@ -155,6 +210,7 @@ _TYPES = [
         "Producer {producer_id} epoch {producer_epoch} wrote sequences {base_sequence}-"
         "{last_sequence} again at offset {base_offset}; they were first written at offset "
         "{previous_offset}, so consumers see these records twice.",
+        mark=MARK_DUPLICATE,
     ),
     FindingType(
         "SEQUENCE_GAP",
@@ -167,6 +223,7 @@ _TYPES = [
         facts=("state_last_sequence", "missing_sequences"),
         evidence=("missing_sequences",),
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+        mark=MARK_GAP,
     ),
     FindingType(
         "SEQUENCE_OVERLAP",
@@ -201,6 +258,9 @@ _TYPES = [
         "first batch starts at sequence {base_sequence}, not 0.",
         facts=("current_epoch",),
         kafka_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
+        # A first batch that should have started at sequence 0: the sequences below it are
+        # missing.
+        mark=MARK_GAP,
     ),
     FindingType(
         "UNKNOWN_PRODUCER",
@@ -211,6 +271,9 @@ _TYPES = [
         "Producer {producer_id} has no state here (first seen, or expired) and starts at "
         "sequence {base_sequence} instead of 0; the log starts at offset {log_start}.",
         facts=("log_start",),
+        # A first batch that should have started at sequence 0: the sequences below it are
+        # missing.
+        mark=MARK_GAP,
     ),
     FindingType(
         "FENCED_PRODUCER_EPOCH",
@@ -223,6 +286,7 @@ _TYPES = [
         facts=("current_epoch",),
         evidence=("current_epoch",),
         kafka_error="INVALID_PRODUCER_EPOCH",
+        mark=MARK_FENCED,
     ),
     FindingType(
         "COORDINATOR_FENCED",
@@ -235,6 +299,7 @@ _TYPES = [
         facts=("coordinator_epoch", "coordinator_epoch_seen"),
         evidence=("coordinator_epoch_seen",),
         kafka_error="TRANSACTION_COORDINATOR_FENCED",
+        mark=MARK_FENCED,
     ),
     FindingType(
         "INVALID_TXN_STATE",
@@ -245,6 +310,7 @@ _TYPES = [
         "Producer {producer_id} wrote a non-transactional batch while its transaction opened at "
         "offset {previous_offset} was still open.",
         kafka_error="INVALID_TXN_STATE",
+        previous_offset_means="the first batch of the open transaction",
     ),
     FindingType(
         "HANGING_TRANSACTION",
@@ -271,6 +337,8 @@ _TYPES = [
         "write is lost.",
         facts=("acknowledged_ms", "log_start_offset", "log_end_offset"),
         evidence=("acknowledged_at", "log_start_offset", "log_end_offset"),
+        mark=MARK_LOST,
+        offsets_in_log=False,
     ),
     FindingType(
         "ACKED_OFFSET_MISMATCH",
@@ -283,6 +351,9 @@ _TYPES = [
         "{previous_offset}: consumers and the application disagree on where the records are.",
         facts=("acknowledged_ms", "log_batches"),
         evidence=("acknowledged_at", "log_batches"),
+        mark=MARK_LOST,
+        offsets_in_log=False,
+        previous_offset_means="where the log holds the acknowledged batch",
     ),
     FindingType(
         "CLIENT_SEQUENCE_ERROR",
@@ -292,6 +363,11 @@ _TYPES = [
         "A send failed with a sequence error the log does not explain.",
         "{kafka_error} for {topic}-{partition}, producer {producer_id} epoch {producer_epoch} "
         "sequence {base_sequence} at {event_time}{explanation}",
+        # Lowered to INFO by a benign cause (LOG_START: the produce response's log start offset
+        # shows retention removed the producer's state); UNEXPLAINED keeps this level.
+        raised_by=ACKS,
+        offsets_in_log=False,
+        previous_offset_means="the producer's last acknowledged offset",
     ),
     FindingType(
         "LIST_OFFSETS_REGRESSION",
@@ -300,6 +376,10 @@ _TYPES = [
         "list-offsets-regression",
         "An observed offset went below an earlier one.",
         "{text}",
+        # Lowered to WARNING by its benign causes (LEADER_CHANGE_TRANSIENT,
+        # EARLIEST_ACROSS_FAILOVER); TRUNCATION keeps this level.
+        raised_by=LIST_OFFSETS,
+        previous_offset_means="the earlier, higher observation",
     ),
     FindingType(
         "ACKED_DATA_MISSING_FROM_LOG",
@@ -308,30 +388,101 @@ _TYPES = [
         "acked-data-missing-from-log",
         "A latest offset observed before the export is above the exported log's end.",
         "{text}",
+        raised_by=LIST_OFFSETS,
     ),
 ]
 REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
-# The types the replay kernel raises (the others come from the acknowledgements and ListOffsets
-# observations alone).
-_NOT_REPLAYED = ("CLIENT_SEQUENCE_ERROR", "LIST_OFFSETS_REGRESSION", "ACKED_DATA_MISSING_FROM_LOG")
-REPLAYED = tuple(t.name for t in _TYPES if t.name not in _NOT_REPLAYED)
 BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}
 assert len(BY_CODE) == len(REGISTRY), "finding type codes must be unique"
+assert all(t.severity in SEVERITY_ORDER for t in _TYPES), "default severities are SEVERITY_ORDER's"
+# The types the replay kernel raises (the others come from the acknowledgements and ListOffsets
+# observations alone).
+REPLAYED = tuple(t.name for t in _TYPES if t.raised_by == REPLAY)
+RAISED_BY_LIST_OFFSETS = tuple(t.name for t in _TYPES if t.raised_by == LIST_OFFSETS)
+DEFAULT_SEVERITIES: dict[str, str] = {t.name: t.severity for t in _TYPES}
+
+
+# ------------------------------------------------------------------------------------------------
+# The kernel's facts: slots named once
+# ------------------------------------------------------------------------------------------------
+def _fact_slots(types: Sequence[FindingType]) -> dict[str, int]:
+    slots: dict[str, int] = {}
+    for kind in types:
+        for slot, name in enumerate(kind.facts):
+            assert slots.setdefault(name, slot) == slot, (
+                f"fact {name!r} of {kind.name} is in slot {slot}, elsewhere in {slots[name]}: a "
+                "fact name keeps one slot in every type"
+            )
+    return slots
+
+
+# A finding's facts are `FACTS_PER_FINDING` int64 slots the kernel fills (`f.facts[slot]`); a fact
+# name has one slot in every type that has it, so the kernel writes `f.facts[FACT_CURRENT_EPOCH]`.
+SLOT_OF_FACT: dict[str, int] = _fact_slots(_TYPES)
+FACTS_PER_FINDING = max(len(t.facts) for t in _TYPES)
+# `FACT_<NAME>`: the slot of every fact name, as module-level ints (numba reads the kernel's
+# imported globals as compile-time constants): FACT_MAX_LEADER_EPOCH, FACT_LEADER_EPOCH,
+# FACT_CHECKPOINT_EPOCH, FACT_PRIMARY_LAST_OFFSET, FACT_PRIMARY_PRODUCER_ID,
+# FACT_PRIMARY_BASE_SEQUENCE, FACT_HIGH_WATERMARK, FACT_STATE_LAST_SEQUENCE,
+# FACT_MISSING_SEQUENCES, FACT_CURRENT_EPOCH, FACT_LOG_START, FACT_COORDINATOR_EPOCH,
+# FACT_COORDINATOR_EPOCH_SEEN, FACT_AGE_MS, FACT_FIRST_OFFSET, FACT_MEASURED_AT_EXPORT,
+# FACT_ACKNOWLEDGED_MS, FACT_LOG_START_OFFSET, FACT_LOG_END_OFFSET, FACT_LOG_BATCHES (a test
+# checks this list against the registry).
+_FACT_CONSTANTS = {f"FACT_{name.upper()}": slot for name, slot in SLOT_OF_FACT.items()}
+assert not set(_FACT_CONSTANTS) & set(globals()), "a fact's constant would shadow a name here"
+globals().update(_FACT_CONSTANTS)
+
+
+def _utc_millis_text(epoch_ms: Column) -> Column:
+    """Epoch milliseconds as ISO-8601 UTC text with milliseconds, whatever the session zone."""
+    return F.date_format(
+        F.to_utc_timestamp(F.timestamp_millis(epoch_ms), F.current_timezone()),
+        "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
+    )
+
+
+# How a fact shows in `detail` and `evidence`, beyond its raw value: view name -> (the fact it is
+# computed from, how). A type whose facts include the source can name the view.
+VIEWS_OF_FACTS: dict[str, tuple[str, Callable[[Column], Column]]] = {
+    "acknowledged_at": ("acknowledged_ms", _utc_millis_text),
+    # The kernel records the log end offset (last offset + 1); the sentence names the last one.
+    "log_last_offset": ("log_end_offset", lambda end: end - 1),
+    "age_measured_at": (
+        "measured_at_export",
+        lambda at_export: F.when(at_export == 1, "export_time").otherwise("log_end"),
+    ),
+}
+assert {source for source, _ in VIEWS_OF_FACTS.values()} <= set(SLOT_OF_FACT)
+
+
+def fact_values(kind: FindingType, slots: Sequence[Column]) -> dict[str, Column]:
+    """A type's facts by name, and their views, from the kernel's positional fact columns.
+
+    Args:
+        kind: the finding type.
+        slots: the kernel's `FACTS_PER_FINDING` fact columns, by slot.
+
+    Returns:
+        Every name the type's detail template and evidence may take from its facts.
+    """
+    values = {name: slots[SLOT_OF_FACT[name]] for name in kind.facts}
+    for view, (source, show) in VIEWS_OF_FACTS.items():
+        if source in values:
+            values[view] = show(values[source])
+    return values
+
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def configured_severity(finding_type: str, config: AuditConfig) -> str:
+    """The severity the configuration gives a type, else the registry's default."""
+    return (config.severity or {}).get(finding_type, REGISTRY[finding_type].severity)
 
 
 def sentence(template: str, *cols: Column) -> Column:
     """A readable sentence from a printf template; nulls print as 'none'."""
     return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("none")) for c in cols])
-
-
-def severity_of(finding_type: str, config: AuditConfig, cause: Column | None) -> Column:
-    """The configured severity, lowered to INFO by a benign cause."""
-    level = F.lit(config.severity.get(finding_type, REGISTRY[finding_type].severity))
-    if cause is None:
-        return level
-    return F.when(cause.isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(level)
 
 
 def finding_struct(
@@ -439,7 +590,7 @@ def _build(
     filled["finding_type"] = _lookup(code, {k.code: k.name for k in kinds})
     filled["spec_ref"] = _lookup(code, {k.code: k.spec_ref for k in kinds})
     if severity is None:
-        levels = {k.code: config.severity.get(k.name, k.severity) for k in kinds}
+        levels = {k.code: configured_severity(k.name, config) for k in kinds}
         severity = _lookup(code, levels)
         if "cause" in values:
             severity = F.when(values["cause"].isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(

@@ -24,6 +24,8 @@ from pyspark.sql import functions as F
 from eos_audit import accounting, engine, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
+from eos_audit.findings import SEVERITY_ORDER
+from eos_audit.instants import epoch_millis
 from eos_audit.schemas import INPUT_FILES
 from eos_audit.session import ensure_code_on_server, replay_arrow_settings, session_has_delta
 from eos_audit.since_state import warehouse_state
@@ -33,20 +35,13 @@ from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources import filesystems
-from eos_audit.sources.formats import (
-    FORMAT_NAMES,
-    BatchOptions,
-    BatchRead,
-    read_batches,
-)
+from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
 from eos_audit.sources.input_files import dedupe_paths, list_table_files
 from eos_audit.sources.producer_state import INPUT as SEED_INPUT
 from eos_audit.sources.producer_state import seed_inputs
-from eos_audit.summaries import SEVERITY_ORDER, partition_summary, producer_sessions
+from eos_audit.summaries import partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
-
-BATCH_FORMATS = ("auto", *FORMAT_NAMES)
 
 
 @dataclass(frozen=True)
@@ -178,15 +173,12 @@ def export_time_ms(export_time: str | None) -> int | None:
     if export_time is None:
         return None
     try:
-        value = dt.datetime.fromisoformat(export_time.strip().replace("Z", "+00:00"))
+        return epoch_millis(export_time)
     except ValueError as exc:
         raise ConfigError(
             f"--export-time {export_time!r} is not an ISO-8601 time; write it like "
             "2026-11-21T03:00:00Z"
         ) from exc
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(milliseconds=1)
 
 
 def read_acks_input(spark: SparkSession, inputs: AuditInputs) -> DataFrame | None:

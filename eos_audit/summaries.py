@@ -10,9 +10,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit import engine
+from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import PRODUCER_SESSIONS
 
-SEVERITY_ORDER = ("CRITICAL", "ERROR", "WARNING", "INFO")
 SESSION_KEYS = ["topic", "partition", "producer_id", "producer_epoch"]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from eos_audit.findings import MARK_DUPLICATE, MARK_FENCED, MARK_GAP, MARK_LOST, SEVERITY_ORDER
 from eos_audit.report.findings import FindingsMatrix, Offender
 from eos_audit.report.history import History
 from eos_audit.report.list_offsets import OffsetSeries
@@ -31,7 +32,6 @@ from eos_audit.report.svg import (
     title,
 )
 from eos_audit.report.transactions import KINDS, TransactionActivity
-from eos_audit.summaries import SEVERITY_ORDER
 
 WIDTH = 860
 
@@ -265,7 +265,7 @@ def epoch_chart(plot: EpochPlot) -> str:
             + (f", {fmt_moment(m.time_ms)}" if m.time_ms is not None else "")
         )
         shapes = []
-        if m.kind == "gap" and m.expected_sequence is not None:
+        if m.kind == MARK_GAP and m.expected_sequence is not None:
             shapes.append(
                 el(
                     "line",
@@ -279,7 +279,7 @@ def epoch_chart(plot: EpochPlot) -> str:
                 )
             )
             shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 5}))
-        elif m.kind == "duplicate" and m.previous_offset is not None:
+        elif m.kind == MARK_DUPLICATE and m.previous_offset is not None:
             px = x(m.previous_offset)
             shapes.append(
                 el(
@@ -292,7 +292,7 @@ def epoch_chart(plot: EpochPlot) -> str:
                 )
             )
             shapes.append(el("rect", {"x": cx - 5, "y": cy - 5, "width": 10, "height": 10}))
-        elif m.kind == "fenced":
+        elif m.kind == MARK_FENCED:
             shapes.append(
                 el(
                     "path",
@@ -303,7 +303,7 @@ def epoch_chart(plot: EpochPlot) -> str:
                     },
                 )
             )
-        elif m.kind == "lost":
+        elif m.kind == MARK_LOST:
             shapes.append(
                 el(
                     "path",

@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from eos_audit.findings import REGISTRY
+from eos_audit.findings import REGISTRY, SEVERITY_ORDER, FindingType
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
     RunTables,
@@ -20,18 +20,6 @@ from eos_audit.report.tables import (
     first_rows_per_group,
     severity_rank,
 )
-from eos_audit.summaries import SEVERITY_ORDER
-
-# What `previous_offset` points at, for the types where it is not "the earlier batch".
-PREVIOUS_OFFSET_MEANS = {
-    "LIST_OFFSETS_REGRESSION": "the earlier, higher observation",
-    "CLIENT_SEQUENCE_ERROR": "the producer's last acknowledged offset",
-    "ACKED_OFFSET_MISMATCH": "where the log holds the acknowledged batch",
-    "INVALID_TXN_STATE": "the first batch of the open transaction",
-    "LEADER_EPOCH_MISMATCH": "where the checkpoint's epoch starts",
-    "REPLICA_DIVERGENCE": "the audited replica's batch",
-    "OFFSET_OVERLAP": "the earlier batch claiming these offsets",
-}
 
 
 def slug(*parts: object) -> str:
@@ -48,6 +36,12 @@ def partition_anchor(topic: str, partition: int) -> str:
 def finding_anchor(finding_id: str) -> str:
     """The id of a finding's evidence row."""
     return "f-" + slug(finding_id)
+
+
+def previous_offset_means(finding_type: str) -> str:
+    """What a finding's `previous_offset` points at, as its type's registry entry says."""
+    kind = REGISTRY.get(finding_type)
+    return kind.previous_offset_means if kind else FindingType.previous_offset_means
 
 
 @dataclass(frozen=True)
@@ -260,7 +254,7 @@ def build_finding_groups(
     for r in rows:
         earlier, href = None, None
         if r["previous_offset"] is not None:
-            meaning = PREVIOUS_OFFSET_MEANS.get(r["finding_type"], "the earlier batch")
+            meaning = previous_offset_means(r["finding_type"])
             earlier = f"offset {r['previous_offset']}: {meaning}"
             href = at_offset.get((r["topic"], r["partition"], r["previous_offset"]))
             if href is None and partition_anchor(r["topic"], r["partition"]) in partition_anchors:

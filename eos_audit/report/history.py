@@ -18,11 +18,11 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.report.findings import FindingGroup
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import TableLocation, bounded_rows, read_table, rows_and_total
 from eos_audit.sinks.run_status import FINISHED
-from eos_audit.summaries import SEVERITY_ORDER
 
 
 @dataclass(frozen=True)

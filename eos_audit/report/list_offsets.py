@@ -8,7 +8,6 @@ bucket (lowest and highest offset answered), for a few partitions only.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from eos_audit.findings import RAISED_BY_LIST_OFFSETS
+from eos_audit.instants import epoch_millis
 from eos_audit.report.findings import finding_anchor
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
@@ -30,20 +31,15 @@ from eos_audit.report.transactions import bucket_width
 
 log = logging.getLogger(__name__)
 
-OFFSET_FINDINGS = ("LIST_OFFSETS_REGRESSION", "ACKED_DATA_MISSING_FROM_LOG")
-
 
 def parse_time_ms(text: str | None) -> int | None:
     """Epoch milliseconds of an evidence time ("2026-11-21 00:01:00", ISO-8601; UTC if no zone)."""
     if not text:
         return None
     try:
-        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return epoch_millis(text)
     except ValueError:
         return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return int(value.timestamp() * 1000)
 
 
 @dataclass(frozen=True)
@@ -171,7 +167,7 @@ def query_list_offsets(
         inputs: the run's recorded inputs (`audit_runs.inputs`).
         limits: the report's limits.
     """
-    offset_findings = tables.findings.where(F.col("finding_type").isin(*OFFSET_FINDINGS))
+    offset_findings = tables.findings.where(F.col("finding_type").isin(*RAISED_BY_LIST_OFFSETS))
     marks, marks_total = rows_and_total(
         offset_findings.orderBy(severity_rank(), "topic", "partition", "batch_timestamp").select(
             "finding_id", "finding_type", "severity", "cause", "topic", "partition",

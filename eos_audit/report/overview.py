@@ -9,10 +9,10 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from eos_audit.findings import SEVERITY_ORDER, at_or_above
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import RunTables, bounded_rows
 from eos_audit.sinks.run_status import SUCCEEDED
-from eos_audit.summaries import SEVERITY_ORDER
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,7 @@ class RunOverview:
             return f"status {self.status}" + (f": {self.error}" if self.error else "")
         if fail_on == "never":
             return None
-        levels = SEVERITY_ORDER[: SEVERITY_ORDER.index(fail_on.upper()) + 1]
-        found = {s: self.findings_by_severity.get(s, 0) for s in levels}
+        found = {s: self.findings_by_severity.get(s, 0) for s in at_or_above(fail_on)}
         if not any(found.values()):
             return None
         counts = ", ".join(f"{n} {s}" for s, n in found.items() if n)

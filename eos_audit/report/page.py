@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.report.charts import (
     epoch_chart,
     findings_chart,
@@ -18,7 +19,6 @@ from eos_audit.report.findings import FindingGroup, FindingItem
 from eos_audit.report.rules import rule_href
 from eos_audit.report.svg import el, esc, fmt_int, fmt_moment, fmt_range, fmt_time
 from eos_audit.sinks.run_status import SUCCEEDED
-from eos_audit.summaries import SEVERITY_ORDER
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2329;

@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.report.findings import finding_anchor, partition_anchor
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
@@ -21,7 +22,6 @@ from eos_audit.report.tables import (
     key_filter,
     severity_rank,
 )
-from eos_audit.summaries import SEVERITY_ORDER
 
 PARTITION_KEY = ("topic", "partition")
 

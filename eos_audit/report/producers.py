@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
+from eos_audit.findings import MARK_DUPLICATE, MARK_GAP, MARK_OTHER, REGISTRY
 from eos_audit.report.findings import finding_anchor, slug
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import (
@@ -27,21 +28,6 @@ from eos_audit.report.tables import (
 )
 
 EPOCH_KEY = ("topic", "partition", "producer_id", "producer_epoch")
-
-# How each finding type is drawn on the plot.
-MARK_KINDS = {
-    "SEQUENCE_GAP": "gap",
-    # A first batch that should have started at sequence 0: the sequences below it are missing.
-    "UNKNOWN_PRODUCER": "gap",
-    "NEW_EPOCH_NONZERO_SEQUENCE": "gap",
-    "DUPLICATE_BATCH": "duplicate",
-    "FENCED_PRODUCER_EPOCH": "fenced",
-    "COORDINATOR_FENCED": "fenced",
-    "ACKED_WRITE_LOST": "lost",
-    "ACKED_OFFSET_MISMATCH": "lost",
-}
-# Findings whose offsets are not a batch in the log (an acknowledgement or a failed send).
-NOT_IN_LOG = ("ACKED_WRITE_LOST", "ACKED_OFFSET_MISMATCH", "CLIENT_SEQUENCE_ERROR")
 
 
 @dataclass(frozen=True)
@@ -183,14 +169,17 @@ def _evidence(f: dict) -> tuple[list[SeqPoint], SeqMark | None]:
         f["base_sequence"],
         f["last_sequence"] if f["last_sequence"] is not None else f["base_sequence"],
     )
-    kind = MARK_KINDS.get(f["finding_type"], "other")
-    if f["finding_type"] not in NOT_IN_LOG:
+    finding_type = REGISTRY.get(f["finding_type"])
+    # How the registry says the type is drawn; its offsets are a batch in the log unless it says
+    # otherwise (an acknowledgement, a failed send).
+    kind = finding_type.mark if finding_type else MARK_OTHER
+    if finding_type is None or finding_type.offsets_in_log:
         points.append(SeqPoint(f["base_offset"], f["last_offset"], base, last, "finding"))
     previous = f["previous_offset"]
     if previous is not None and previous >= 0:
-        if kind == "duplicate":  # the earlier batch holds the same sequences
+        if kind == MARK_DUPLICATE:  # the earlier batch holds the same sequences
             points.append(SeqPoint(previous, previous, base, last, "earlier"))
-        elif kind == "gap" and f["expected_sequence"] is not None:
+        elif kind == MARK_GAP and f["expected_sequence"] is not None:
             # The batch before the gap ended just below the sequence the leader expected.
             end = f["expected_sequence"] - 1
             points.append(SeqPoint(previous, previous, end, end, "earlier"))

@@ -15,10 +15,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
+from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import OUTPUT_TABLES
 from eos_audit.sinks.run_status import FINISHED
 from eos_audit.sources.contract_reader import delta_dataframe, read_delta
-from eos_audit.summaries import SEVERITY_ORDER
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.findings import UNEXPLAINED, finding_struct, sentence
+from eos_audit.findings import UNEXPLAINED, Cause, finding_struct, sentence
 from eos_audit.schemas import ACKS
 from eos_audit.sources.acks import (
     NO_OFFSET,
@@ -51,7 +51,7 @@ from eos_audit.sources.acks import (
 from eos_audit.sources.canonical import increment_sequence
 
 CLIENT_SEQUENCE_ERROR = "CLIENT_SEQUENCE_ERROR"
-CAUSE_LOG_START = "LOG_START"
+CAUSE_LOG_START = Cause.LOG_START.name
 KEY = ["topic", "partition", "producer_id"]
 _REQUIRED = ["event_time", "topic", "partition", "producer_id", "producer_epoch", "base_sequence"]
 _OPTIONAL = ["record_count", "offset", "error", "log_start_offset", "source"]

@@ -28,9 +28,9 @@ without an offset are not observations of an offset: they never raise or lower t
   with the highest one and the count in the evidence. Partitions absent from `log_end_df` are not
   judged.
 
-Severities: `config.severity[type]` when the configuration knows the type, else
-`DEFAULT_SEVERITIES` below; a benign cause (the two WARNING causes) lowers the severity to WARNING
-(never raises it).
+Severities: `config.severity[type]` when the configuration knows the type, else the finding
+registry's default (`eos_audit.findings`); a benign cause (the two WARNING causes) lowers the
+severity to WARNING (never raises it).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ from pyspark.sql import types as T
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.findings import finding_struct, sentence
+from eos_audit.findings import configured_severity as severity_of
+from eos_audit.findings import finding_struct, lowered_to, sentence
+from eos_audit.instants import epoch_micros as _micros
 from eos_audit.schemas import LIST_OFFSETS_ERRORS
 from eos_audit.sources.list_offsets import SOURCE_ERROR
 
 REGRESSION = "LIST_OFFSETS_REGRESSION"
 ACKED_DATA_MISSING = "ACKED_DATA_MISSING_FROM_LOG"
-# To be merged into eos_audit.config.DEFAULT_SEVERITIES and conf/defaults.toml [severity].
-DEFAULT_SEVERITIES: dict[str, str] = {REGRESSION: "CRITICAL", ACKED_DATA_MISSING: "CRITICAL"}
 
 CAUSE_TRANSIENT = "LEADER_CHANGE_TRANSIENT"
 CAUSE_TRUNCATION = "TRUNCATION"
@@ -58,29 +58,14 @@ CAUSE_EARLIEST_FAILOVER = "EARLIEST_ACROSS_FAILOVER"
 BENIGN_CAUSES = (CAUSE_TRANSIENT, CAUSE_EARLIEST_FAILOVER)
 BENIGN_SEVERITY = "WARNING"
 
-_RANK = {"CRITICAL": 0, "ERROR": 1, "WARNING": 2, "INFO": 3}
 KEY = ["topic", "partition", "spec", "_iso"]
 ORDER = ["observed_at", "offset", "leader_epoch", "error", "source"]
 _EVIDENCE = T.MapType(T.StringType(), T.StringType(), True)
 
 
-def severity_of(finding_type: str, config: AuditConfig) -> str:
-    """The configured severity of a finding type, else this module's default."""
-    return (config.severity or {}).get(finding_type, DEFAULT_SEVERITIES[finding_type])
-
-
 def _benign(level: str) -> str:
     """A benign cause lowers a severity to WARNING and leaves lower ones alone."""
-    return level if _RANK.get(level, 0) >= _RANK[BENIGN_SEVERITY] else BENIGN_SEVERITY
-
-
-def _micros(value: dt.datetime | str) -> int:
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    if value.tzinfo is None:  # naive: UTC, like every time in the contract
-        value = value.replace(tzinfo=dt.UTC)
-    delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return lowered_to(level, BENIGN_SEVERITY)
 
 
 def _observations(observations_df: DataFrame) -> DataFrame:

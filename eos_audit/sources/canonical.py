@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
-from eos_audit.schemas import RECORD_BATCH, RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
+from eos_audit.schemas import RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
 
 INT32_MAX = 2_147_483_647
 INT32_MIN = -2_147_483_648
@@ -298,15 +298,4 @@ def to_canonical(
         reason.alias(QUARANTINE_REASON),
         F.when(quarantined, raw_json).alias(RAW),
         *keep,
-    )
-
-
-def canonical_schema_with_reason() -> T.StructType:
-    """The schema `to_canonical` returns."""
-    return T.StructType(
-        [
-            *RECORD_BATCH.fields,
-            T.StructField(QUARANTINE_REASON, T.StringType(), True),
-            T.StructField(RAW, T.StringType(), True),
-        ]
     )
