@@ -610,11 +610,11 @@ def check_producer_epoch(e, rows, i, part, findings, counts):
 def check_sequence(e, rows, i, part, params, findings, counts, expired):
     """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
 
-    Kafka's three cases, in the order docs/replay_semantics.md gives ("Verdict of a data batch"):
-    a producer without state may start anywhere since 2.5 (docs/rules.md#unknown-producer); a new
-    epoch must start at 0 (docs/rules.md#new-epoch-nonzero-sequence); the entry's epoch must
-    continue right after its last sequence (docs/rules.md#sequence-gap). Returns whether the
-    batch is out of sequence.
+    Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
+    anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
+    (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
+    after its last sequence (docs/rules.md#sequence-gap). Returns whether the batch is out of
+    sequence (its finding emitted).
     """
     sequence = rows[i].base_sequence
     if e.epoch == -1:
