@@ -501,7 +501,7 @@ def takes_part_in_replay(rows, i):
 # -1 marking a free place. A table's capacity is a power of two at least twice what it indexes, so
 # it is never more than half full and a probe always ends. A numba typed dict cost three hash
 # lookups, about 100 ns, per row, and being reference-counted it kept the whole kernel under
-# numba's runtime (every array argument counted on every call; see _compile).
+# numba's runtime (every array argument counted on every call; see kernel_cache.compile_in_place).
 # ------------------------------------------------------------------------------------------------
 def slot_position(slots, producer_id):
     """Where the producer's (producer id, entry slot) row is in `slots`, or its free place."""
