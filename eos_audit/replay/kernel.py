@@ -306,8 +306,11 @@ def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset, 
     newest = ring_slot(e, 0)
     if last_sequence < base_sequence:
         e.ring_run = 0  # wraps past INT32_MAX: it starts above sequences that follow it
-    elif e.ring_run > 0 and e.ring_epoch[newest] == epoch \
-            and base_sequence > e.ring_last_sequence[newest]:
+    elif (
+        e.ring_run > 0
+        and e.ring_epoch[newest] == epoch
+        and base_sequence > e.ring_last_sequence[newest]
+    ):
         e.ring_run = min(e.ring_run + 1, DUPLICATE_LOOKBACK)
     else:
         e.ring_run = 1
@@ -350,8 +353,11 @@ def batch_with_sequence_range(e, epoch, base_sequence, last_sequence):
         # starts at or below the newest's last sequence, so a batch of another epoch, or one
         # that starts above it, matches none. This is the common case, a producer writing on.
         newest = ring_slot(e, 0)
-        if e.ring_size == 0 or e.ring_epoch[newest] != epoch \
-                or base_sequence > e.ring_last_sequence[newest]:
+        if (
+            e.ring_size == 0
+            or e.ring_epoch[newest] != epoch
+            or base_sequence > e.ring_last_sequence[newest]
+        ):
             return -1
     # Every slot is compared, in storage order, and the newest match kept: a loop without early
     # exits or modulo per step, which the compiler turns into vector compares.
@@ -601,8 +607,18 @@ def check_producer_epoch(e, rows, i, part, findings, counts):
     """
     if rows[i].producer_epoch >= e.epoch:
         return False
-    f = finding_at(findings, counts, FENCED_PRODUCER_EPOCH, rows, i, part, NO_CAUSE,
-                   INVALID_PRODUCER_EPOCH, NULL, NULL)
+    f = finding_at(
+        findings,
+        counts,
+        FENCED_PRODUCER_EPOCH,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        INVALID_PRODUCER_EPOCH,
+        NULL,
+        NULL,
+    )
     f.facts[0] = e.epoch
     return True
 
@@ -622,15 +638,33 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
         # (params.unknown_producer_error); a producer starting above 0 is reported.
         if sequence == 0:
             return False
-        unknown_producer(e, rows, i, part, params, findings, counts,
-                         unknown_producer_cause(rows, i, part, expired))
+        unknown_producer(
+            e,
+            rows,
+            i,
+            part,
+            params,
+            findings,
+            counts,
+            unknown_producer_cause(rows, i, part, expired),
+        )
         return True
     if rows[i].producer_epoch != e.epoch:
         # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
         if sequence == 0:
             return False
-        f = finding_at(findings, counts, NEW_EPOCH_NONZERO_SEQUENCE, rows, i, part, NO_CAUSE,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, 0, NULL)
+        f = finding_at(
+            findings,
+            counts,
+            NEW_EPOCH_NONZERO_SEQUENCE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            0,
+            NULL,
+        )
         f.facts[0] = e.epoch
         return True
     if sequence != 0 and sequences_lost_below_log_start(e, part):
@@ -664,19 +698,49 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
     below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
     gap_cause = LOG_START if below_log_start else UNEXPLAINED
     if sequence == 0:
-        f = finding_at(findings, counts, SEQUENCE_RESET, rows, i, part, gap_cause,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_RESET,
+            rows,
+            i,
+            part,
+            gap_cause,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
         f.facts[0] = last_sequence
     elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
-        f = finding_at(findings, counts, SEQUENCE_OVERLAP, rows, i, part, NO_CAUSE,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_OVERLAP,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
         f.facts[0] = last_sequence
     else:
         cause = COMPACTION if rows[i].is_compacted else gap_cause
-        f = finding_at(findings, counts, SEQUENCE_GAP, rows, i, part, cause,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_GAP,
+            rows,
+            i,
+            part,
+            cause,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
         f.facts[0] = last_sequence
         f.facts[1] = missing
 
@@ -721,8 +785,18 @@ def unknown_producer_cause(rows, i, part, expired):
 
 def unknown_producer(e, rows, i, part, params, findings, counts, cause):
     """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
-    f = finding_at(findings, counts, UNKNOWN_PRODUCER, rows, i, part, cause,
-                   params.unknown_producer_error, 0, e.previous_offset)
+    f = finding_at(
+        findings,
+        counts,
+        UNKNOWN_PRODUCER,
+        rows,
+        i,
+        part,
+        cause,
+        params.unknown_producer_error,
+        0,
+        e.previous_offset,
+    )
     f.facts[0] = log_start_of(part)
 
 
@@ -736,8 +810,18 @@ def check_coordinator_epoch(e, rows, i, part, findings, counts):
     coordinator_epoch = rows[i].coordinator_epoch
     if coordinator_epoch == NULL or coordinator_epoch >= e.coordinator_epoch:
         return False
-    f = finding_at(findings, counts, COORDINATOR_FENCED, rows, i, part, NO_CAUSE,
-                   TRANSACTION_COORDINATOR_FENCED, NULL, NULL)
+    f = finding_at(
+        findings,
+        counts,
+        COORDINATOR_FENCED,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        TRANSACTION_COORDINATOR_FENCED,
+        NULL,
+        NULL,
+    )
     f.facts[0] = coordinator_epoch
     f.facts[1] = e.coordinator_epoch
     return True
@@ -757,22 +841,43 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
     if check_producer_epoch(e, rows, i, part, findings, counts):
         return False
     if is_client_append(rows, i):
-        back = find_duplicate_batch(e, rows[i].producer_epoch, rows[i].base_sequence,
-                                    rows[i].last_sequence)
+        back = find_duplicate_batch(
+            e, rows[i].producer_epoch, rows[i].base_sequence, rows[i].last_sequence
+        )
         if back >= 0:
             # Within the cached batches the leader answers with the original's offsets and no
             # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
             error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
-            finding_at(findings, counts, DUPLICATE_BATCH, rows, i, part, NO_CAUSE, error, NULL,
-                       e.ring_base_offset[ring_slot(e, back)])
+            finding_at(
+                findings,
+                counts,
+                DUPLICATE_BATCH,
+                rows,
+                i,
+                part,
+                NO_CAUSE,
+                error,
+                NULL,
+                e.ring_base_offset[ring_slot(e, back)],
+            )
             return False
         if check_sequence(e, rows, i, part, params, findings, counts, expired):
             return True
     if e.txn_open and not rows[i].is_transactional:
         # appendDataBatch: non-transactional data while the producer's transaction is open
         # (docs/rules.md#invalid-txn-state)
-        finding_at(findings, counts, INVALID_TXN_STATE, rows, i, part, NO_CAUSE,
-                   INVALID_TXN_STATE_ERROR, NULL, e.txn_first_offset)
+        finding_at(
+            findings,
+            counts,
+            INVALID_TXN_STATE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            INVALID_TXN_STATE_ERROR,
+            NULL,
+            e.txn_first_offset,
+        )
     return True
 
 
@@ -801,8 +906,15 @@ def append_data_batch(e, rows, i, part, timestamp, coverage_end):
     """
     epoch = rows[i].producer_epoch
     if is_client_append(rows, i):
-        add_batch(e, epoch, rows[i].base_sequence, rows[i].last_sequence, rows[i].base_offset,
-                  rows[i].last_offset, timestamp)
+        add_batch(
+            e,
+            epoch,
+            rows[i].base_sequence,
+            rows[i].last_sequence,
+            rows[i].base_offset,
+            rows[i].last_offset,
+            timestamp,
+        )
         e.last_data_coverage_end = coverage_end
         e.sequences_seen = True
         e.corrupt_claim = False  # applied: the gap a corrupt batch explained is closed
@@ -900,8 +1012,9 @@ def load_seed_state(e, rows, i, timestamp):
 # ------------------------------------------------------------------------------------------------
 # One producer row: UnifiedLog.analyzeAndValidateProducerState, then ProducerStateManager.update
 # ------------------------------------------------------------------------------------------------
-def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out_transactions,
-                        out_sessions, counts):
+def replay_producer_row(
+    rows, i, part, entries, slots, params, out_findings, out_transactions, out_sessions, counts
+):
     """One row of a producer: an audited batch, or a seeded batch or entry.
 
     An audited batch as a leader appends it: an expired entry is forgotten first
@@ -1070,25 +1183,50 @@ def check_audited_batch(rows, i, part, findings, counts):
     if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
         # overlapping any earlier batch is found.
-        finding_at(findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
-                   part.max_last_offset)
+        finding_at(
+            findings,
+            counts,
+            OFFSET_OVERLAP,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            NO_ERROR,
+            NULL,
+            part.max_last_offset,
+        )
     if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
         # docs/rules.md#leader-epoch-regression
-        f = finding_at(findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE,
-                       NO_ERROR, NULL, NULL)
+        f = finding_at(
+            findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL
+        )
         f.facts[0] = part.max_leader_epoch
         f.facts[1] = leader_epoch
-    if has_leader_epoch and part.epoch_entry_epoch != NULL \
-            and leader_epoch != part.epoch_entry_epoch:
+    if (
+        has_leader_epoch
+        and part.epoch_entry_epoch != NULL
+        and leader_epoch != part.epoch_entry_epoch
+    ):
         # docs/rules.md#leader-epoch-mismatch: the checkpoint entry in force at this offset
-        f = finding_at(findings, counts, LEADER_EPOCH_MISMATCH, rows, i, part, NO_CAUSE,
-                       NO_ERROR, NULL, part.epoch_entry_start)
+        f = finding_at(
+            findings,
+            counts,
+            LEADER_EPOCH_MISMATCH,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            NO_ERROR,
+            NULL,
+            part.epoch_entry_start,
+        )
         f.facts[0] = part.epoch_entry_epoch
         f.facts[1] = leader_epoch
     if rows[i].crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
-        finding_at(findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE,
-                   NULL, NULL)
+        finding_at(
+            findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE, NULL, NULL
+        )
     if has_leader_epoch:
         part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
 
@@ -1131,8 +1269,18 @@ def check_replica_batch(rows, i, part, findings, counts):
         differs = part.max_last_offset != NULL and part.max_last_offset >= base_offset
     if not differs:
         return
-    f = finding_at(findings, counts, REPLICA_DIVERGENCE, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
-                   part.primary_base_offset)
+    f = finding_at(
+        findings,
+        counts,
+        REPLICA_DIVERGENCE,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        NO_ERROR,
+        NULL,
+        part.primary_base_offset,
+    )
     if part.primary_base_offset != NULL:
         f.facts[0] = part.primary_last_offset
         f.facts[1] = part.primary_producer_id
@@ -1181,8 +1329,10 @@ def match_acks(rows, i, part, acks, ack_index):
     """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
     if part.acks == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
         return  # most audits have no acknowledgements: no key to hash
-    k = ack_index[ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch,
-                               rows[i].base_sequence), 3]
+    k = ack_index[
+        ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch, rows[i].base_sequence),
+        3,
+    ]
     base_offset = rows[i].base_offset
     while k >= 0:
         a = acks[k]
@@ -1241,9 +1391,22 @@ def room_to_finish(part):
     return part.producers + part.acks + 2
 
 
-def finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-                     is_compacted):
+def finish_partition(
+    part,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    params,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+    tp_row,
+    is_compacted,
+):
     """Emit the partition's end-of-log records and forget its state."""
     judge_acks(part, acks, out_findings, counts, tp_row, is_compacted)
     clock = params.as_of_ms if params.as_of_ms != NULL else part.latest_timestamp
@@ -1254,8 +1417,9 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
         e = entries[slot]
         flush_summary(e, out_sessions, counts, tp_row, part)
         if e.txn_open and e.has_audited:
-            emit_open_transaction(e, part, out_findings, out_transactions, counts, tp_row, clock,
-                                  params)
+            emit_open_transaction(
+                e, part, out_findings, out_transactions, counts, tp_row, clock, params
+            )
         emit_final_state(e, part, out_states, counts, tp_row, log_end)
     if part.batches + part.replica_batches + part.skipped_batches > 0:
         p = out_partitions[counts[PARTITIONS]]
@@ -1355,8 +1519,9 @@ def emit_final_state(e, part, states, counts, tp_row, log_end):
 # ------------------------------------------------------------------------------------------------
 # The loop
 # ------------------------------------------------------------------------------------------------
-def has_room(counts, out_findings, out_transactions, out_sessions, out_partitions, out_states,
-             room):
+def has_room(
+    counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+):
     """Whether every output has room for `room` more events."""
     return (
         len(out_findings) - counts[FINDINGS] >= room
@@ -1367,9 +1532,23 @@ def has_room(counts, out_findings, out_transactions, out_sessions, out_partition
     )
 
 
-def replay(rows, start, previous_compacted, params, partition_state, entries, slots, acks,
-           ack_index, out_findings, out_transactions, out_sessions, out_partitions, out_states,
-           counts):
+def replay(
+    rows,
+    start,
+    previous_compacted,
+    params,
+    partition_state,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+):
     """Replay rows[start:] of one Arrow batch; state carries over to the next batch.
 
     Returns the index of the first row not replayed: the number of rows when all were, else the
@@ -1383,16 +1562,30 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
         room = ROW_ROOM
         if rows[i].tp_start and part.active:
             room += room_to_finish(part)
-        if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
-                        out_states, room):
+        if not has_room(
+            counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+        ):
             counts[ROOM_NEEDED] = room
             return i
         if rows[i].tp_start:
             if part.active:
                 compacted = rows[i - 1].is_compacted if i > 0 else previous_compacted
-                finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                                 out_transactions, out_sessions, out_partitions, out_states,
-                                 counts, i - 1, compacted)
+                finish_partition(
+                    part,
+                    entries,
+                    slots,
+                    acks,
+                    ack_index,
+                    params,
+                    out_findings,
+                    out_transactions,
+                    out_sessions,
+                    out_partitions,
+                    out_states,
+                    counts,
+                    i - 1,
+                    compacted,
+                )
             begin_partition(part, rows[i].partition)
             part.first_ack_ordinal = counts[ACKS_SEEN]
         kind = rows[i].kind
@@ -1405,8 +1598,18 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best
-            if not replay_producer_row(rows, i, part, entries, slots, params, out_findings,
-                                       out_transactions, out_sessions, counts):
+            if not replay_producer_row(
+                rows,
+                i,
+                part,
+                entries,
+                slots,
+                params,
+                out_findings,
+                out_transactions,
+                out_sessions,
+                counts,
+            ):
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == STATE_COVERAGE:
@@ -1417,8 +1620,11 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
         elif kind == AUDITED:
             if already_in_state(rows, i, part):
                 continue
-            if part.producers >= len(entries) and takes_part_in_replay(rows, i) \
-                    and find_slot(slots, rows[i].producer_id) < 0:
+            if (
+                part.producers >= len(entries)
+                and takes_part_in_replay(rows, i)
+                and find_slot(slots, rows[i].producer_id) < 0
+            ):
                 counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
@@ -1429,13 +1635,33 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                 # so the copies are adjacent). A log holds one batch at an offset: this is a
                 # bad export (OFFSET_OVERLAP), not a second write of the batch's records, and
                 # the copy is not replayed again (docs/replay_semantics.md, Scope).
-                finding_at(out_findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE,
-                           NO_ERROR, NULL, part.max_last_offset)
+                finding_at(
+                    out_findings,
+                    counts,
+                    OFFSET_OVERLAP,
+                    rows,
+                    i,
+                    part,
+                    NO_CAUSE,
+                    NO_ERROR,
+                    NULL,
+                    part.max_last_offset,
+                )
             else:
                 check_audited_batch(rows, i, part, out_findings, counts)
                 if takes_part_in_replay(rows, i):
-                    replay_producer_row(rows, i, part, entries, slots, params, out_findings,
-                                        out_transactions, out_sessions, counts)
+                    replay_producer_row(
+                        rows,
+                        i,
+                        part,
+                        entries,
+                        slots,
+                        params,
+                        out_findings,
+                        out_transactions,
+                        out_sessions,
+                        counts,
+                    )
                 elif rows[i].crc_valid == 0:
                     remember_corrupt_claim(rows, i, entries, slots)
                 match_acks(rows, i, part, acks, ack_index)
@@ -1448,9 +1674,22 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
     return n
 
 
-def finish(partition_state, entries, slots, acks, ack_index, params, out_findings,
-           out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-           is_compacted):
+def finish(
+    partition_state,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    params,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+    tp_row,
+    is_compacted,
+):
     """The end of the input: finish the partition being replayed.
 
     Returns False when the outputs lack room (`counts[ROOM_NEEDED]` says how much).
@@ -1459,18 +1698,33 @@ def finish(partition_state, entries, slots, acks, ack_index, params, out_finding
     if not part.active:
         return True
     room = room_to_finish(part)
-    if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
-                    out_states, room):
+    if not has_room(
+        counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+    ):
         counts[ROOM_NEEDED] = room
         return False
-    finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-                     is_compacted)
+    finish_partition(
+        part,
+        entries,
+        slots,
+        acks,
+        ack_index,
+        params,
+        out_findings,
+        out_transactions,
+        out_sessions,
+        out_partitions,
+        out_states,
+        counts,
+        tp_row,
+        is_compacted,
+    )
     return True
 
 
 KERNEL_FUNCTIONS = [
-    name for name, value in list(globals().items())
+    name
+    for name, value in list(globals().items())
     if callable(value) and getattr(value, "__module__", None) == __name__
 ]
 # What every row calls with arrays among its arguments. Compiled as functions of their own, each
