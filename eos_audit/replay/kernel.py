@@ -340,14 +340,6 @@ def find_duplicate_batch(e, epoch, base_sequence, last_sequence):
     """
     if epoch != e.epoch:
         return -1
-    return batch_with_sequence_range(e, epoch, base_sequence, last_sequence)
-
-
-def batch_with_sequence_range(e, epoch, base_sequence, last_sequence):
-    """ProducerStateEntry.batchWithSequenceRange over the look-back: the newest match, -1 if none.
-
-    The look-back's slots of older epochs are not the entry's cache: each slot's epoch is compared.
-    """
     if e.ring_run >= e.ring_size:
         # The whole look-back is one rising run of one epoch (add_batch): every cached batch
         # starts at or below the newest's last sequence, so a batch of another epoch, or one
@@ -359,8 +351,16 @@ def batch_with_sequence_range(e, epoch, base_sequence, last_sequence):
             or base_sequence > e.ring_last_sequence[newest]
         ):
             return -1
-    # Every slot is compared, in storage order, and the newest match kept: a loop without early
-    # exits or modulo per step, which the compiler turns into vector compares.
+    return batch_with_sequence_range(e, epoch, base_sequence, last_sequence)
+
+
+def batch_with_sequence_range(e, epoch, base_sequence, last_sequence):
+    """ProducerStateEntry.batchWithSequenceRange over the look-back: the newest match, -1 if none.
+
+    The look-back's slots of older epochs are not the entry's cache: each slot's epoch is compared.
+    Every slot is compared, in storage order, and the newest match kept: a loop without early
+    exits or modulo per step, which the compiler turns into vector compares.
+    """
     found = -1
     for k in range(e.ring_size):
         if (
@@ -1738,7 +1738,7 @@ INLINED_PER_ROW = frozenset({
     "slot_of", "check_audited_batch", "replay_producer_row", "match_acks", "count_audited_batch",
     "is_client_append", "validate_data_batch", "validate_end_txn_marker", "check_producer_epoch",
     "check_sequence", "check_coordinator_epoch", "append_data_batch", "append_end_txn_marker",
-    "remember_log_row", "summarise", "record_estimate", "is_same_batch",
+    "remember_log_row", "summarise", "record_estimate", "is_same_batch", "find_duplicate_batch",
 })  # fmt: skip
 
 
