@@ -275,10 +275,10 @@ def new_entry(e, producer_id):
 def ring_slot(e, back):
     """The slot of the batch applied `back` batches before the entry's newest (0: the newest).
 
-    The ring's one piece of arithmetic: the entry keeps its last DUPLICATE_LOOKBACK applied data
-    batches in a ring whose newest is at `ring_next - 1` (state.PRODUCER_STATE_ENTRY). The map is
-    its own inverse: `ring_slot(e, k)` is also how many batches before the newest slot k was
-    written.
+    The entry keeps its last DUPLICATE_LOOKBACK applied data batches in a ring whose newest is at
+    `ring_next - 1` (state.PRODUCER_STATE_ENTRY): every read of the ring finds its slot here, and
+    only add_batch moves `ring_next`. The map is its own inverse: `ring_slot(e, k)` is also how
+    many batches before the newest slot k was written.
     """
     return (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
 
@@ -320,7 +320,7 @@ def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset, 
     e.ring_last_sequence[k] = last_sequence
     e.ring_base_offset[k] = base_offset
     e.ring_last_offset[k] = last_offset
-    e.ring_next = (k + 1) % DUPLICATE_LOOKBACK
+    e.ring_next = (k + 1) % DUPLICATE_LOOKBACK  # the ring's only move
     if e.ring_size < DUPLICATE_LOOKBACK:
         e.ring_size += 1
     e.has_last_data = True
@@ -835,8 +835,9 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
     order of docs/replay_semantics.md ("Verdict of a data batch"); Kafka looks for the duplicate
     first, which is the same since a duplicate has the entry's epoch. Returns whether the append
     is applied: a fenced batch or a duplicate leaves the entry as it was; every other batch is
-    applied, whatever its finding, as a broker loading the log applies it, so one lost batch
-    gives one finding and not a cascade.
+    applied whatever its finding, as a broker loading the log applies it, so one lost batch gives
+    one finding and not a cascade (even INVALID_TXN_STATE, which stops such a broker:
+    docs/rules.md#invalid-txn-state).
     """
     if check_producer_epoch(e, rows, i, part, findings, counts):
         return False
@@ -964,7 +965,7 @@ def marker_outcome(control_type):
 
 
 def close_transaction(e, rows, i, part, transactions, counts, timestamp):
-    """appendEndTxnMarker: the marker completes the open transaction.
+    """The CompletedTxn appendEndTxnMarker returns: the open transaction, as a `transactions` row.
 
     See docs/rules.md#transactions.
     """
