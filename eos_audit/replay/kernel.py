@@ -296,7 +296,7 @@ def maybe_update_producer_epoch(e, epoch):
 
 
 def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset, timestamp):
-    """ProducerStateEntry.addBatch: the batch becomes the entry's newest cached batch.
+    """ProducerStateEntry.addBatch (docs/rules.md#producer-state-entry): the newest cached batch.
 
     Kafka drops the oldest of 6 cached batches; the ring drops the oldest of
     DUPLICATE_LOOKBACK + 1, the broker's cache being its newest NUM_BATCHES_TO_RETAIN of the
