@@ -1,9 +1,12 @@
 """The replay kernel: the partition leader's producer-state validation, one row at a time.
 
 Plain sequential Python that mirrors the broker, written in the subset numba compiles: the same
-functions run compiled for an audit (`eos_audit.replay.compiled`) and uncompiled for debugging
-(`EOS_AUDIT_JIT=0`). Each check is named after the Kafka method it replays and cites the section of
-docs/rules.md that states the rule; the edge cases are docs/replay_semantics.md.
+functions run compiled for an audit (this module compiles itself on import, `_compile`) and
+uncompiled for debugging (`EOS_AUDIT_JIT=0`, `runner.uncompiled_kernel`). Each check is named after
+the Kafka method it replays and cites the section of docs/rules.md that states the rule; the edge
+cases are docs/replay_semantics.md. As in Kafka, an audited batch is checked against the producer's
+entry as it stands (`validate_*`, ProducerAppendInfo's checks) and only an applied batch changes it
+(`append_*`, the `updatedEntry` ProducerStateManager.update commits): `replay_producer_row`.
 
 The rows of a partition arrive in `rows.REPLAY_ORDER`; state lives in record arrays
 (`replay.state`) and is carried from one Arrow batch to the next. Memory grows with the producers
@@ -156,13 +159,6 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
 # ------------------------------------------------------------------------------------------------
 # Small helpers
 # ------------------------------------------------------------------------------------------------
-def increment_sequence(sequence, delta):
-    """DefaultRecordBatch.incrementSequence: sequences wrap from INT32_MAX to 0."""
-    if sequence > INT32_MAX - delta:
-        return delta - (INT32_MAX - sequence) - 1
-    return sequence + delta
-
-
 def next_expected_sequence(last_sequence):
     """The sequence a leader expects after `last_sequence` (0 when there is none)."""
     if last_sequence == -1 or last_sequence == INT32_MAX:
@@ -243,7 +239,7 @@ def finding_without_row(findings, counts, code, tp_row, part):
 
 
 # ------------------------------------------------------------------------------------------------
-# ProducerStateEntry (docs/rules.md#producer-state-entry)
+# ProducerStateEntry (docs/rules.md#producer-state-entry), and ProducerStateManager's expiry of it
 # ------------------------------------------------------------------------------------------------
 def clear_entry_session(e):
     """A new session: the empty entry a broker has for an unknown or expired producer."""
@@ -276,25 +272,95 @@ def new_entry(e, producer_id):
     e.summary_open = False
 
 
-def cache_position(e, epoch, base_sequence, last_sequence):
-    """ProducerStateEntry.findDuplicateBatch over the look-back window.
+def ring_slot(e, back):
+    """The slot of the batch applied `back` batches before the entry's newest (0: the newest).
 
-    Returns how many applied batches ago the same epoch and sequence range was written (0: the
-    latest), or -1 when it was not.
-
-    docs/rules.md#duplicate-batch: the broker looks at its 5 cached batches only; the audit looks
-    back DUPLICATE_LOOKBACK batches, so a retry the broker no longer recognised is still named.
+    The entry keeps its last DUPLICATE_LOOKBACK applied data batches in a ring whose newest is at
+    `ring_next - 1` (state.PRODUCER_STATE_ENTRY): every read of the ring finds its slot here, and
+    only add_batch moves `ring_next`. The map is its own inverse: `ring_slot(e, k)` is also how
+    many batches before the newest slot k was written.
     """
+    return (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
+
+
+def maybe_update_producer_epoch(e, epoch):
+    """ProducerStateEntry.maybeUpdateProducerEpoch: the applied append's epoch becomes the entry's.
+
+    An applied append is never below the entry's epoch (check_producer_epoch), so the epoch only
+    rises. Kafka empties its cached batches here; the ring keeps them, each slot with its epoch,
+    and whoever reads the cache reads only the entry's epoch (find_duplicate_batch,
+    last_sequence_of, emit_final_state).
+    """
+    if epoch > e.epoch:
+        e.epoch = epoch
+
+
+def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset, timestamp):
+    """ProducerStateEntry.addBatch (docs/rules.md#producer-state-entry): the newest cached batch.
+
+    Kafka drops the oldest of 6 cached batches; the ring drops the oldest of
+    DUPLICATE_LOOKBACK + 1, the broker's cache being its newest NUM_BATCHES_TO_RETAIN of the
+    entry's epoch. The entry's lastSeq and lastDataOffset are kept beside it (last_data_*).
+    """
+    maybe_update_producer_epoch(e, epoch)
+    newest = ring_slot(e, 0)
+    if last_sequence < base_sequence:
+        e.ring_run = 0  # wraps past INT32_MAX: it starts above sequences that follow it
+    elif (
+        e.ring_run > 0
+        and e.ring_epoch[newest] == epoch
+        and base_sequence > e.ring_last_sequence[newest]
+    ):
+        e.ring_run = min(e.ring_run + 1, DUPLICATE_LOOKBACK)
+    else:
+        e.ring_run = 1
+    k = e.ring_next  # the slot after the newest: the oldest batch's once the ring is full
+    e.ring_epoch[k] = epoch
+    e.ring_base_sequence[k] = base_sequence
+    e.ring_last_sequence[k] = last_sequence
+    e.ring_base_offset[k] = base_offset
+    e.ring_last_offset[k] = last_offset
+    e.ring_next = (k + 1) % DUPLICATE_LOOKBACK  # the ring's only move
+    if e.ring_size < DUPLICATE_LOOKBACK:
+        e.ring_size += 1
+    e.has_last_data = True
+    e.last_data_epoch = epoch
+    e.last_data_sequence = last_sequence
+    e.last_data_offset = base_offset
+    e.last_timestamp = timestamp
+
+
+def find_duplicate_batch(e, epoch, base_sequence, last_sequence):
+    """ProducerStateEntry.findDuplicateBatch (docs/rules.md#duplicate-batch).
+
+    A batch of the entry's epoch whose exact sequence range a cached batch has. Returns how many
+    applied batches before this one that batch is (0: the newest), -1 when none. The broker
+    searches its NUM_BATCHES_TO_RETAIN cached batches; the audit searches the look-back, so a
+    retry the broker no longer recognised is still named (the caller tells the two apart).
+    """
+    if epoch != e.epoch:
+        return -1
     if e.ring_run >= e.ring_size:
         # The whole look-back is one rising run of one epoch (add_batch): every cached batch
         # starts at or below the newest's last sequence, so a batch of another epoch, or one
         # that starts above it, matches none. This is the common case, a producer writing on.
-        newest = (e.ring_next - 1) % DUPLICATE_LOOKBACK
-        if e.ring_size == 0 or e.ring_epoch[newest] != epoch \
-                or base_sequence > e.ring_last_sequence[newest]:
+        newest = ring_slot(e, 0)
+        if (
+            e.ring_size == 0
+            or e.ring_epoch[newest] != epoch
+            or base_sequence > e.ring_last_sequence[newest]
+        ):
             return -1
-    # Every slot is compared, in storage order, and the newest match kept: a loop without early
-    # exits or modulo per step, which the compiler turns into vector compares.
+    return batch_with_sequence_range(e, epoch, base_sequence, last_sequence)
+
+
+def batch_with_sequence_range(e, epoch, base_sequence, last_sequence):
+    """ProducerStateEntry.batchWithSequenceRange over the look-back: the newest match, -1 if none.
+
+    The look-back's slots of older epochs are not the entry's cache: each slot's epoch is compared.
+    Every slot is compared, in storage order, and the newest match kept: a loop without early
+    exits or modulo per step, which the compiler turns into vector compares.
+    """
     found = -1
     for k in range(e.ring_size):
         if (
@@ -302,35 +368,14 @@ def cache_position(e, epoch, base_sequence, last_sequence):
             & (e.ring_last_sequence[k] == last_sequence)
             & (e.ring_epoch[k] == epoch)
         ):
-            back = (e.ring_next - 1 - k) % DUPLICATE_LOOKBACK
+            back = ring_slot(e, k)  # how many batches before the newest slot k was written
             if found < 0 or back < found:
                 found = back
     return found
 
 
-def add_batch(e, epoch, base_sequence, last_sequence, base_offset, last_offset):
-    """ProducerStateEntry.addBatch: the batch becomes the newest of the cache."""
-    k = e.ring_next
-    newest = (k - 1) % DUPLICATE_LOOKBACK
-    if last_sequence < base_sequence:
-        e.ring_run = 0  # wraps past INT32_MAX: it starts above sequences that follow it
-    elif e.ring_run > 0 and e.ring_epoch[newest] == epoch \
-            and base_sequence > e.ring_last_sequence[newest]:
-        e.ring_run = min(e.ring_run + 1, DUPLICATE_LOOKBACK)
-    else:
-        e.ring_run = 1
-    e.ring_epoch[k] = epoch
-    e.ring_base_sequence[k] = base_sequence
-    e.ring_last_sequence[k] = last_sequence
-    e.ring_base_offset[k] = base_offset
-    e.ring_last_offset[k] = last_offset
-    e.ring_next = (k + 1) % DUPLICATE_LOOKBACK
-    if e.ring_size < DUPLICATE_LOOKBACK:
-        e.ring_size += 1
-
-
 def last_sequence_of(e):
-    """The entry's lastSeq for its current epoch (-1: none, so the next batch must start at 0).
+    """ProducerStateEntry.lastSeq: of the entry's epoch, -1 when none (the next batch starts at 0).
 
     A marker that raised the epoch emptied the cache (docs/rules.md#transactions).
     """
@@ -380,7 +425,7 @@ def flush_summary(e, sessions, counts, tp_row, part):
     e.summary_open = False
 
 
-def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
+def summarise(e, rows, i, timestamp, sessions, counts, part):
     """Count an audited row into its producer epoch's summary."""
     epoch = rows[i].producer_epoch
     if e.summary_open and e.summary_epoch != epoch:
@@ -408,7 +453,7 @@ def summarise(e, rows, i, is_data, timestamp, sessions, counts, part):
         if e.summary_first_timestamp == NULL or timestamp < e.summary_first_timestamp:
             e.summary_first_timestamp = timestamp
         e.summary_last_timestamp = max_or_null(e.summary_last_timestamp, timestamp)
-    if is_data:
+    if not rows[i].is_control:
         if e.summary_records == NULL:
             e.summary_records = 0
         e.summary_records += record_estimate(rows, i)
@@ -440,7 +485,7 @@ def record_estimate(rows, i):
 
 
 # ------------------------------------------------------------------------------------------------
-# ProducerAppendInfo: one producer row (UnifiedLog.analyzeAndValidateProducerState)
+# The producer replay's scope
 # ------------------------------------------------------------------------------------------------
 def takes_part_in_replay(rows, i):
     """Whether the batch takes part in the producer replay (docs/rules.md#replay-scope).
@@ -462,7 +507,7 @@ def takes_part_in_replay(rows, i):
 # -1 marking a free place. A table's capacity is a power of two at least twice what it indexes, so
 # it is never more than half full and a probe always ends. A numba typed dict cost three hash
 # lookups, about 100 ns, per row, and being reference-counted it kept the whole kernel under
-# numba's runtime (every array argument counted on every call; see _compile).
+# numba's runtime (every array argument counted on every call; see kernel_cache.compile_in_place).
 # ------------------------------------------------------------------------------------------------
 def slot_position(slots, producer_id):
     """Where the producer's (producer id, entry slot) row is in `slots`, or its free place."""
@@ -538,6 +583,168 @@ def slot_of(slots, entries, part, producer_id):
     return slot
 
 
+# ------------------------------------------------------------------------------------------------
+# ProducerAppendInfo's checks: an audited batch against the entry as it stands. A check changes
+# no state; when it fails it emits the finding that stands for the leader's exception and says so.
+# ------------------------------------------------------------------------------------------------
+def is_client_append(rows, i):
+    """Whether a data batch was a client's produce (AppendOrigin.CLIENT).
+
+    Only client appends are deduplicated and sequence-checked. Coordinators write the topics
+    `[topics] coordinator` names and the data batches with a producer id but no sequence
+    (docs/rules.md#replay-scope).
+    """
+    return (
+        not rows[i].is_control and rows[i].base_sequence >= 0 and not rows[i].is_coordinator_topic
+    )
+
+
+def check_producer_epoch(e, rows, i, part, findings, counts):
+    """ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch).
+
+    A data batch or marker below the entry's epoch is a fenced producer's: INVALID_PRODUCER_EPOCH
+    at a leader. Returns whether it is.
+    """
+    if rows[i].producer_epoch >= e.epoch:
+        return False
+    f = finding_at(
+        findings,
+        counts,
+        FENCED_PRODUCER_EPOCH,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        INVALID_PRODUCER_EPOCH,
+        NULL,
+        NULL,
+    )
+    f.facts[0] = e.epoch
+    return True
+
+
+def check_sequence(e, rows, i, part, params, findings, counts, expired):
+    """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
+
+    Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
+    anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
+    (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
+    after its last sequence (docs/rules.md#sequence-gap). Returns whether the batch is out of
+    sequence (its finding emitted).
+    """
+    sequence = rows[i].base_sequence
+    if e.epoch == -1:
+        # No state: both of Kafka's branches accept any sequence. Older leaders did not
+        # (params.unknown_producer_error); a producer starting above 0 is reported.
+        if sequence == 0:
+            return False
+        unknown_producer(
+            e,
+            rows,
+            i,
+            part,
+            params,
+            findings,
+            counts,
+            unknown_producer_cause(rows, i, part, expired),
+        )
+        return True
+    if rows[i].producer_epoch != e.epoch:
+        # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
+        if sequence == 0:
+            return False
+        f = finding_at(
+            findings,
+            counts,
+            NEW_EPOCH_NONZERO_SEQUENCE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            0,
+            NULL,
+        )
+        f.facts[0] = e.epoch
+        return True
+    if sequence != 0 and sequences_lost_below_log_start(e, part):
+        # Its state came from markers only: judged as a producer without state
+        # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
+        unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
+        return True
+    # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
+    # the entry has none.
+    last_sequence = last_sequence_of(e)
+    expected = next_expected_sequence(last_sequence)
+    if sequence == expected:
+        return False
+    if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
+        return False
+    out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
+    return True
+
+
+def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
+
+    Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
+    docs/rules.md#sequence-gap.
+    """
+    sequence = rows[i].base_sequence
+    missing = (sequence - expected) % SEQUENCE_SPACE
+    previous = e.last_data_offset if last_sequence != -1 else NULL
+    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
+    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
+    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
+    gap_cause = LOG_START if below_log_start else UNEXPLAINED
+    if sequence == 0:
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_RESET,
+            rows,
+            i,
+            part,
+            gap_cause,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
+        f.facts[0] = last_sequence
+    elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+        # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
+        # the wrap is a gap, not an overlap.
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_OVERLAP,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
+        f.facts[0] = last_sequence
+    else:
+        cause = COMPACTION if rows[i].is_compacted else gap_cause
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_GAP,
+            rows,
+            i,
+            part,
+            cause,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
+        f.facts[0] = last_sequence
+        f.facts[1] = missing
+
+
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
     """Whether a batch that failed its CRC explains the gap (docs/rules.md#corrupt-batch).
 
@@ -552,43 +759,6 @@ def explained_by_corrupt_batch(e, epoch, expected, sequence):
     )
 
 
-def check_sequence(e, rows, i, part, findings, counts):
-    """ProducerAppendInfo.checkSequence, for a data batch of the entry's epoch.
-
-    docs/rules.md#sequence-gap, #sequence-overlap and #sequence-reset: the batch must start right
-    after the last sequence (0 after INT32_MAX, 0 when the entry has none).
-    """
-    last_sequence = last_sequence_of(e)
-    expected = next_expected_sequence(last_sequence)
-    sequence = rows[i].base_sequence
-    if sequence == expected:
-        return
-    if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
-        return
-    missing = (sequence - expected) % SEQUENCE_SPACE
-    previous = e.last_data_offset if last_sequence != -1 else NULL
-    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
-    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
-    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
-    gap_cause = LOG_START if below_log_start else UNEXPLAINED
-    if sequence == 0:
-        f = finding_at(findings, counts, SEQUENCE_RESET, rows, i, part, gap_cause,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
-        f.facts[0] = last_sequence
-    elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
-        # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
-        # the wrap is a gap, not an overlap.
-        f = finding_at(findings, counts, SEQUENCE_OVERLAP, rows, i, part, NO_CAUSE,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
-        f.facts[0] = last_sequence
-    else:
-        cause = COMPACTION if rows[i].is_compacted else gap_cause
-        f = finding_at(findings, counts, SEQUENCE_GAP, rows, i, part, cause,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
-        f.facts[0] = last_sequence
-        f.facts[1] = missing
-
-
 def sequences_lost_below_log_start(e, part):
     """Whether the producer's last sequence lay in batches retention deleted.
 
@@ -601,79 +771,185 @@ def sequences_lost_below_log_start(e, part):
     return not e.sequences_seen and log_start != NULL and log_start > 0
 
 
+def unknown_producer_cause(rows, i, part, expired):
+    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer), first match."""
+    if expired:
+        return PRODUCER_EXPIRY
+    log_start = log_start_of(part)
+    if log_start != NULL and log_start > 0:
+        return LOG_START
+    if rows[i].is_compacted:
+        return COMPACTION
+    return UNEXPLAINED
+
+
 def unknown_producer(e, rows, i, part, params, findings, counts, cause):
     """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
-    f = finding_at(findings, counts, UNKNOWN_PRODUCER, rows, i, part, cause,
-                   params.unknown_producer_error, 0, e.previous_offset)
+    f = finding_at(
+        findings,
+        counts,
+        UNKNOWN_PRODUCER,
+        rows,
+        i,
+        part,
+        cause,
+        params.unknown_producer_error,
+        0,
+        e.previous_offset,
+    )
     f.facts[0] = log_start_of(part)
 
 
-def check_audited_producer_row(e, rows, i, part, params, findings, counts, expired,
-                               current_epoch, duplicate_back, duplicate_offset):
-    """The verdict of an audited batch: at most one producer-state finding, first match wins.
+def check_coordinator_epoch(e, rows, i, part, findings, counts):
+    """ProducerAppendInfo.checkCoordinatorEpoch (docs/rules.md#coordinator-fenced).
 
-    UnifiedLog.analyzeAndValidateProducerState and ProducerAppendInfo.append, in the order
-    docs/replay_semantics.md gives ("Verdict of a data batch", "Verdict of a marker").
+    A marker from a coordinator older than the one that wrote the entry's last marker:
+    TRANSACTION_COORDINATOR_FENCED at a leader. A marker whose record the export does not show
+    has no coordinator epoch to check (docs/rules.md#transactions). Returns whether it is fenced.
+    """
+    coordinator_epoch = rows[i].coordinator_epoch
+    if coordinator_epoch == NULL or coordinator_epoch >= e.coordinator_epoch:
+        return False
+    f = finding_at(
+        findings,
+        counts,
+        COORDINATOR_FENCED,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        TRANSACTION_COORDINATOR_FENCED,
+        NULL,
+        NULL,
+    )
+    f.facts[0] = coordinator_epoch
+    f.facts[1] = e.coordinator_epoch
+    return True
+
+
+def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
+    """The checks of an audited data batch: at most one finding, the first check that fails.
+
+    UnifiedLog.analyzeAndValidateProducerState (the duplicate) and ProducerAppendInfo's
+    maybeValidateDataBatch and appendDataBatch (the epoch, the sequence, the transaction), in the
+    order of docs/replay_semantics.md ("Verdict of a data batch"); Kafka looks for the duplicate
+    first, which is the same since a duplicate has the entry's epoch. Returns whether the append
+    is applied: a fenced batch or a duplicate leaves the entry as it was; every other batch is
+    applied whatever its finding, as a broker loading the log applies it, so one lost batch gives
+    one finding and not a cascade (even INVALID_TXN_STATE, which stops such a broker:
+    docs/rules.md#invalid-txn-state).
+    """
+    if check_producer_epoch(e, rows, i, part, findings, counts):
+        return False
+    if is_client_append(rows, i):
+        back = find_duplicate_batch(
+            e, rows[i].producer_epoch, rows[i].base_sequence, rows[i].last_sequence
+        )
+        if back >= 0:
+            # Within the cached batches the leader answers with the original's offsets and no
+            # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
+            error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
+            finding_at(
+                findings,
+                counts,
+                DUPLICATE_BATCH,
+                rows,
+                i,
+                part,
+                NO_CAUSE,
+                error,
+                NULL,
+                e.ring_base_offset[ring_slot(e, back)],
+            )
+            return False
+        if check_sequence(e, rows, i, part, params, findings, counts, expired):
+            return True
+    if e.txn_open and not rows[i].is_transactional:
+        # appendDataBatch: non-transactional data while the producer's transaction is open
+        # (docs/rules.md#invalid-txn-state)
+        finding_at(
+            findings,
+            counts,
+            INVALID_TXN_STATE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            INVALID_TXN_STATE_ERROR,
+            NULL,
+            e.txn_first_offset,
+        )
+    return True
+
+
+def validate_end_txn_marker(e, rows, i, part, findings, counts):
+    """The checks of ProducerAppendInfo.appendEndTxnMarker: the producer epoch, the coordinator's.
+
+    docs/replay_semantics.md, "Verdict of a marker". Returns whether the marker is applied: not
+    when fenced; a coordinator-fenced marker is, as a broker loading the log applies it, so its
+    coordinator epoch becomes the entry's (docs/rules.md#coordinator-fenced).
+    """
+    if check_producer_epoch(e, rows, i, part, findings, counts):
+        return False
+    check_coordinator_epoch(e, rows, i, part, findings, counts)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# ProducerAppendInfo's updates: an applied append committed to the entry, as
+# ProducerStateManager.update commits the `updatedEntry` of an accepted append
+# ------------------------------------------------------------------------------------------------
+def append_data_batch(e, rows, i, part, timestamp, coverage_end):
+    """ProducerAppendInfo.appendDataBatch's update: addBatch, and the transaction a batch opens.
+
+    `coverage_end` is where the log known to the state ends after the batch, which the LOG_START
+    cause reads (docs/replay_semantics.md, "Causes and severity").
     """
     epoch = rows[i].producer_epoch
-    sequence = rows[i].base_sequence
-    is_marker = rows[i].is_control
-    is_data = not is_marker
-    sequence_checked = is_data and sequence >= 0 and not rows[i].is_coordinator_topic
-    if epoch < current_epoch:
-        # ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch)
-        f = finding_at(findings, counts, FENCED_PRODUCER_EPOCH, rows, i, part, NO_CAUSE,
-                       INVALID_PRODUCER_EPOCH, NULL, NULL)
-        f.facts[0] = current_epoch
-        return
-    if is_data and duplicate_back >= 0:
-        # ProducerStateEntry.findDuplicateBatch (docs/rules.md#duplicate-batch): within the 5
-        # cached batches the leader answers with the original's offsets and no error.
-        error = NO_ERROR if duplicate_back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
-        finding_at(findings, counts, DUPLICATE_BATCH, rows, i, part, NO_CAUSE, error, NULL,
-                   duplicate_offset)
-        return
-    if sequence_checked and current_epoch >= 0 and epoch == current_epoch:
-        if sequence != 0 and sequences_lost_below_log_start(e, part):
-            # Its state came from markers only: judged as a producer without state
-            # (docs/replay_semantics.md, "Verdict of a data batch" step 5).
-            unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
-            return
-        before = counts[FINDINGS]
-        check_sequence(e, rows, i, part, findings, counts)
-        if counts[FINDINGS] > before:
-            return
-    elif sequence_checked and current_epoch >= 0 and epoch > current_epoch and sequence != 0:
-        # checkSequence, new epoch (docs/rules.md#new-epoch-nonzero-sequence)
-        f = finding_at(findings, counts, NEW_EPOCH_NONZERO_SEQUENCE, rows, i, part, NO_CAUSE,
-                       OUT_OF_ORDER_SEQUENCE_NUMBER, 0, NULL)
-        f.facts[0] = current_epoch
-        return
-    elif sequence_checked and current_epoch == -1 and sequence != 0:
-        # checkSequence, no state (docs/rules.md#unknown-producer)
-        log_start = log_start_of(part)
-        if expired:
-            cause = PRODUCER_EXPIRY
-        elif log_start != NULL and log_start > 0:
-            cause = LOG_START
-        elif rows[i].is_compacted:
-            cause = COMPACTION
-        else:
-            cause = UNEXPLAINED
-        unknown_producer(e, rows, i, part, params, findings, counts, cause)
-        return
-    if is_data and not rows[i].is_transactional and e.txn_open:
-        # ProducerAppendInfo.appendDataBatch (docs/rules.md#invalid-txn-state)
-        finding_at(findings, counts, INVALID_TXN_STATE, rows, i, part, NO_CAUSE,
-                   INVALID_TXN_STATE_ERROR, NULL, e.txn_first_offset)
-        return
-    coordinator_epoch = rows[i].coordinator_epoch
-    if is_marker and coordinator_epoch != NULL and coordinator_epoch < e.coordinator_epoch:
-        # ProducerAppendInfo.appendEndTxnMarker (docs/rules.md#coordinator-fenced)
-        f = finding_at(findings, counts, COORDINATOR_FENCED, rows, i, part, NO_CAUSE,
-                       TRANSACTION_COORDINATOR_FENCED, NULL, NULL)
-        f.facts[0] = coordinator_epoch
-        f.facts[1] = e.coordinator_epoch
+    if is_client_append(rows, i):
+        add_batch(
+            e,
+            epoch,
+            rows[i].base_sequence,
+            rows[i].last_sequence,
+            rows[i].base_offset,
+            rows[i].last_offset,
+            timestamp,
+        )
+        e.last_data_coverage_end = coverage_end
+        e.sequences_seen = True
+        e.corrupt_claim = False  # applied: the gap a corrupt batch explained is closed
+    else:
+        # A coordinator's append takes no cache slot here (docs/rules.md#replay-scope).
+        maybe_update_producer_epoch(e, epoch)
+        e.last_timestamp = timestamp
+    if rows[i].is_transactional:
+        if not e.txn_open:
+            # The first transactional batch opens a transaction (docs/rules.md#transactions).
+            e.txn_open = True
+            e.txn_first_offset = rows[i].base_offset
+            e.txn_first_last_offset = rows[i].last_offset
+            e.txn_first_timestamp = timestamp
+            e.txn_start_epoch = epoch
+            e.txn_batches = 0
+            e.txn_first_occurrence = part.occurrence
+        e.txn_batches += 1
+
+
+def append_end_txn_marker(e, rows, i, part, transactions, counts, timestamp):
+    """ProducerAppendInfo.appendEndTxnMarker's update (docs/rules.md#transactions).
+
+    The open transaction, if any, completes (Kafka's CompletedTxn, a `transactions` row); then
+    updatedEntry.update(epoch, coordinatorEpoch, lastTimestamp).
+    """
+    if e.txn_open:
+        close_transaction(e, rows, i, part, transactions, counts, timestamp)
+    maybe_update_producer_epoch(e, rows[i].producer_epoch)
+    e.txn_open = False
+    e.txn_first_offset = NULL
+    if rows[i].coordinator_epoch != NULL:  # a marker without its record keeps the entry's
+        e.coordinator_epoch = rows[i].coordinator_epoch
+    e.last_timestamp = timestamp
 
 
 def marker_outcome(control_type):
@@ -689,7 +965,7 @@ def marker_outcome(control_type):
 
 
 def close_transaction(e, rows, i, part, transactions, counts, timestamp):
-    """appendEndTxnMarker: the marker completes the open transaction.
+    """The CompletedTxn appendEndTxnMarker returns: the open transaction, as a `transactions` row.
 
     See docs/rules.md#transactions.
     """
@@ -714,9 +990,40 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
     t.coordinator_epoch = rows[i].coordinator_epoch
 
 
-def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out_transactions,
-                        out_sessions, counts):
-    """One row of a producer: a seeded batch or entry, or an audited batch.
+def load_seed_state(e, rows, i, timestamp):
+    """The seeded entry itself, as ProducerStateManager loads it from a snapshot.
+
+    Its epoch, coordinator epoch, open transaction and last timestamp (docs/rules.md#seeded-state);
+    its cached batches came before it, as data batches (append_data_batch).
+    """
+    maybe_update_producer_epoch(e, rows[i].producer_epoch)
+    if rows[i].coordinator_epoch != NULL:
+        e.coordinator_epoch = rows[i].coordinator_epoch
+    if rows[i].value != NULL:
+        e.txn_open = True
+        e.txn_first_offset = rows[i].value
+        e.txn_first_last_offset = NULL
+        e.txn_first_timestamp = timestamp
+        e.txn_start_epoch = rows[i].producer_epoch
+        e.txn_batches = 0
+        e.txn_first_occurrence = 0
+    e.last_timestamp = timestamp
+
+
+# ------------------------------------------------------------------------------------------------
+# One producer row: UnifiedLog.analyzeAndValidateProducerState, then ProducerStateManager.update
+# ------------------------------------------------------------------------------------------------
+def replay_producer_row(
+    rows, i, part, entries, slots, params, out_findings, out_transactions, out_sessions, counts
+):
+    """One row of a producer: an audited batch, or a seeded batch or entry.
+
+    An audited batch as a leader appends it: an expired entry is forgotten first
+    (ProducerStateManager.removeExpiredProducers), the batch is checked against the entry as it
+    stands (`validate_*`), and only an applied batch changes the entry (`append_*`), as Kafka
+    commits the `updatedEntry` of an accepted append. A seed is the broker's own state: loaded,
+    not judged. Then what the log shows whatever the verdict: the producer's summary and what
+    expiry reads.
 
     Returns False when the producer needs a slot and none is free (the caller grows the entries
     and calls again).
@@ -726,91 +1033,48 @@ def replay_producer_row(rows, i, part, entries, slots, params, out_findings, out
         return False
     e = entries[slot]
     kind = rows[i].kind
-    audited = kind == AUDITED
     timestamp = rows[i].timestamp if rows[i].timestamp >= 0 else NULL
-    is_marker = rows[i].is_control and kind != SEED_STATE
-    is_data = not rows[i].is_control and kind != SEED_STATE
-    epoch = rows[i].producer_epoch
-    sequence_checked = is_data and rows[i].base_sequence >= 0 and not rows[i].is_coordinator_topic
-    is_txn_data = is_data and rows[i].is_transactional
-
-    expired = audited and is_expired(e, timestamp, params.expiration_ms)
-    if expired:
-        clear_entry_session(e)
-    current_epoch = e.epoch
-    fenced = audited and epoch < current_epoch
-    duplicate_back = -1
-    duplicate_offset = NULL
-    if audited and sequence_checked and not fenced:
-        duplicate_back = cache_position(e, epoch, rows[i].base_sequence, rows[i].last_sequence)
-        if duplicate_back >= 0:
-            k = (e.ring_next - 1 - duplicate_back) % DUPLICATE_LOOKBACK
-            duplicate_offset = e.ring_base_offset[k]
-    applied = not fenced and duplicate_back < 0
-
-    if audited:
-        check_audited_producer_row(e, rows, i, part, params, out_findings, counts, expired,
-                                   current_epoch, duplicate_back, duplicate_offset)
+    if kind == AUDITED:
+        expired = is_expired(e, timestamp, params.expiration_ms)
+        if expired:
+            clear_entry_session(e)
+        if rows[i].is_control:
+            if validate_end_txn_marker(e, rows, i, part, out_findings, counts):
+                append_end_txn_marker(e, rows, i, part, out_transactions, counts, timestamp)
+        elif validate_data_batch(e, rows, i, part, params, out_findings, counts, expired):
+            append_data_batch(e, rows, i, part, timestamp, rows[i].last_offset + 1)
         if not e.has_audited:
             e.has_audited = True
             part.audited_producers += 1
-        summarise(e, rows, i, is_data, timestamp, out_sessions, counts, part)
-
-    # What expiry reads from the log, whatever the verdict.
-    e.has_rows = True
-    if not audited:
+        summarise(e, rows, i, timestamp, out_sessions, counts, part)
+    else:
         e.sequences_seen = True  # a seed's state is the broker's, sequences or not
-    e.previous_timestamp = timestamp
-    e.previous_offset = rows[i].base_offset if kind != SEED_STATE else NULL
-    if is_marker:
-        e.log_txn_open = False
-    elif is_txn_data or (kind == SEED_STATE and rows[i].value != NULL):
-        e.log_txn_open = True
-    if epoch > e.epoch:
-        e.epoch = epoch  # a fenced row is lower, a duplicate equal: only new epochs raise it
-    if not applied:
-        return True  # a duplicate or a zombie write leaves the state as it was
-
-    e.last_timestamp = timestamp
-    if sequence_checked:
-        add_batch(e, epoch, rows[i].base_sequence, rows[i].last_sequence, rows[i].base_offset,
-                  rows[i].last_offset)
-        e.has_last_data = True
-        e.sequences_seen = True
-        e.last_data_epoch = epoch
-        e.last_data_sequence = rows[i].last_sequence
-        e.last_data_offset = rows[i].base_offset
-        e.last_data_coverage_end = rows[i].last_offset + 1 if audited else rows[i].value
-        e.corrupt_claim = False
-    if is_marker:
-        if e.txn_open and audited:
-            close_transaction(e, rows, i, part, out_transactions, counts, timestamp)
-        e.txn_open = False
-        e.txn_first_offset = NULL
-        if rows[i].coordinator_epoch != NULL:
-            e.coordinator_epoch = rows[i].coordinator_epoch
-    elif kind == SEED_STATE:
-        if rows[i].coordinator_epoch != NULL:
-            e.coordinator_epoch = rows[i].coordinator_epoch
-        if rows[i].value != NULL:
-            e.txn_open = True
-            e.txn_first_offset = rows[i].value
-            e.txn_first_last_offset = NULL
-            e.txn_first_timestamp = timestamp
-            e.txn_start_epoch = epoch
-            e.txn_batches = 0
-            e.txn_first_occurrence = 0
-    elif is_txn_data:
-        if not e.txn_open:
-            e.txn_open = True
-            e.txn_first_offset = rows[i].base_offset
-            e.txn_first_last_offset = rows[i].last_offset
-            e.txn_first_timestamp = timestamp
-            e.txn_start_epoch = epoch
-            e.txn_batches = 0
-            e.txn_first_occurrence = part.occurrence
-        e.txn_batches += 1
+        if kind == SEED_STATE:
+            load_seed_state(e, rows, i, timestamp)
+        else:
+            append_data_batch(e, rows, i, part, timestamp, rows[i].value)
+    remember_log_row(e, rows, i, timestamp)
     return True
+
+
+def remember_log_row(e, rows, i, timestamp):
+    """What producer expiry reads from the log, whatever the verdict.
+
+    The producer's previous row, and whether the log shows its transaction open after it
+    (docs/rules.md#producer-expiry).
+    """
+    e.has_rows = True
+    e.previous_timestamp = timestamp
+    if rows[i].kind == SEED_STATE:
+        e.previous_offset = NULL
+        if rows[i].value != NULL:
+            e.log_txn_open = True
+    else:
+        e.previous_offset = rows[i].base_offset
+        if rows[i].is_control:
+            e.log_txn_open = False
+        elif rows[i].is_transactional:
+            e.log_txn_open = True
 
 
 def remember_corrupt_claim(rows, i, entries, slots):
@@ -920,25 +1184,50 @@ def check_audited_batch(rows, i, part, findings, counts):
     if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
         # overlapping any earlier batch is found.
-        finding_at(findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
-                   part.max_last_offset)
+        finding_at(
+            findings,
+            counts,
+            OFFSET_OVERLAP,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            NO_ERROR,
+            NULL,
+            part.max_last_offset,
+        )
     if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
         # docs/rules.md#leader-epoch-regression
-        f = finding_at(findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE,
-                       NO_ERROR, NULL, NULL)
+        f = finding_at(
+            findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL
+        )
         f.facts[0] = part.max_leader_epoch
         f.facts[1] = leader_epoch
-    if has_leader_epoch and part.epoch_entry_epoch != NULL \
-            and leader_epoch != part.epoch_entry_epoch:
+    if (
+        has_leader_epoch
+        and part.epoch_entry_epoch != NULL
+        and leader_epoch != part.epoch_entry_epoch
+    ):
         # docs/rules.md#leader-epoch-mismatch: the checkpoint entry in force at this offset
-        f = finding_at(findings, counts, LEADER_EPOCH_MISMATCH, rows, i, part, NO_CAUSE,
-                       NO_ERROR, NULL, part.epoch_entry_start)
+        f = finding_at(
+            findings,
+            counts,
+            LEADER_EPOCH_MISMATCH,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            NO_ERROR,
+            NULL,
+            part.epoch_entry_start,
+        )
         f.facts[0] = part.epoch_entry_epoch
         f.facts[1] = leader_epoch
     if rows[i].crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
-        finding_at(findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE,
-                   NULL, NULL)
+        finding_at(
+            findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE, NULL, NULL
+        )
     if has_leader_epoch:
         part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
 
@@ -981,8 +1270,18 @@ def check_replica_batch(rows, i, part, findings, counts):
         differs = part.max_last_offset != NULL and part.max_last_offset >= base_offset
     if not differs:
         return
-    f = finding_at(findings, counts, REPLICA_DIVERGENCE, rows, i, part, NO_CAUSE, NO_ERROR, NULL,
-                   part.primary_base_offset)
+    f = finding_at(
+        findings,
+        counts,
+        REPLICA_DIVERGENCE,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        NO_ERROR,
+        NULL,
+        part.primary_base_offset,
+    )
     if part.primary_base_offset != NULL:
         f.facts[0] = part.primary_last_offset
         f.facts[1] = part.primary_producer_id
@@ -1031,8 +1330,10 @@ def match_acks(rows, i, part, acks, ack_index):
     """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
     if part.acks == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
         return  # most audits have no acknowledgements: no key to hash
-    k = ack_index[ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch,
-                               rows[i].base_sequence), 3]
+    k = ack_index[
+        ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch, rows[i].base_sequence),
+        3,
+    ]
     base_offset = rows[i].base_offset
     while k >= 0:
         a = acks[k]
@@ -1091,9 +1392,22 @@ def room_to_finish(part):
     return part.producers + part.acks + 2
 
 
-def finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-                     is_compacted):
+def finish_partition(
+    part,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    params,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+    tp_row,
+    is_compacted,
+):
     """Emit the partition's end-of-log records and forget its state."""
     judge_acks(part, acks, out_findings, counts, tp_row, is_compacted)
     clock = params.as_of_ms if params.as_of_ms != NULL else part.latest_timestamp
@@ -1104,8 +1418,9 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out_findings
         e = entries[slot]
         flush_summary(e, out_sessions, counts, tp_row, part)
         if e.txn_open and e.has_audited:
-            emit_open_transaction(e, part, out_findings, out_transactions, counts, tp_row, clock,
-                                  params)
+            emit_open_transaction(
+                e, part, out_findings, out_transactions, counts, tp_row, clock, params
+            )
         emit_final_state(e, part, out_states, counts, tp_row, log_end)
     if part.batches + part.replica_batches + part.skipped_batches > 0:
         p = out_partitions[counts[PARTITIONS]]
@@ -1184,14 +1499,13 @@ def emit_final_state(e, part, states, counts, tp_row, log_end):
     # The cache: the newest NUM_BATCHES_TO_RETAIN batches of the current epoch, oldest first.
     cached = 0
     for back in range(min(e.ring_size, NUM_BATCHES_TO_RETAIN)):
-        k = (e.ring_next - 1 - back) % DUPLICATE_LOOKBACK
-        if e.ring_epoch[k] != e.epoch:
+        if e.ring_epoch[ring_slot(e, back)] != e.epoch:
             break
         cached += 1
     s.cached = cached
     for j in range(NUM_BATCHES_TO_RETAIN):
         if j < cached:
-            k = (e.ring_next - cached + j) % DUPLICATE_LOOKBACK
+            k = ring_slot(e, cached - 1 - j)
             s.base_sequence[j] = e.ring_base_sequence[k]
             s.last_sequence[j] = e.ring_last_sequence[k]
             s.base_offset[j] = e.ring_base_offset[k]
@@ -1206,8 +1520,9 @@ def emit_final_state(e, part, states, counts, tp_row, log_end):
 # ------------------------------------------------------------------------------------------------
 # The loop
 # ------------------------------------------------------------------------------------------------
-def has_room(counts, out_findings, out_transactions, out_sessions, out_partitions, out_states,
-             room):
+def has_room(
+    counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+):
     """Whether every output has room for `room` more events."""
     return (
         len(out_findings) - counts[FINDINGS] >= room
@@ -1218,9 +1533,23 @@ def has_room(counts, out_findings, out_transactions, out_sessions, out_partition
     )
 
 
-def replay(rows, start, previous_compacted, params, partition_state, entries, slots, acks,
-           ack_index, out_findings, out_transactions, out_sessions, out_partitions, out_states,
-           counts):
+def replay(
+    rows,
+    start,
+    previous_compacted,
+    params,
+    partition_state,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+):
     """Replay rows[start:] of one Arrow batch; state carries over to the next batch.
 
     Returns the index of the first row not replayed: the number of rows when all were, else the
@@ -1234,16 +1563,30 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
         room = ROW_ROOM
         if rows[i].tp_start and part.active:
             room += room_to_finish(part)
-        if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
-                        out_states, room):
+        if not has_room(
+            counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+        ):
             counts[ROOM_NEEDED] = room
             return i
         if rows[i].tp_start:
             if part.active:
                 compacted = rows[i - 1].is_compacted if i > 0 else previous_compacted
-                finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                                 out_transactions, out_sessions, out_partitions, out_states,
-                                 counts, i - 1, compacted)
+                finish_partition(
+                    part,
+                    entries,
+                    slots,
+                    acks,
+                    ack_index,
+                    params,
+                    out_findings,
+                    out_transactions,
+                    out_sessions,
+                    out_partitions,
+                    out_states,
+                    counts,
+                    i - 1,
+                    compacted,
+                )
             begin_partition(part, rows[i].partition)
             part.first_ack_ordinal = counts[ACKS_SEEN]
         kind = rows[i].kind
@@ -1256,8 +1599,18 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best
-            if not replay_producer_row(rows, i, part, entries, slots, params, out_findings,
-                                       out_transactions, out_sessions, counts):
+            if not replay_producer_row(
+                rows,
+                i,
+                part,
+                entries,
+                slots,
+                params,
+                out_findings,
+                out_transactions,
+                out_sessions,
+                counts,
+            ):
                 counts[ROOM_NEEDED] = 0
                 return i
         elif kind == STATE_COVERAGE:
@@ -1268,8 +1621,11 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
         elif kind == AUDITED:
             if already_in_state(rows, i, part):
                 continue
-            if part.producers >= len(entries) and takes_part_in_replay(rows, i) \
-                    and find_slot(slots, rows[i].producer_id) < 0:
+            if (
+                part.producers >= len(entries)
+                and takes_part_in_replay(rows, i)
+                and find_slot(slots, rows[i].producer_id) < 0
+            ):
                 counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
@@ -1280,13 +1636,33 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
                 # so the copies are adjacent). A log holds one batch at an offset: this is a
                 # bad export (OFFSET_OVERLAP), not a second write of the batch's records, and
                 # the copy is not replayed again (docs/replay_semantics.md, Scope).
-                finding_at(out_findings, counts, OFFSET_OVERLAP, rows, i, part, NO_CAUSE,
-                           NO_ERROR, NULL, part.max_last_offset)
+                finding_at(
+                    out_findings,
+                    counts,
+                    OFFSET_OVERLAP,
+                    rows,
+                    i,
+                    part,
+                    NO_CAUSE,
+                    NO_ERROR,
+                    NULL,
+                    part.max_last_offset,
+                )
             else:
                 check_audited_batch(rows, i, part, out_findings, counts)
                 if takes_part_in_replay(rows, i):
-                    replay_producer_row(rows, i, part, entries, slots, params, out_findings,
-                                        out_transactions, out_sessions, counts)
+                    replay_producer_row(
+                        rows,
+                        i,
+                        part,
+                        entries,
+                        slots,
+                        params,
+                        out_findings,
+                        out_transactions,
+                        out_sessions,
+                        counts,
+                    )
                 elif rows[i].crc_valid == 0:
                     remember_corrupt_claim(rows, i, entries, slots)
                 match_acks(rows, i, part, acks, ack_index)
@@ -1299,9 +1675,22 @@ def replay(rows, start, previous_compacted, params, partition_state, entries, sl
     return n
 
 
-def finish(partition_state, entries, slots, acks, ack_index, params, out_findings,
-           out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-           is_compacted):
+def finish(
+    partition_state,
+    entries,
+    slots,
+    acks,
+    ack_index,
+    params,
+    out_findings,
+    out_transactions,
+    out_sessions,
+    out_partitions,
+    out_states,
+    counts,
+    tp_row,
+    is_compacted,
+):
     """The end of the input: finish the partition being replayed.
 
     Returns False when the outputs lack room (`counts[ROOM_NEEDED]` says how much).
@@ -1310,18 +1699,33 @@ def finish(partition_state, entries, slots, acks, ack_index, params, out_finding
     if not part.active:
         return True
     room = room_to_finish(part)
-    if not has_room(counts, out_findings, out_transactions, out_sessions, out_partitions,
-                    out_states, room):
+    if not has_room(
+        counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+    ):
         counts[ROOM_NEEDED] = room
         return False
-    finish_partition(part, entries, slots, acks, ack_index, params, out_findings,
-                     out_transactions, out_sessions, out_partitions, out_states, counts, tp_row,
-                     is_compacted)
+    finish_partition(
+        part,
+        entries,
+        slots,
+        acks,
+        ack_index,
+        params,
+        out_findings,
+        out_transactions,
+        out_sessions,
+        out_partitions,
+        out_states,
+        counts,
+        tp_row,
+        is_compacted,
+    )
     return True
 
 
 KERNEL_FUNCTIONS = [
-    name for name, value in list(globals().items())
+    name
+    for name, value in list(globals().items())
     if callable(value) and getattr(value, "__module__", None) == __name__
 ]
 # What every row calls with arrays among its arguments. Compiled as functions of their own, each
@@ -1333,8 +1737,9 @@ KERNEL_FUNCTIONS = [
 INLINED_PER_ROW = frozenset({
     "has_room", "already_in_state", "takes_part_in_replay", "find_slot", "slot_position",
     "slot_of", "check_audited_batch", "replay_producer_row", "match_acks", "count_audited_batch",
-    "check_audited_producer_row", "check_sequence", "summarise", "record_estimate",
-    "is_same_batch",
+    "is_client_append", "validate_data_batch", "validate_end_txn_marker", "check_producer_epoch",
+    "check_sequence", "check_coordinator_epoch", "append_data_batch", "append_end_txn_marker",
+    "remember_log_row", "summarise", "record_estimate", "is_same_batch", "find_duplicate_batch",
 })  # fmt: skip
 
 

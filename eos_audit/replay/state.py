@@ -71,7 +71,7 @@ PRODUCER_STATE_ENTRY = np.dtype(
         # How many of the newest cached batches form one rising run: one epoch, no batch wrapping
         # past INT32_MAX, each starting above the last sequence of the one before. When the run
         # is the whole ring, a batch of another epoch, or starting above the newest's last
-        # sequence, repeats none of them (kernel.cache_position skips the scan).
+        # sequence, repeats none of them (kernel.find_duplicate_batch skips the scan).
         ("ring_run", np.int64),
         ("ring_epoch", np.int64, (DUPLICATE_LOOKBACK,)),
         ("ring_base_sequence", np.int64, (DUPLICATE_LOOKBACK,)),

@@ -136,8 +136,8 @@ def test_a_repeat_beyond_the_look_back_is_what_the_broker_sees():
 
 
 def test_a_batch_that_follows_on_can_still_repeat_one_cached_before_a_reset_or_a_wrap():
-    # The look-back skips its scan while the cache is one rising run (kernel.cache_position); a
-    # reset or a batch wrapping past INT32_MAX ends the run, so these repeats are still found.
+    # The look-back skips its scan while the cache is one rising run (kernel.find_duplicate_batch);
+    # a reset or a batch wrapping past INT32_MAX ends the run, so these repeats are still found.
     after_reset = [data(0, 0, n=5), data(5, 5, n=5), data(10, 10, n=10), data(20, 0, n=10),
                    data(30, 10, n=10)]  # fmt: skip
     assert findings(after_reset) == [
