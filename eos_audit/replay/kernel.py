@@ -15,7 +15,32 @@ The rows of a partition arrive in `rows.REPLAY_ORDER`; state lives in record arr
 
 from __future__ import annotations
 
-from eos_audit.findings import REGISTRY, Cause, KafkaError
+from eos_audit.findings import (  # noqa: F401 (FACT_*: generated from the registry)
+    FACT_ACKNOWLEDGED_MS,
+    FACT_AGE_MS,
+    FACT_CHECKPOINT_EPOCH,
+    FACT_COORDINATOR_EPOCH,
+    FACT_COORDINATOR_EPOCH_SEEN,
+    FACT_CURRENT_EPOCH,
+    FACT_FIRST_OFFSET,
+    FACT_HIGH_WATERMARK,
+    FACT_LEADER_EPOCH,
+    FACT_LOG_BATCHES,
+    FACT_LOG_END_OFFSET,
+    FACT_LOG_START,
+    FACT_LOG_START_OFFSET,
+    FACT_MAX_LEADER_EPOCH,
+    FACT_MEASURED_AT_EXPORT,
+    FACT_MISSING_SEQUENCES,
+    FACT_PRIMARY_BASE_SEQUENCE,
+    FACT_PRIMARY_LAST_OFFSET,
+    FACT_PRIMARY_PRODUCER_ID,
+    FACT_STATE_LAST_SEQUENCE,
+    FACTS_PER_FINDING,
+    REGISTRY,
+    Cause,
+    KafkaError,
+)
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import ControlType, RowKind
 from eos_audit.replay.state import (
@@ -207,7 +232,7 @@ def finding_at(findings, counts, code, rows, i, part, cause, error, expected, pr
     f.previous_offset = previous
     f.occurrence = part.occurrence
     f.ack_ordinal = NULL
-    for k in range(4):
+    for k in range(FACTS_PER_FINDING):
         f.facts[k] = NULL
     return f
 
@@ -233,7 +258,7 @@ def finding_without_row(findings, counts, code, tp_row, part):
     f.previous_offset = NULL
     f.occurrence = 0
     f.ack_ordinal = NULL
-    for k in range(4):
+    for k in range(FACTS_PER_FINDING):
         f.facts[k] = NULL
     return f
 
@@ -619,7 +644,7 @@ def check_producer_epoch(e, rows, i, part, findings, counts):
         NULL,
         NULL,
     )
-    f.facts[0] = e.epoch
+    f.facts[FACT_CURRENT_EPOCH] = e.epoch
     return True
 
 
@@ -665,7 +690,7 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
             0,
             NULL,
         )
-        f.facts[0] = e.epoch
+        f.facts[FACT_CURRENT_EPOCH] = e.epoch
         return True
     if sequence != 0 and sequences_lost_below_log_start(e, part):
         # Its state came from markers only: judged as a producer without state
@@ -710,7 +735,7 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
             expected,
             previous,
         )
-        f.facts[0] = last_sequence
+        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
     elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
@@ -726,7 +751,7 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
             expected,
             previous,
         )
-        f.facts[0] = last_sequence
+        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
     else:
         cause = COMPACTION if rows[i].is_compacted else gap_cause
         f = finding_at(
@@ -741,8 +766,8 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
             expected,
             previous,
         )
-        f.facts[0] = last_sequence
-        f.facts[1] = missing
+        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+        f.facts[FACT_MISSING_SEQUENCES] = missing
 
 
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
@@ -797,7 +822,7 @@ def unknown_producer(e, rows, i, part, params, findings, counts, cause):
         0,
         e.previous_offset,
     )
-    f.facts[0] = log_start_of(part)
+    f.facts[FACT_LOG_START] = log_start_of(part)
 
 
 def check_coordinator_epoch(e, rows, i, part, findings, counts):
@@ -822,8 +847,8 @@ def check_coordinator_epoch(e, rows, i, part, findings, counts):
         NULL,
         NULL,
     )
-    f.facts[0] = coordinator_epoch
-    f.facts[1] = e.coordinator_epoch
+    f.facts[FACT_COORDINATOR_EPOCH] = coordinator_epoch
+    f.facts[FACT_COORDINATOR_EPOCH_SEEN] = e.coordinator_epoch
     return True
 
 
@@ -1201,8 +1226,8 @@ def check_audited_batch(rows, i, part, findings, counts):
         f = finding_at(
             findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL
         )
-        f.facts[0] = part.max_leader_epoch
-        f.facts[1] = leader_epoch
+        f.facts[FACT_MAX_LEADER_EPOCH] = part.max_leader_epoch
+        f.facts[FACT_LEADER_EPOCH] = leader_epoch
     if (
         has_leader_epoch
         and part.epoch_entry_epoch != NULL
@@ -1221,8 +1246,8 @@ def check_audited_batch(rows, i, part, findings, counts):
             NULL,
             part.epoch_entry_start,
         )
-        f.facts[0] = part.epoch_entry_epoch
-        f.facts[1] = leader_epoch
+        f.facts[FACT_CHECKPOINT_EPOCH] = part.epoch_entry_epoch
+        f.facts[FACT_LEADER_EPOCH] = leader_epoch
     if rows[i].crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
         finding_at(
@@ -1283,10 +1308,10 @@ def check_replica_batch(rows, i, part, findings, counts):
         part.primary_base_offset,
     )
     if part.primary_base_offset != NULL:
-        f.facts[0] = part.primary_last_offset
-        f.facts[1] = part.primary_producer_id
-        f.facts[2] = part.primary_base_sequence
-    f.facts[3] = part.high_watermark
+        f.facts[FACT_PRIMARY_LAST_OFFSET] = part.primary_last_offset
+        f.facts[FACT_PRIMARY_PRODUCER_ID] = part.primary_producer_id
+        f.facts[FACT_PRIMARY_BASE_SEQUENCE] = part.primary_base_sequence
+    f.facts[FACT_HIGH_WATERMARK] = part.high_watermark
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1364,12 +1389,12 @@ def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
         if a.log_batches == 0:
             f = finding_without_row(findings, counts, ACKED_WRITE_LOST, tp_row, part)
             f.cause = COMPACTION if is_compacted else UNEXPLAINED
-            f.facts[1] = log_start
-            f.facts[2] = log_end
+            f.facts[FACT_LOG_START_OFFSET] = log_start
+            f.facts[FACT_LOG_END_OFFSET] = log_end
         elif not a.log_has_exact:
             f = finding_without_row(findings, counts, ACKED_OFFSET_MISMATCH, tp_row, part)
             f.previous_offset = a.log_min_offset
-            f.facts[1] = a.log_batches
+            f.facts[FACT_LOG_BATCHES] = a.log_batches
         else:
             continue
         f.producer_id = a.producer_id
@@ -1381,7 +1406,7 @@ def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
         f.timestamp = a.acknowledged_ms
         f.occurrence = a.occurrence
         f.ack_ordinal = a.ordinal
-        f.facts[0] = a.acknowledged_ms
+        f.facts[FACT_ACKNOWLEDGED_MS] = a.acknowledged_ms
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1479,9 +1504,9 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
         f.previous_offset = e.txn_first_offset
         f.timestamp = e.txn_first_timestamp
         f.occurrence = e.txn_first_occurrence
-        f.facts[0] = age
-        f.facts[1] = e.txn_first_offset
-        f.facts[2] = 1 if params.as_of_ms != NULL else 0
+        f.facts[FACT_AGE_MS] = age
+        f.facts[FACT_FIRST_OFFSET] = e.txn_first_offset
+        f.facts[FACT_MEASURED_AT_EXPORT] = 1 if params.as_of_ms != NULL else 0
 
 
 def emit_final_state(e, part, states, counts, tp_row, log_end):

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from eos_audit.findings import FACTS_PER_FINDING
 from eos_audit.replay import kernel
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import RowKind
@@ -115,7 +116,7 @@ OUTPUT_ARROW = pa.schema(
             "finding",
             pa.struct(
                 [pa.field(n, pa.int64()) for n in _FINDING_FIELDS]
-                + [pa.field(f"fact{k}", pa.int64()) for k in range(4)]
+                + [pa.field(f"fact{k}", pa.int64()) for k in range(FACTS_PER_FINDING)]
             ),
         ),
         ("transaction", pa.struct(_fields(OUTPUT_DTYPES["transactions"]))),
@@ -500,7 +501,7 @@ class _Replayer:
                                                 from_acks)
             facts = np.asarray(events["facts"])
             struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
-                _ints(facts[:, k]) for k in range(4)
+                _ints(facts[:, k]) for k in range(FACTS_PER_FINDING)
             ]
             columns["finding"] = pa.StructArray.from_arrays(
                 struct_fields, fields=list(OUTPUT_ARROW.field("finding").type)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from eos_audit.findings import FACTS_PER_FINDING
+
 NULL = np.iinfo(np.int64).min  # "no value" in every int64 field and output column
 # Sequences are int32 and wrap from INT32_MAX to 0 (docs/rules.md#sequence-gap).
 INT32_MAX = 2_147_483_647
@@ -206,7 +208,7 @@ FINDING_EVENT = np.dtype(
         ("previous_offset", np.int64),
         ("occurrence", np.int64),
         ("ack_ordinal", np.int64),  # the acknowledgement it is about (its source), NULL if none
-        ("facts", np.int64, (4,)),  # named per type by findings.REGISTRY[...].facts
+        ("facts", np.int64, (FACTS_PER_FINDING,)),  # named per type by findings.REGISTRY[...].facts
     ],
     align=True,
 )
