@@ -16,7 +16,7 @@ then times:
 
 1. `cat` of every .log file to /dev/null (raw read speed from the page cache, one core);
 2. the reader itself, `iter_segment` over every file's bytes in this process (one core), with and
-   without CRC verification: the compiled header walk (`eos_audit.sources.segment_walk`), the
+   without CRC verification: the compiled header walk (`eos_audit.sources.kafka.segment_walk`), the
    header decoding and the CRC-32C, nothing of Spark's;
 3. the audit's read, `read_segment_files(...)` of the discovered files with the ids the driver
    hands out (rows located by file id and byte position, `row_reference`), into
@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
-        from eos_audit.sources import segment_walk
-        from eos_audit.sources.partition_dirs import discover_segment_files
-        from eos_audit.sources.row_reference import unique_file_ids
-        from eos_audit.sources.segments import iter_segment, read_segment_files, read_segments
+        from eos_audit.sources.files.row_reference import unique_file_ids
+        from eos_audit.sources.kafka import segment_walk
+        from eos_audit.sources.kafka.partition_dirs import discover_segment_files
+        from eos_audit.sources.kafka.segments import iter_segment, read_segment_files, read_segments
 
         def parse_all(verify: bool) -> float:
             t = time.perf_counter()

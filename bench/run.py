@@ -372,7 +372,7 @@ def our_findings(spark, data: Path) -> tuple[pa.Table, float]:
     back by pyarrow: they are few) and the seconds the Spark job took."""
     from eos_audit import engine
     from eos_audit.config import AuditConfig
-    from eos_audit.sources.record_batches import read_tabular
+    from eos_audit.sources.tabular.record_batches import read_tabular
 
     out = Path(tempfile.mkdtemp(prefix="eos-bench-findings-"))
     try:
@@ -563,7 +563,7 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
     from eos_audit import engine
     from eos_audit.config import AuditConfig
     from eos_audit.pipeline import AuditInputs, run_audit
-    from eos_audit.sources.record_batches import read_tabular
+    from eos_audit.sources.tabular.record_batches import read_tabular
 
     def floor() -> None:
         (spark.read.parquet(str(data)).select(*COLUMNS)
@@ -627,7 +627,7 @@ def skewed(spark, rows: int, uniform: dict | None) -> dict:
     """The audit of the skewed input of `rows` batches, with the session's default settings."""
     from eos_audit import engine
     from eos_audit.config import AuditConfig
-    from eos_audit.sources.record_batches import read_tabular
+    from eos_audit.sources.tabular.record_batches import read_tabular
 
     data = ensure_data(rows, skew=True)
 

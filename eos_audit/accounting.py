@@ -1,6 +1,6 @@
 """The `input_files` table: every file under the inputs, with what the run made of it.
 
-The driver lists the files (`eos_audit.sources.input_files`); the replay counts the batches of
+The driver lists the files (`eos_audit.sources.files.input_files`); the replay counts the batches of
 each file in the run's one pass (`runner.count_files`, staged as kind `input_files`); the
 quarantine rows name the file and position of what could not be read. Here the three meet, on
 the driver, over a few rows per file: no batch data is read again.
@@ -15,14 +15,14 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.replay.runner import FILE_COUNTS
-from eos_audit.sources.input_files import (
+from eos_audit.sources.files.input_files import (
     DAMAGED,
     IGNORED,
     UNREADABLE,
     InputFile,
     file_id_spellings,
 )
-from eos_audit.sources.segments import TRUNCATED_TAIL
+from eos_audit.sources.kafka.segments import TRUNCATED_TAIL
 
 # A batch that cannot be framed: the reader skips the rest of its file (sources.segments).
 _FRAMING = "truncated batch|unknown magic|invalid batch length"

@@ -32,8 +32,8 @@ from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, ControlType, RowKind
 from eos_audit.replay.runner import FILE_COUNTS, OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
-from eos_audit.sources import row_reference as ref
-from eos_audit.sources.canonical import QUARANTINE_REASON, RAW, increment_sequence
+from eos_audit.sources.files import row_reference as ref
+from eos_audit.sources.tabular.canonical import QUARANTINE_REASON, RAW, increment_sequence
 
 log = logging.getLogger(__name__)
 

@@ -34,11 +34,11 @@ from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, 
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
-from eos_audit.sources import filesystems
+from eos_audit.sources.files import filesystems
+from eos_audit.sources.files.input_files import dedupe_paths, list_table_files
 from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
-from eos_audit.sources.input_files import dedupe_paths, list_table_files
-from eos_audit.sources.producer_state import INPUT as SEED_INPUT
-from eos_audit.sources.producer_state import seed_inputs
+from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
+from eos_audit.sources.tabular.producer_state import seed_inputs
 from eos_audit.summaries import partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ def read_acks_input(spark: SparkSession, inputs: AuditInputs) -> DataFrame | Non
     """The --acks inputs in the acks contract, with `_source_error` on rows that are unusable."""
     if not inputs.acks:
         return None
-    from eos_audit.sources.acks import read_acks
+    from eos_audit.sources.evidence.acks import read_acks
 
     return read_acks(spark, list(inputs.acks), fmt=inputs.acks_format)
 
@@ -197,7 +197,7 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) 
     through the one pass; these two need the acknowledgements alone.
     """
     from eos_audit.rules.acks import client_error_findings
-    from eos_audit.sources.contract_reader import SOURCE_ERROR
+    from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
 
     rejected = acks.where(F.col(SOURCE_ERROR).isNotNull()).select(
         F.lit("acks").alias("input"),
@@ -222,7 +222,7 @@ def _stage_list_offsets(
         The observations as read, for the errors table.
     """
     from eos_audit.rules.list_offsets import list_offsets_findings
-    from eos_audit.sources.list_offsets import SOURCE_ERROR, read_list_offsets
+    from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR, read_list_offsets
 
     observations = read_list_offsets(
         spark,
@@ -398,7 +398,7 @@ def _audit_and_write(
     acks = read_acks_input(spark, inputs)
     valid_acks = None
     if acks is not None:
-        from eos_audit.sources.contract_reader import SOURCE_ERROR
+        from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
 
         valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
     records = engine.audit(

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import AUDIT_RUNS, FINDINGS, GROUND_TRUTH
-from eos_audit.session import session_has_delta
+from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
 
 EXIT_PERFECT, EXIT_IMPERFECT = 0, 1
@@ -34,7 +34,7 @@ FINISHED = ("SUCCEEDED", *UNUSABLE_INPUT)
 
 
 def read_delta(spark: SparkSession, path: str, schema: T.StructType) -> DataFrame:
-    """A Delta table by path, read on the executors (delta-rs lists its files without Delta).
+    """A Delta table by path, in `schema`'s columns, read on the executors (`delta_dataframe`).
 
     Raises:
         InputNotFoundError: there is no Delta table at `path`.
@@ -43,14 +43,7 @@ def read_delta(spark: SparkSession, path: str, schema: T.StructType) -> DataFram
 
     if "://" not in path and not (Path(path) / "_delta_log").is_dir():
         raise InputNotFoundError(f"{path} is not a Delta table (no _delta_log)")
-    if session_has_delta(spark):
-        return spark.read.format("delta").load(path).select(*schema.fieldNames())
-    from deltalake import DeltaTable
-
-    files = DeltaTable(path).file_uris()
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    return delta_dataframe(spark, path, schema).select(*schema.fieldNames())
 
 
 @dataclass(frozen=True)

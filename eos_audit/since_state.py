@@ -25,9 +25,9 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
+from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sinks.run_status import FINISHED
-from eos_audit.sources.contract_reader import delta_dataframe
-from eos_audit.sources.producer_state import check_seeds
+from eos_audit.sources.tabular.producer_state import check_seeds
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class SeedState:
     """The state that seeds a run: its rows and the per-partition end of what it covers."""
 
     run_id: str
-    seeds: DataFrame  # rows that passed eos_audit.sources.producer_state.check_seeds
+    seeds: DataFrame  # rows that passed eos_audit.sources.tabular.producer_state.check_seeds
     covered: DataFrame  # topic, partition, covered_end
     problems: DataFrame | None = None  # input, source, reason: rows that did not (quarantined)
 

@@ -1,7 +1,8 @@
 """Where numba caches the compiled code: by what its source is, not where it lies.
 
-The library compiles two modules with numba, the replay kernel (`eos_audit.replay.kernel`) and the
-segment reader's header walk (`eos_audit.sources.segment_walk`), both through `compile_in_place`.
+The library compiles two modules with numba, the replay kernel (`eos_audit.replay.kernel`) and
+the segment reader's header walk (`eos_audit.sources.kafka.segment_walk`), both through
+`compile_in_place`.
 
 numba keys its on-disk cache by the source file's path. Shipped with `spark-submit --py-files`,
 the library is a zip in a new directory per application and per executor, so every executor
@@ -34,7 +35,7 @@ KERNEL_MODULE = "eos_audit.replay.kernel"
 COMPILED_FROM = (KERNEL_MODULE, "eos_audit.findings", "eos_audit.replay.rows",
                  "eos_audit.replay.state", __name__)  # fmt: skip
 # Every compiled module, with the modules its compiled code is made of (the walk imports none).
-WALK_MODULE = "eos_audit.sources.segment_walk"
+WALK_MODULE = "eos_audit.sources.kafka.segment_walk"
 COMPILED_MODULES = {KERNEL_MODULE: COMPILED_FROM, WALK_MODULE: (WALK_MODULE, __name__)}
 # The last directory of the cache's path: one per content key.
 CACHE_SUBDIR = "eos_audit_kernel"

@@ -37,7 +37,7 @@ from eos_audit.replay.state import (
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
 )
-from eos_audit.sources.row_reference import ROW_NUMBER
+from eos_audit.sources.files.row_reference import ROW_NUMBER
 
 log = logging.getLogger(__name__)
 

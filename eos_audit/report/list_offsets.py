@@ -140,7 +140,7 @@ def _observations(spark: SparkSession, inputs: dict[str, Any]) -> tuple[DataFram
     missing = [p for p in paths if "://" not in p and not Path(p).exists()]
     if missing:
         return None, f"observations not drawn: {', '.join(missing)} no longer exist(s)"
-    from eos_audit.sources.list_offsets import SOURCE_ERROR, read_list_offsets
+    from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR, read_list_offsets
 
     try:
         df = read_list_offsets(

@@ -17,8 +17,8 @@ from pyspark.sql import types as T
 from eos_audit.errors import InputNotFoundError
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import OUTPUT_TABLES
+from eos_audit.sinks.delta_reader import delta_dataframe, read_delta
 from eos_audit.sinks.run_status import FINISHED
-from eos_audit.sources.contract_reader import delta_dataframe, read_delta
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class TableLocation:
 def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFrame:
     """One output table in its contract's columns; empty when it was never written.
 
-    Read as the pipeline reads its own tables (`contract_reader`): a catalog table through
+    Read as the pipeline reads its own tables (`sinks.delta_reader`): a catalog table through
     Spark; a path through Spark's Delta source when the session has Delta, else delta-rs lists
     the table's current files and Spark reads them.
 

@@ -42,13 +42,13 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
 from eos_audit.findings import UNEXPLAINED, Cause, finding_struct, sentence
 from eos_audit.schemas import ACKS
-from eos_audit.sources.acks import (
+from eos_audit.sources.evidence.acks import (
     NO_OFFSET,
     SEQUENCE_ERRORS,
     SOURCE_ERROR,
     normalize_error_name,
 )
-from eos_audit.sources.canonical import increment_sequence
+from eos_audit.sources.tabular.canonical import increment_sequence
 
 CLIENT_SEQUENCE_ERROR = "CLIENT_SEQUENCE_ERROR"
 CAUSE_LOG_START = Cause.LOG_START.name

@@ -1,8 +1,9 @@
 """Rules over ListOffsets observations (docs/rules.md#list-offsets-regression; KIP-207, KIP-360).
 
-Observations (`eos_audit.sources.list_offsets.LIST_OFFSETS`) are grouped per key (topic, partition,
-spec, isolation) and ordered by `observed_at`, in ONE window specification: the small observation
-data is shuffled once, and the second-level window functions reuse that partitioning and order.
+Observations (`eos_audit.sources.evidence.list_offsets.LIST_OFFSETS`) are grouped per key (topic,
+partition, spec, isolation) and ordered by `observed_at`, in ONE window specification: the small
+observation data is shuffled once, and the second-level window functions reuse that partitioning and
+order.
 The isolation level is not part of the key for `earliest`, whose answer (the log start offset)
 does not depend on it. Rows with `_source_error`, errors (OFFSET_NOT_AVAILABLE etc.) and rows
 without an offset are not observations of an offset: they never raise or lower the running maximum.
@@ -47,7 +48,7 @@ from eos_audit.findings import configured_severity as severity_of
 from eos_audit.findings import finding_struct, lowered_to, sentence
 from eos_audit.instants import epoch_micros as _micros
 from eos_audit.schemas import LIST_OFFSETS_ERRORS
-from eos_audit.sources.list_offsets import SOURCE_ERROR
+from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR
 
 REGRESSION = "LIST_OFFSETS_REGRESSION"
 ACKED_DATA_MISSING = "ACKED_DATA_MISSING_FROM_LOG"

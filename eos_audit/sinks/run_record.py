@@ -168,7 +168,7 @@ class RunRecorder:
                     "audit_runs not read by delta-rs; reading it through Spark", exc_info=True
                 )
         if rows is None:
-            from eos_audit.sources.contract_reader import read_delta
+            from eos_audit.sinks.delta_reader import read_delta
 
             table = read_delta(self.spark, location)
             if "run_id" not in table.columns:

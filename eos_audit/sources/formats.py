@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
-from eos_audit.sources import filesystems as fsys
-from eos_audit.sources.input_files import (
+from eos_audit.sources.files import filesystems as fsys
+from eos_audit.sources.files.input_files import (
     InputFile,
     list_table_files,
     readable,
@@ -36,8 +36,8 @@ TABLE_SUFFIXES = {
     ".ndjson": "json",
     ".csv": "csv",
 }
-# The formats of the other inputs (their readers: eos_audit.sources.acks, .list_offsets); the
-# CLI's choices and the readers' checks both come from here.
+# The formats of the other inputs (their readers: eos_audit.sources.evidence.acks and
+# .list_offsets); the CLI's choices and the readers' checks both come from here.
 ACKS_FORMATS = ("parquet", "json", "csv")
 LIST_OFFSETS_FORMATS = ("parquet", "json", "csv", "get-offsets")
 # kafka-get-offsets.sh output as it is usually saved.
@@ -90,7 +90,7 @@ class InputFormat:
 
 def _tabular(fmt: str) -> Callable[[SparkSession, list[str], BatchOptions], BatchRead]:
     def read(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
-        from eos_audit.sources.record_batches import read_tabular
+        from eos_audit.sources.tabular.record_batches import read_tabular
 
         # Listed first: an input the run may not read stops it here, naming the file.
         files = list_table_files(paths, fmt)
@@ -100,7 +100,7 @@ def _tabular(fmt: str) -> Callable[[SparkSession, list[str], BatchOptions], Batc
 
 
 def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
-    from eos_audit.sources.kafka_export import read_kafka_export
+    from eos_audit.sources.kafka.export import read_kafka_export
 
     export = read_kafka_export(spark, paths, verify_crc=options.verify_crc)
     return BatchRead(
@@ -116,8 +116,8 @@ def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
 
 
 def _dump_log(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
-    from eos_audit.sources.canonical import to_canonical
-    from eos_audit.sources.dump_log import read_dump_log
+    from eos_audit.sources.kafka.dump_log import read_dump_log
+    from eos_audit.sources.tabular.canonical import to_canonical
 
     files = list_table_files(paths, "dump-log")
     text = read_dump_log(spark, paths, topic=options.topic, partition=options.partition)

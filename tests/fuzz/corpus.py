@@ -22,15 +22,15 @@ from functools import cache
 
 import pyarrow as pa
 
-from eos_audit.sources import dump_log as dl
-from eos_audit.sources.dump_log import parse_dump_log
-from eos_audit.sources.kafka_files import (
+from eos_audit.sources.kafka import dump_log as dl
+from eos_audit.sources.kafka.dump_log import parse_dump_log
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, parse_segment
+from eos_audit.sources.kafka.state_files import (
     PROBLEM_COL,
     parse_leader_epoch_checkpoint,
     parse_offset_checkpoint,
     parse_snapshot,
 )
-from eos_audit.sources.segments import SOURCE_ERROR_COL, parse_segment
 from tests.fixtures.segment_builder import (
     SnapshotEntry,
     checkpoint_text,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eos_audit.sources.dump_log import read_dump_log
-from eos_audit.sources.kafka_export import read_kafka_export
+from eos_audit.sources.kafka.dump_log import read_dump_log
+from eos_audit.sources.kafka.export import read_kafka_export
 from tests.fuzz import corpus
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -52,7 +52,7 @@ def test_random_seed_json_lines_are_each_a_seed_or_quarantined(spark):
 
 
 def test_a_seed_file_of_binary_garbage_is_quarantined_line_by_line(spark, tmp_path):
-    from eos_audit.sources.producer_state import check_seeds, read_seed_files
+    from eos_audit.sources.tabular.producer_state import check_seeds, read_seed_files
 
     path = tmp_path / "state.json"
     path.write_bytes(random.Random(8).randbytes(3000).replace(b"\n", b"\xff") + b"\n\x00\x81{\n")

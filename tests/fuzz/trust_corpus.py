@@ -36,8 +36,8 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.sinks.warehouse import DamagedTableError, check_table
-from eos_audit.sources import contract_reader as cr
-from eos_audit.sources.producer_state import CONTRACT, check_seed_schema
+from eos_audit.sources.tabular import contract_reader as cr
+from eos_audit.sources.tabular.producer_state import CONTRACT, check_seed_schema
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -348,7 +348,7 @@ def seed_json_lines(rng: random.Random, count: int) -> list[str]:
 
 def check_seed_values(spark, rng: random.Random, count: int) -> list[str]:
     """`count` random seed rows through `check_seeds` in one DataFrame, against `seed_problem`."""
-    from eos_audit.sources.producer_state import check_seeds
+    from eos_audit.sources.tabular.producer_state import check_seeds
 
     longs = T.StructType(
         [
@@ -396,7 +396,7 @@ def check_seed_values(spark, rng: random.Random, count: int) -> list[str]:
 
 def check_seed_json(spark, rng: random.Random, count: int) -> list[str]:
     """`count` random JSON lines as a `--producer-state` file: every line a seed or quarantined."""
-    from eos_audit.sources.producer_state import check_seeds, read_seed_files
+    from eos_audit.sources.tabular.producer_state import check_seeds, read_seed_files
 
     work = Path(tempfile.mkdtemp(prefix="eos-fuzz-"))
     try:

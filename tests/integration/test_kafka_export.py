@@ -12,8 +12,8 @@ from eos_audit import engine
 from eos_audit.cli import main
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
-from eos_audit.sources.canonical import to_canonical
-from eos_audit.sources.dump_log import read_dump_log
+from eos_audit.sources.kafka.dump_log import read_dump_log
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df
 from tests.fixtures.segment_builder import (
     SnapshotEntry,

@@ -14,7 +14,7 @@ from moto.server import ThreadedMotoServer
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputNotFoundError
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
-from eos_audit.sources.input_files import InputUnreadableError, dedupe_paths
+from eos_audit.sources.files.input_files import InputUnreadableError, dedupe_paths
 from tests.fixtures.segment_builder import (
     SnapshotEntry,
     checkpoint_text,

@@ -14,11 +14,11 @@ import pytest
 from eos_audit.cli import exit_code
 from eos_audit.pipeline import RunResult
 from eos_audit.sinks.run_status import finished_status
-from eos_audit.sources.acks import SOURCE_ERROR as ACKS_ERROR
-from eos_audit.sources.acks import read_acks
-from eos_audit.sources.dump_log import parse_dump_log
-from eos_audit.sources.record_batches import read_tabular
-from eos_audit.sources.segments import SOURCE_ERROR_COL
+from eos_audit.sources.evidence.acks import SOURCE_ERROR as ACKS_ERROR
+from eos_audit.sources.evidence.acks import read_acks
+from eos_audit.sources.kafka.dump_log import parse_dump_log
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
+from eos_audit.sources.tabular.record_batches import read_tabular
 from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
 
 LONG_MAX = 9_223_372_036_854_775_807

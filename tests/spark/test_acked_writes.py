@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from eos_audit import engine
 from eos_audit.config import AuditConfig
 from eos_audit.schemas import ACKS
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, data
 
 AT = dt.datetime(2026, 11, 21, 3, 0)

@@ -24,7 +24,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
 from eos_audit.rules.acks import client_error_findings
 from eos_audit.schemas import ACKS, FINDINGS
-from eos_audit.sources.acks import SOURCE_ERROR, normalize_error_name, read_acks
+from eos_audit.sources.evidence.acks import SOURCE_ERROR, normalize_error_name, read_acks
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "acks"
 JSON_LOG = FIXTURES / "orders-service.acks.jsonl"

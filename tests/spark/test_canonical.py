@@ -7,7 +7,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources.canonical import increment_sequence, to_canonical
+from eos_audit.sources.tabular.canonical import increment_sequence, to_canonical
 from tests.builders import batch, batches_df, data
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, seeds_df
 from tests.oracle.broker_model import Finding, replay
 from tests.oracle.histories import History, histories

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from eos_audit.sources.dump_log import parse_dump_log, read_dump_log
-from eos_audit.sources.segments import SOURCE_ERROR_COL, read_segments
+from eos_audit.sources.kafka.dump_log import parse_dump_log, read_dump_log
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, read_segments
 from tests.fixtures.segment_builder import (
     control_batch,
     data_batch,

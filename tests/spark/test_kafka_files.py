@@ -14,18 +14,18 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import PRODUCER_STATE
-from eos_audit.sources.kafka_files import (
+from eos_audit.sources.kafka.partition_dirs import (
+    PartitionDir,
+    discover_partition_dirs,
+    discover_segment_files,
+)
+from eos_audit.sources.kafka.state_files import (
     SNAPSHOT_SCHEMA,
     parse_leader_epoch_checkpoint,
     parse_snapshot,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
     read_snapshots,
-)
-from eos_audit.sources.partition_dirs import (
-    PartitionDir,
-    discover_partition_dirs,
-    discover_segment_files,
 )
 from tests.fixtures.segment_builder import (
     MAX_INT,

@@ -27,7 +27,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
 from eos_audit.rules.list_offsets import list_offsets_error_counts, list_offsets_findings
 from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
-from eos_audit.sources.list_offsets import LIST_OFFSETS, SOURCE_ERROR, read_list_offsets
+from eos_audit.sources.evidence.list_offsets import LIST_OFFSETS, SOURCE_ERROR, read_list_offsets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "list_offsets"
 UTC = dt.UTC

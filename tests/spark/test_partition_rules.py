@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, seeds_df
 
 CONFIG = AuditConfig()

@@ -11,8 +11,8 @@ from eos_audit import engine
 from eos_audit.config import AuditConfig
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.session import replay_arrow_settings
-from eos_audit.sources.canonical import to_canonical
-from eos_audit.sources.record_batches import read_tabular
+from eos_audit.sources.tabular.canonical import to_canonical
+from eos_audit.sources.tabular.record_batches import read_tabular
 from tests.builders import batches_df, data, seeds_df
 
 SHUFFLE = re.compile(

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
 PID = 4242  # distinctive, so a detail sentence cannot mention it by accident (offsets are small)

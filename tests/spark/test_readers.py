@@ -10,7 +10,7 @@ from deltalake import write_deltalake
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.formats import BATCH_FORMATS, detect_format
-from eos_audit.sources.record_batches import read_tabular
+from eos_audit.sources.tabular.record_batches import read_tabular
 from tests.builders import data, marker
 
 ROWS = [data(0, 3, seq=0), data(3, 2, seq=3), marker(5, "COMMIT", coordinator_epoch=4)]

@@ -1,6 +1,6 @@
 """Parquet rows named by file and row: the text `<file>:row <n>` reaches findings and quarantine.
 
-The reader carries (file id, row) instead of the text (eos_audit.sources.row_reference); these
+The reader carries (file id, row) instead of the text (eos_audit.sources.files.row_reference); these
 tests check that what users read is the same text Spark gives a row's file (`_metadata.file_path`),
 for a path with spaces, percent signs, `#` and non-ASCII letters, and that an input whose files'
 ids collide falls back to the text.
@@ -19,8 +19,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from eos_audit import engine
 from eos_audit.config import AuditConfig
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources import row_reference
-from eos_audit.sources.record_batches import read_tabular
+from eos_audit.sources.files import row_reference
+from eos_audit.sources.tabular.record_batches import read_tabular
 from tests.builders import data
 
 # Row 1 leaves a sequence gap (SEQUENCE_GAP names it); row 2 has a negative offset (quarantined).

@@ -1,4 +1,4 @@
-"""The seed checks (eos_audit.sources.producer_state): Kafka's ranges, row by row, as columns.
+"""The seed checks (sources.tabular.producer_state): Kafka's ranges, row by row, as columns.
 
 Each impossible value of kafka_rules.md §1.2 / §3.2 is quarantined with its reason; a row with
 every value at its limit passes unchanged.
@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import PRODUCER_STATE
-from eos_audit.sources.producer_state import check_seed_schema, check_seeds
+from eos_audit.sources.tabular.producer_state import check_seed_schema, check_seeds
 from tests.builders import seeds_df
 
 GOOD_BATCH = {"base_sequence": 3, "last_sequence": 5, "base_offset": 10, "last_offset": 12}

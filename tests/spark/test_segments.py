@@ -14,7 +14,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources.segments import (
+from eos_audit.sources.kafka.segments import (
     SOURCE_ERROR_COL,
     parse_segment,
     read_segment_files,

@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
 ROWS = [

@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, data, marker
 
 MIN = 60_000

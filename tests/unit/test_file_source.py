@@ -4,8 +4,8 @@ import json
 
 import pyarrow as pa
 
-from eos_audit.sources.file_source import FileDataSource, FilesPartition
-from eos_audit.sources.segments import SOURCE_ERROR_COL, KafkaSegmentsDataSource
+from eos_audit.sources.files.file_source import FileDataSource, FilesPartition
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, KafkaSegmentsDataSource
 from tests.fixtures.segment_builder import data_batch
 
 
@@ -45,7 +45,7 @@ def test_good_unreadable_and_unparseable_files(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a parser bug")
 
-    monkeypatch.setattr("eos_audit.sources.segments.iter_segment", broken)
+    monkeypatch.setattr("eos_audit.sources.kafka.segments.iter_segment", broken)
     (row,) = rows(segments(files[:1]))
     assert row["source"] == f"{good}:0"
     assert "could not parse the file (ValueError: a parser bug)" in row[SOURCE_ERROR_COL]

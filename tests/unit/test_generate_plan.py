@@ -9,8 +9,8 @@ from eos_audit.errors import ConfigError
 from eos_audit.generate.files import batch_bytes, dump_lines
 from eos_audit.generate.plan import FAULT_KINDS, FaultRates, GenerationPlan
 from eos_audit.generate.spark_export import TXN_V1, TXN_V2, geometry
-from eos_audit.sources.dump_log import parse_dump_log
-from eos_audit.sources.segments import parse_segment
+from eos_audit.sources.kafka.dump_log import parse_dump_log
+from eos_audit.sources.kafka.segments import parse_segment
 
 DATA = {
     "topic": "t", "partition": 0, "base_offset": 10_006, "last_offset": 10_008,

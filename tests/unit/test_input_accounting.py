@@ -12,7 +12,7 @@ from eos_audit.sinks.run_status import (
     UNUSABLE_INPUT,
     finished_status,
 )
-from eos_audit.sources.input_files import dedupe_paths
+from eos_audit.sources.files.input_files import dedupe_paths
 
 
 def test_bytes_quarantined_above_the_share_exceed_it_although_the_rows_do_not():

@@ -8,7 +8,7 @@ import crc32c
 import numpy as np
 import pytest
 
-from eos_audit.sources import segment_walk
+from eos_audit.sources.kafka import segment_walk
 from tests.fuzz import corpus
 
 if not segment_walk.COMPILED:

@@ -1,11 +1,11 @@
 """Record batches already in tabular form (Parquet, JSON lines, CSV, Delta) in the canonical schema.
 
 The record-batch contract (schemas/record_batch.json) is read by the one contract reader
-(`eos_audit.sources.contract_reader`) like every other tabular input, then validated row by row
-by `eos_audit.sources.canonical.to_canonical`. Integer columns of any width are accepted (JSON and
-CSV values are text, parsed per row); a missing or mistyped column stops the run naming it; a row
-with an impossible value, or a malformed line, is quarantined with its reasons. JSON lines are
-read as numbered lines, so a quarantined line names its file and line and keeps its text.
+(`eos_audit.sources.tabular.contract_reader`) like every other tabular input, then validated row by
+row by `eos_audit.sources.tabular.canonical.to_canonical`. Integer columns of any width are accepted
+(JSON and CSV values are text, parsed per row); a missing or mistyped column stops the run naming
+it; a row with an impossible value, or a malformed line, is quarantined with its reasons. JSON lines
+are read as numbered lines, so a quarantined line names its file and line and keeps its text.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import RECORD_BATCH, RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
-from eos_audit.sources import contract_reader as cr
-from eos_audit.sources import row_reference as ref
-from eos_audit.sources.canonical import to_canonical
+from eos_audit.sinks.delta_reader import delta_dataframe
+from eos_audit.sources.files import row_reference as ref
+from eos_audit.sources.tabular import contract_reader as cr
+from eos_audit.sources.tabular.canonical import to_canonical
 
 FORMATS = ("parquet", "json", "csv", "delta")
 CONTRACT = cr.TableContract(
@@ -86,7 +87,7 @@ def _read_parquet(spark: SparkSession, paths: list[str]) -> DataFrame:
 
 def _read_delta(spark: SparkSession, paths: list[str]) -> DataFrame:
     empty = T.StructType([T.StructField(c.name, c.data_type, True) for c in RECORD_BATCH_COLUMNS])
-    frames = [_with_source(cr.delta_dataframe(spark, p, empty), F.lit(f"delta:{p}")) for p in paths]
+    frames = [_with_source(delta_dataframe(spark, p, empty), F.lit(f"delta:{p}")) for p in paths]
     df = frames[0]
     for other in frames[1:]:
         df = df.unionByName(other, allowMissingColumns=True)

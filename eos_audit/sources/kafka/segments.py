@@ -33,9 +33,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.schemas import RECORD_BATCH
-from eos_audit.sources import row_reference as ref
-from eos_audit.sources.file_source import FileDataSource, load_files
-from eos_audit.sources.partition_dirs import discover_segment_files
+from eos_audit.sources.files import row_reference as ref
+from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.kafka.partition_dirs import discover_segment_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -248,7 +248,7 @@ def _frame(
     # Imported where a file is read, not with this module: Spark imports the module in a fresh
     # Python process to plan every read (the data source's schema and partitions), and the walk
     # brings numba, whose import alone is about 0.4 s.
-    from eos_audit.sources import segment_walk
+    from eos_audit.sources.kafka import segment_walk
 
     positions, ends, legacy, stop = segment_walk.frames(buf)
     v2 = ~legacy
@@ -434,7 +434,7 @@ def _decode_v2(
 
     crc_valid = None
     if verify_crc:
-        from eos_audit.sources import segment_walk  # see _frame
+        from eos_audit.sources.kafka import segment_walk  # see _frame
 
         crc_valid = pa.array(segment_walk.crc_valid(mv, buf, pos, ends, stored_crc))
 

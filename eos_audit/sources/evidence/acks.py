@@ -55,10 +55,16 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eos_audit.schemas import ACKS, ACKS_COLUMNS
-from eos_audit.sources import contract_reader as cr
-from eos_audit.sources.canonical import INT16_MAX, INT16_MIN, INT32_MAX, LONG_MAX, reason_when
-from eos_audit.sources.contract_reader import SOURCE_ERROR
 from eos_audit.sources.formats import ACKS_FORMATS
+from eos_audit.sources.tabular import contract_reader as cr
+from eos_audit.sources.tabular.canonical import (
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    LONG_MAX,
+    reason_when,
+)
+from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
 
 __all__ = [
     "ACKS",

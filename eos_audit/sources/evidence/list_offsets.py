@@ -60,13 +60,13 @@ from pyspark.sql import functions as F
 
 from eos_audit.errors import ConfigError
 from eos_audit.schemas import LIST_OFFSETS, LIST_OFFSETS_COLUMNS  # noqa: F401 (re-exported)
-from eos_audit.sources import contract_reader as cr
-from eos_audit.sources.canonical import reason_when
-from eos_audit.sources.contract_reader import (  # noqa: F401 (re-exported)
+from eos_audit.sources.formats import LIST_OFFSETS_FORMATS, LIST_OFFSETS_SUFFIXES
+from eos_audit.sources.tabular import contract_reader as cr
+from eos_audit.sources.tabular.canonical import reason_when
+from eos_audit.sources.tabular.contract_reader import (  # noqa: F401 (re-exported)
     SOURCE_ERROR,
     parse_utc_time,
 )
-from eos_audit.sources.formats import LIST_OFFSETS_FORMATS, LIST_OFFSETS_SUFFIXES
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ docs/formats.md#producer-snapshot; docs/nightly.md lists them) is quarantined
 Whole-file problems are the user's to fix (exit 2): a Parquet file without the contract's columns
 (a record-batch file passed by mistake) or with a column of an unusable type is refused naming
 them, through the same contract reader as every other tabular input
-(`eos_audit.sources.contract_reader`). A malformed JSON line is quarantined with its file, line
-and text, as in `--batches`.
+(`eos_audit.sources.tabular.contract_reader`). A malformed JSON line is quarantined with its
+file, line and text, as in `--batches`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
-from eos_audit.sources import contract_reader as cr
-from eos_audit.sources.canonical import SOURCE_ERROR, is_integer_type, reason_when
+from eos_audit.sources.tabular import contract_reader as cr
+from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 INPUT = "producer_state"
 # Kafka's ranges (ProducerStateEntry, docs/formats.md#producer-snapshot): an epoch is a

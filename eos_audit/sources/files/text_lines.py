@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from eos_audit.sources.file_source import FileDataSource, load_files
+from eos_audit.sources.files.file_source import FileDataSource, load_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

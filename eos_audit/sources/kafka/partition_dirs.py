@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eos_audit.errors import InputNotFoundError
-from eos_audit.sources import filesystems as fsys
-from eos_audit.sources.input_files import (
+from eos_audit.sources.files import filesystems as fsys
+from eos_audit.sources.files.input_files import (
     IGNORED,
     InputFile,
     readable,

@@ -31,15 +31,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
-from eos_audit.sources import filesystems as fsys
-from eos_audit.sources.arrow_text import parse_int
-from eos_audit.sources.file_source import FileDataSource, load_files
-from eos_audit.sources.partition_dirs import (  # noqa: F401 (re-exported for callers)
+from eos_audit.sources.files import filesystems as fsys
+from eos_audit.sources.files.arrow_text import parse_int
+from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.kafka.partition_dirs import (  # noqa: F401 (re-exported for callers)
     PartitionDir,
     discover_partition_dirs,
     discover_segment_files,
 )
-from eos_audit.sources.segments import decrement_sequence
+from eos_audit.sources.kafka.segments import decrement_sequence
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eos_audit.errors import InputNotFoundError
-from eos_audit.sources import filesystems as fsys
+from eos_audit.sources.files import filesystems as fsys
 
 log = logging.getLogger(__name__)
 

@@ -23,19 +23,23 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit.sources import filesystems as fsys
-from eos_audit.sources import row_reference as ref
-from eos_audit.sources.canonical import to_canonical
-from eos_audit.sources.input_files import InputFile, readable, unreadable_error
-from eos_audit.sources.kafka_files import (
+from eos_audit.sources.files import filesystems as fsys
+from eos_audit.sources.files import row_reference as ref
+from eos_audit.sources.files.input_files import InputFile, readable, unreadable_error
+from eos_audit.sources.kafka.partition_dirs import (
+    PartitionDir,
+    account_files,
+    discover_partition_dirs,
+)
+from eos_audit.sources.kafka.segments import read_segment_files
+from eos_audit.sources.kafka.state_files import (
     LEADER_EPOCH_FILE,
     OFFSET_CHECKPOINTS,
     read_leader_epoch_checkpoints,
     read_offset_checkpoints,
     read_snapshot_files,
 )
-from eos_audit.sources.partition_dirs import PartitionDir, account_files, discover_partition_dirs
-from eos_audit.sources.segments import read_segment_files
+from eos_audit.sources.tabular.canonical import to_canonical
 
 log = logging.getLogger(__name__)
 _SEGMENT = re.compile(r"^(\d{20})\.log$")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from eos_audit.sources import filesystems
+from eos_audit.sources.files import filesystems
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,8 +1,9 @@
 """Reading a table that already follows a published input contract (schemas/*.json).
 
-What the contract readers share (`eos_audit.sources.list_offsets`, `eos_audit.sources.acks`):
-telling a path's format from its name, the Parquet, JSON lines and CSV readers, and the per-row
-parsing of values into contract types, where a bad value becomes a reason and never an exception.
+What the contract readers share (`eos_audit.sources.evidence.list_offsets`,
+`eos_audit.sources.evidence.acks`): telling a path's format from its name, the Parquet, JSON lines
+and CSV readers, and the per-row parsing of values into contract types, where a bad value becomes a
+reason and never an exception.
 
 Every format reads integers of any width: Parquet columns keep their own type (range-checked by
 the caller), JSON and CSV values are read as text and parsed per row (never inferred, so one bad
@@ -24,8 +25,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
-from eos_audit.sources import formats, row_reference
-from eos_audit.sources.canonical import SOURCE_ERROR, is_integer_type, reason_when
+from eos_audit.sources import formats
+from eos_audit.sources.files import row_reference
+from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 DEFAULT_SOURCE = "_default_source"
 _CORRUPT = "_corrupt_record"
@@ -465,7 +467,7 @@ def read_json_lines(
     """JSON lines read as text columns; a malformed line keeps its row with a reason.
 
     A malformed line keeps its text in `_malformed_line`. With `line_numbers`, local files are
-    read as numbered lines (eos_audit.sources.text_lines) and every row's default source is
+    read as numbered lines (eos_audit.sources.files.text_lines) and every row's default source is
     `<file>:line <n>` (issue 12, case 4); otherwise, and for URIs, Spark's JSON reader splits
     the files and the default source is the file.
 
@@ -489,7 +491,7 @@ def read_json_lines(
         df = df.select("*", file_source().alias(DEFAULT_SOURCE), F.lit(None).alias(_READ_ERROR))
         keys = spark.read.text(paths).select(F.json_object_keys("value").alias("k"))
     else:
-        from eos_audit.sources import text_lines as tl
+        from eos_audit.sources.files import text_lines as tl
 
         lines = tl.read_text_lines(spark, paths).where(
             F.col(tl.ERROR).isNotNull() | (F.trim(F.col(tl.VALUE)) != "")
@@ -540,64 +542,3 @@ def read_csv_table(spark: SparkSession, paths: list[str], contract: TableContrac
         .withColumn(MALFORMED_LINE, F.col(_CORRUPT))
         .drop(_CORRUPT)
     )
-
-
-# ------------------------------------------------------------------------------------------------
-# Delta tables (inputs, and eos-audit's own outputs)
-# ------------------------------------------------------------------------------------------------
-def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) -> DataFrame:
-    """Read a Delta table on the executors: through Spark when it has Delta, else by file list.
-
-    Without Delta in the session, delta-rs resolves the table's current files and Spark reads them
-    as Parquet. Features that change what a reader must do (deletion vectors, column mapping) are
-    refused with a clear message instead of being read wrongly.
-
-    Args:
-        spark: the session.
-        path: the table's directory.
-        empty_schema: the schema of the result when the table has no data file.
-
-    Raises:
-        InputSchemaError: the table needs a reader feature delta-rs file lists cannot honour.
-    """
-    from eos_audit.session import session_has_delta
-
-    if session_has_delta(spark):
-        return spark.read.format("delta").load(path)
-    from deltalake import DeltaTable
-
-    table = DeltaTable(path)
-    protocol = table.protocol()
-    features = set(protocol.reader_features or [])
-    unsupported = features & {"deletionVectors", "columnMapping", "v2Checkpoint"}
-    if unsupported:
-        raise InputSchemaError(
-            f"Delta table {path} uses reader features {sorted(unsupported)} that eos-audit can "
-            "only read through Spark with Delta Lake; run with delta-spark (spark-submit.sh) or on "
-            "Databricks"
-        )
-    files = table.file_uris()
-    if not files:
-        return spark.createDataFrame([], empty_schema)
-    if table.metadata().partition_columns:
-        raise InputSchemaError(
-            f"Delta table {path} is partitioned; read it through Spark with Delta Lake or export "
-            "it unpartitioned"
-        )
-    return spark.read.parquet(*files)
-
-
-def read_delta(spark: SparkSession, location: str) -> DataFrame:
-    """Read an eos-audit output table (or any Delta table) wherever it was written.
-
-    Args:
-        spark: the session.
-        location: a catalog table name (`catalog.schema.table`) or a Delta table path.
-
-    Returns:
-        The table as a DataFrame, read on the executors (an empty table without data files has
-        no columns).
-    """
-    if "/" not in location and "." in location:
-        return spark.read.table(location)
-    return delta_dataframe(spark, location, T.StructType([]))

@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError
-from eos_audit.sources import filesystems as fsys
-from eos_audit.sources.arrow_text import parse_int
-from eos_audit.sources.file_source import FileDataSource, load_files
-from eos_audit.sources.segments import (
+from eos_audit.sources.files import filesystems as fsys
+from eos_audit.sources.files.arrow_text import parse_int
+from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.kafka.segments import (
     ARROW_SCHEMA,
     SOURCE_ERROR_COL,
     error_batch,
