@@ -4,6 +4,10 @@ Every input of a run enters the one pass as rows of one narrow shape (`REPLAY_SC
 once by (topic, partition) and sorted into `REPLAY_ORDER`: first the partition's preamble (what the
 replay must know before the log: checkpoint values, acknowledgements to look for, seeded producer
 state), then the log in offset order. Row kinds are an enum whose values are that order.
+
+Between Spark and the kernel the rows cross in fewer, packed fields (`WIRE_SCHEMA`); this module
+is the one codec of that wire: where each value lies (`BIT_FIELDS`), how it is packed and read
+back, in Spark, in NumPy and in the compiled kernel.
 """
 
 from __future__ import annotations
@@ -118,8 +122,8 @@ REPLAY_SCHEMA = T.StructType(
 #
 # This section is the one codec of that layout: `BIT_FIELDS` says where each value lies, and the
 # functions below pack it (`wire_rows` in Spark, `pack` in NumPy) and read it back (`sort_key` in
-# Spark, `field_value` in NumPy and in the compiled kernel's `unpack_rows`). No other code
-# shifts or masks a wire field; tests/spark/test_wire.py checks the Spark and NumPy sides agree.
+# Spark, `field_value` in NumPy and in the compiled kernel's `unpack_rows`). Other code names
+# fields, never a shift or a mask; tests/spark/test_wire.py checks the Spark and NumPy sides agree.
 HEADER = "header"
 # The int32 pairs: (wire field, value in the high half, value in the low half).
 PAIRS = (

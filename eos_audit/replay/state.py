@@ -289,8 +289,8 @@ STATE_EVENT = np.dtype(
 )
 
 # What the kernel emits: one record array per output, each under the name of the table it becomes
-# (sinks.run_record.TABLES), the one name the kernel's state, the runner and the engine use. The
-# kernel takes the arrays in this order, and counts each output's events at its position here.
+# (sinks.run_record.TABLE_SCHEMAS), the one name the kernel's state, the runner and the engine
+# use. The kernel takes the arrays in this order and counts each one's events at its position.
 OUTPUT_DTYPES = {
     "findings": FINDING_EVENT,
     "transactions": TRANSACTION_EVENT,
