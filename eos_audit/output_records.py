@@ -167,9 +167,9 @@ def _producer_state() -> Column:
 def _quarantine(run_id: str) -> Column:
     q = F.col("quarantine")
     return F.struct(
-        F.sha2(F.concat_ws("|", q["raw"], F.col("source")), 256).substr(1, 32).alias(
-            "quarantine_id"
-        ),
+        F.sha2(F.concat_ws("|", q["raw"], F.col("source")), 256)
+        .substr(1, 32)
+        .alias("quarantine_id"),
         F.lit(run_id).alias("run_id"),
         F.lit("record_batch").alias("input"),
         q["reason"].alias("reason"),
@@ -200,8 +200,9 @@ def decoded(emitted: DataFrame, findings: Column, run_id: str) -> DataFrame:
         "input_files": F.col("input_files"),
     }
     kind = F.col("kind")
-    out = F
-    for name in OUTPUTS:
+    first, *others = OUTPUTS
+    out = F.when(kind == first, record(first, values[first]))
+    for name in others:
         out = out.when(kind == name, record(name, values[name]))
     return emitted.select(out.alias("r")).select("r.*")
 
