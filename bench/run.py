@@ -370,7 +370,7 @@ def precision_recall(by_type: dict[str, dict[str, int]]) -> tuple[float, float]:
 def our_findings(spark, data: Path) -> tuple[pa.Table, float]:
     """The engine's findings of `data` (the audit's findings, written to Parquet by Spark, read
     back by pyarrow: they are few) and the seconds the Spark job took."""
-    from eos_audit import engine
+    from eos_audit import engine, output_records
     from eos_audit.config import AuditConfig
     from eos_audit.sources.tabular.record_batches import read_tabular
 
@@ -378,7 +378,7 @@ def our_findings(spark, data: Path) -> tuple[pa.Table, float]:
     try:
         start = time.perf_counter()
         batches = read_tabular(spark, [str(data)], "parquet")
-        (engine.findings_of(engine.audit(batches, AuditConfig(), "bench"))
+        (output_records.findings_of(engine.audit(batches, AuditConfig(), "bench"))
          .select("finding_type", "topic", "partition", "base_offset", "kafka_error")
          .write.mode("overwrite").parquet(str(out / "findings")))  # fmt: skip
         seconds = time.perf_counter() - start

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit import output_records
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.sources.files.input_files import (
     DAMAGED,
@@ -93,9 +93,8 @@ def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accountin
     Returns:
         The accounting (one small Spark job over the staged records per part).
     """
-    counts: dict[int, dict] = {
-        row["file_id"]: row.asDict() for row in engine.input_file_counts_of(staged).collect()
-    }
+    counted = output_records.input_file_counts_of(staged).collect()
+    counts: dict[int, dict] = {row["file_id"]: row.asDict() for row in counted}
     problems = _quarantine_by_file(staged)
     out = Accounting()
     unreadable: list[str] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import accounting, engine, progress
+from eos_audit import accounting, engine, output_records, progress
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
@@ -204,8 +204,9 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) 
         F.coalesce(F.col("source"), F.lit("acks")).alias("source"),
         F.col(SOURCE_ERROR).alias("reason"),
     )
-    records = engine.finding_records_of(client_error_findings(acks, config, run_id)).unionByName(
-        engine.problem_records(rejected, run_id)
+    findings = client_error_findings(acks, config, run_id)
+    records = output_records.finding_records_of(findings).unionByName(
+        output_records.problem_records(rejected, run_id)
     )
     records.write.mode("append").partitionBy("kind").parquet(str(stage))
 
@@ -230,8 +231,8 @@ def _stage_list_offsets(
         fmt=inputs.list_offsets_format,
         spec=inputs.list_offsets_spec,
     )
-    log_ends = engine.partition_stats_of(
-        spark.read.schema(engine.OUTPUT_RECORD).parquet(str(stage))
+    log_ends = output_records.partition_summary_of(
+        spark.read.schema(output_records.OUTPUT_RECORD).parquet(str(stage))
     ).select("topic", "partition", (F.col("last_offset") + 1).alias("log_end_offset"))
     valid = observations.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
     findings = list_offsets_findings(
@@ -242,8 +243,8 @@ def _stage_list_offsets(
         F.coalesce(F.col("source"), F.lit("list_offsets")).alias("source"),
         F.col(SOURCE_ERROR).alias("reason"),
     )
-    records = engine.finding_records_of(findings).unionByName(
-        engine.problem_records(rejected, run_id)
+    records = output_records.finding_records_of(findings).unionByName(
+        output_records.problem_records(rejected, run_id)
     )
     records.write.mode("append").partitionBy("kind").parquet(str(stage))
     return observations
@@ -252,7 +253,7 @@ def _stage_list_offsets(
 def _summary(staged: DataFrame) -> dict:
     """The run's counts, from the stage, in one small Spark job (the run's one summary step)."""
     findings = F.col("kind") == "findings"
-    key = F.concat_ws("|", F.col("finding.finding_type"), F.col("finding.severity"))
+    key = F.concat_ws("|", F.col("findings.finding_type"), F.col("findings.severity"))
     by_type = (
         staged.where(findings)
         .groupBy(key.alias("k"))
@@ -271,12 +272,12 @@ def _summary(staged: DataFrame) -> dict:
             "seeds_quarantined"
         ),
         F.coalesce(
-            F.sum(F.col("partition_stats.batches") + F.col("partition_stats.replica_batches")),
+            F.sum(F.col("partition_summary.batches") + F.col("partition_summary.replica_batches")),
             F.lit(0),
         ).alias("audited"),
-        F.coalesce(F.sum("partition_stats.batches_skipped"), F.lit(0)).alias("skipped"),
+        F.coalesce(F.sum("partition_summary.batches_skipped"), F.lit(0)).alias("skipped"),
         *[
-            F.count(F.when(findings & (F.col("finding.severity") == s), 1)).alias(s)
+            F.count(F.when(findings & (F.col("findings.severity") == s), 1)).alias(s)
             for s in SEVERITY_ORDER
         ],
     )
@@ -415,7 +416,7 @@ def _audit_and_write(
         source_files=read.source_files,
     )
     if read.problems is not None:
-        records = records.unionByName(engine.problem_records(read.problems, run_id))
+        records = records.unionByName(output_records.problem_records(read.problems, run_id))
     _reached("read")
     offset_errors = None
     with progress.stage(spark, run_id, "auditing (one shuffle) and staging the results"):
@@ -428,15 +429,17 @@ def _audit_and_write(
             observations = _stage_list_offsets(spark, inputs, config, run_id, staged_path)
             offset_errors = list_offsets_error_counts(observations, run_id)
     _reached("staged")
-    staged = spark.read.schema(engine.OUTPUT_RECORD).parquet(str(staged_path))
+    staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(str(staged_path))
     frames = {
-        "findings": engine.findings_of(staged),
-        "quarantine": engine.quarantine_of(staged),
-        "transactions": engine.transactions_of(staged),
+        "findings": output_records.findings_of(staged),
+        "quarantine": output_records.quarantine_of(staged),
+        "transactions": output_records.transactions_of(staged),
         "partition_summary": partition_summary(staged, run_id),
         "producer_sessions": producer_sessions(staged, run_id),
         "list_offsets_errors": offset_errors,
-        "producer_state": engine.producer_state_of(staged).withColumn("run_id", F.lit(run_id)),
+        "producer_state": output_records.producer_state_of(staged).withColumn(
+            "run_id", F.lit(run_id)
+        ),
     }
 
     def written(table: str, location: str) -> None:

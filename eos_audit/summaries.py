@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit import output_records
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import PRODUCER_SESSIONS
 
@@ -26,9 +26,9 @@ def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
     Returns:
         Rows in the `partition_summary` contract.
     """
-    stats = engine.partition_stats_of(staged)
+    stats = output_records.partition_summary_of(staged)
     findings = (
-        engine.findings_of(staged)
+        output_records.findings_of(staged)
         .groupBy("topic", "partition")
         .agg(
             *[
@@ -71,10 +71,10 @@ def producer_sessions(staged: DataFrame, run_id: str) -> DataFrame:
     Returns:
         Rows in the `producer_sessions` contract.
     """
-    sessions = engine.sessions_of(staged)
+    sessions = output_records.producer_sessions_of(staged)
     serious = F.col("severity").isin("CRITICAL", "ERROR")
     by_type = (
-        engine.findings_of(staged)
+        output_records.findings_of(staged)
         .where((F.col("producer_id") >= 0) & F.col("producer_epoch").isNotNull())
         .groupBy(*SESSION_KEYS, "finding_type")
         .agg(F.count(F.lit(1)).alias("n"), F.max(serious).alias("serious"))
@@ -87,7 +87,7 @@ def producer_sessions(staged: DataFrame, run_id: str) -> DataFrame:
         F.max("serious").alias("_violated"),
     )
     transactions = (
-        engine.transactions_of(staged)
+        output_records.transactions_of(staged)
         .withColumnRenamed("start_epoch", "producer_epoch")
         .where(F.col("producer_epoch").isNotNull())
         .groupBy(*SESSION_KEYS)

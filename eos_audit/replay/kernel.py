@@ -42,12 +42,15 @@ from eos_audit.findings import (  # noqa: F401 (FACT_*: generated from the regis
     KafkaError,
 )
 from eos_audit.replay import rows as wire
-from eos_audit.replay.rows import ControlType, RowKind
+from eos_audit.replay.rows import ControlType, RowKind, field_value
 from eos_audit.replay.state import (
+    ACKS_SEEN,
+    COUNT_OF,
     DUPLICATE_LOOKBACK,
     INT32_MAX,
     NULL,
     NUM_BATCHES_TO_RETAIN,
+    ROOM_NEEDED,
     SEQUENCE_SPACE,
 )
 
@@ -97,33 +100,37 @@ COMMIT = int(ControlType.COMMIT)
 ABORT = int(ControlType.ABORT)
 UNKNOWN_OUTCOME = int(ControlType.UNKNOWN)
 
-# Indexes into `counts`: events written per output, and the room a stop asked for.
-FINDINGS = 0
-TRANSACTIONS = 1
-SESSIONS = 2
-PARTITIONS = 3
-STATES = 4
-ROOM_NEEDED = 5
-ACKS_SEEN = 6  # acknowledgements registered by the task so far: the next one's ordinal
-COUNTS = 7
+# Indexes into `counts` (state.COUNT_OF): events written per output, by the table it becomes.
+FINDINGS = COUNT_OF["findings"]
+TRANSACTIONS = COUNT_OF["transactions"]
+SESSIONS = COUNT_OF["producer_sessions"]
+PARTITIONS = COUNT_OF["partition_summary"]
+STATES = COUNT_OF["producer_state"]
 ROW_ROOM = 4  # the most events one row can emit into any output
 
 
-# The wire's layout (rows.py) as module-level ints, which numba compiles as constants.
-KIND_SHIFT = wire.KIND_SHIFT
-TRANSACTIONAL_BIT = wire.TRANSACTIONAL_BIT
-CONTROL_BIT = wire.CONTROL_BIT
-CRC_SHIFT, CRC_MASK = wire.CRC_SHIFT, wire.CRC_MASK
-CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK = wire.HEADER_CODES["control_type"]
-MAGIC_SHIFT, MAGIC_MASK = wire.HEADER_CODES["magic"]
-CONTROL_TYPE_NULL = wire.NULL_BITS["control_type"]
-MAGIC_NULL = wire.NULL_BITS["magic"]
-PRODUCER_EPOCH_NULL = wire.NULL_BITS["producer_epoch"]
-COORDINATOR_EPOCH_NULL = wire.NULL_BITS["coordinator_epoch"]
-BASE_SEQUENCE_NULL = wire.NULL_BITS["base_sequence"]
-LAST_SEQUENCE_NULL = wire.NULL_BITS["last_sequence"]
-LEADER_EPOCH_NULL = wire.NULL_BITS["leader_epoch"]
-RECORD_COUNT_NULL = wire.NULL_BITS["record_count"]
+# The wire's fields (rows.BIT_FIELDS) as module-level ints and tuples, which numba compiles as
+# constants: each value's reader (rows.BitField.reader) and the header bit that says it is null.
+KIND = wire.BIT_FIELDS["kind"].reader
+CRC_VALID = wire.BIT_FIELDS["crc_valid"].reader
+TRANSACTIONAL_BIT = wire.BIT_FIELDS["is_transactional"].bit
+CONTROL_BIT = wire.BIT_FIELDS["is_control"].bit
+CONTROL_TYPE = wire.BIT_FIELDS["control_type"].reader
+MAGIC = wire.BIT_FIELDS["magic"].reader
+PRODUCER_EPOCH = wire.BIT_FIELDS["producer_epoch"].reader
+COORDINATOR_EPOCH = wire.BIT_FIELDS["coordinator_epoch"].reader
+BASE_SEQUENCE = wire.BIT_FIELDS["base_sequence"].reader
+LAST_SEQUENCE = wire.BIT_FIELDS["last_sequence"].reader
+LEADER_EPOCH = wire.BIT_FIELDS["leader_epoch"].reader
+RECORD_COUNT = wire.BIT_FIELDS["record_count"].reader
+CONTROL_TYPE_NULL = wire.BIT_FIELDS[wire.null_flag("control_type")].bit
+MAGIC_NULL = wire.BIT_FIELDS[wire.null_flag("magic")].bit
+PRODUCER_EPOCH_NULL = wire.BIT_FIELDS[wire.null_flag("producer_epoch")].bit
+COORDINATOR_EPOCH_NULL = wire.BIT_FIELDS[wire.null_flag("coordinator_epoch")].bit
+BASE_SEQUENCE_NULL = wire.BIT_FIELDS[wire.null_flag("base_sequence")].bit
+LAST_SEQUENCE_NULL = wire.BIT_FIELDS[wire.null_flag("last_sequence")].bit
+LEADER_EPOCH_NULL = wire.BIT_FIELDS[wire.null_flag("leader_epoch")].bit
+RECORD_COUNT_NULL = wire.BIT_FIELDS[wire.null_flag("record_count")].bit
 
 
 # ------------------------------------------------------------------------------------------------
@@ -131,19 +138,9 @@ RECORD_COUNT_NULL = wire.NULL_BITS["record_count"]
 # which wrote a strided field of the record array (measured offline: building a batch's rows went
 # from 44 to 27 ns a row)
 # ------------------------------------------------------------------------------------------------
-def high_half(packed, header, null_bit):
-    """The int32 in the high half of a wire pair (an arithmetic shift), NULL when null."""
-    return NULL if header & null_bit else packed >> 32
-
-
-def low_half(packed, header, null_bit):
-    """The int32 in the low half of a wire pair (sign-extended from 32 bits), NULL when null."""
-    return NULL if header & null_bit else ((packed & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
-
-
-def header_code(header, shift, mask, null_bit):
-    """A small code packed in the header, NULL when null."""
-    return NULL if header & null_bit else (header >> shift) & mask
+def wire_value(word, header, reader, null_bit):
+    """A value of the wire (rows.field_value), NULL when its null bit in the header is set."""
+    return NULL if header & null_bit else field_value(word, reader)
 
 
 def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offset, producer_id,
@@ -162,18 +159,18 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
         r.partition = partition[i]
         r.is_compacted = code >= 0 and compacted[code]
         r.is_coordinator_topic = code >= 0 and coordinator[code]
-        r.kind = h >> KIND_SHIFT
+        r.kind = field_value(h, KIND)
         r.is_transactional = (h & TRANSACTIONAL_BIT) != 0
         r.is_control = (h & CONTROL_BIT) != 0
-        r.control_type = header_code(h, CONTROL_TYPE_SHIFT, CONTROL_TYPE_MASK, CONTROL_TYPE_NULL)
-        r.magic = header_code(h, MAGIC_SHIFT, MAGIC_MASK, MAGIC_NULL)
-        r.crc_valid = ((h >> CRC_SHIFT) & CRC_MASK) - 1  # -1 not checked, 0 failed, 1 valid
-        r.producer_epoch = high_half(epochs[i], h, PRODUCER_EPOCH_NULL)
-        r.coordinator_epoch = low_half(epochs[i], h, COORDINATOR_EPOCH_NULL)
-        r.base_sequence = high_half(sequences[i], h, BASE_SEQUENCE_NULL)
-        r.last_sequence = low_half(sequences[i], h, LAST_SEQUENCE_NULL)
-        r.leader_epoch = high_half(counts[i], h, LEADER_EPOCH_NULL)
-        r.record_count = low_half(counts[i], h, RECORD_COUNT_NULL)
+        r.control_type = wire_value(h, h, CONTROL_TYPE, CONTROL_TYPE_NULL)
+        r.magic = wire_value(h, h, MAGIC, MAGIC_NULL)
+        r.crc_valid = field_value(h, CRC_VALID) - 1  # -1 not checked, 0 failed, 1 valid
+        r.producer_epoch = wire_value(epochs[i], h, PRODUCER_EPOCH, PRODUCER_EPOCH_NULL)
+        r.coordinator_epoch = wire_value(epochs[i], h, COORDINATOR_EPOCH, COORDINATOR_EPOCH_NULL)
+        r.base_sequence = wire_value(sequences[i], h, BASE_SEQUENCE, BASE_SEQUENCE_NULL)
+        r.last_sequence = wire_value(sequences[i], h, LAST_SEQUENCE, LAST_SEQUENCE_NULL)
+        r.leader_epoch = wire_value(counts[i], h, LEADER_EPOCH, LEADER_EPOCH_NULL)
+        r.record_count = wire_value(counts[i], h, RECORD_COUNT, RECORD_COUNT_NULL)
         r.base_offset = base_offset[i]
         r.last_offset = last_offset[i]
         r.producer_id = producer_id[i]

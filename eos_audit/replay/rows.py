@@ -4,13 +4,31 @@ Every input of a run enters the one pass as rows of one narrow shape (`REPLAY_SC
 once by (topic, partition) and sorted into `REPLAY_ORDER`: first the partition's preamble (what the
 replay must know before the log: checkpoint values, acknowledgements to look for, seeded producer
 state), then the log in offset order. Row kinds are an enum whose values are that order.
+
+Between Spark and the kernel the rows cross in fewer, packed fields (`WIRE_SCHEMA`); this module
+is the one codec of that wire: where each value lies (`BIT_FIELDS`), how it is packed and read
+back, in Spark, in NumPy and in the compiled kernel.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from enum import IntEnum
 
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+try:  # the compiled kernel reads the wire through `field_value`, compiled into its callers
+    from numba.extending import register_jitable as _compilable
+except ImportError:  # no numba: the kernel runs as plain Python (replay.runner says so once)
+
+    def _compilable(function: Callable) -> Callable:
+        return function
 
 
 class RowKind(IntEnum):
@@ -101,35 +119,182 @@ REPLAY_SCHEMA = T.StructType(
 # as few fields as the values allow: the flags and small codes of a row in one `header`, and the
 # int32 values in pairs, one per half of an int64. Every paired value is int32 by contract
 # (schemas.py types them IntegerType), so a half holds it exactly; a null is a bit in the header.
-# `engine.wire_rows` (Spark), `kernel.unpack_rows` and `runner.pack` (NumPy, for the kernel's
-# tests) are the only code that knows this layout; tests/spark/test_wire.py checks they agree.
-KIND_SHIFT = 56  # the kind in the header's top bits: ordering by header orders by kind first
-# The small codes in the header: name -> (shift, mask).
-HEADER_CODES = {"control_type": (0, 0b111), "magic": (3, 0b11)}
-TRANSACTIONAL_BIT = 1 << 5
-CONTROL_BIT = 1 << 6
-# The CRC verdict: 0 not checked (null), 1 failed, 2 valid.
-CRC_SHIFT, CRC_MASK = 7, 0b11
-# One "is null" bit per value that travels in the header or in a pair.
-NULL_BITS = {
-    name: 1 << (9 + k)
-    for k, name in enumerate(
-        ("control_type", "magic", "producer_epoch", "coordinator_epoch", "base_sequence",
-         "last_sequence", "leader_epoch", "record_count")
-    )
-}  # fmt: skip
-# A quarantined row (never replayed, written to quarantine as it is).
-QUARANTINED_BIT = 1 << 17
-# A row located by reference: the id of its file (CRC-32) in the header's bits 20 to 51, its
-# row in `value`. The text `<file>:row <n>` is written for emitted rows only.
-SOURCE_FILE_BIT = 1 << 19
-SOURCE_FILE_SHIFT, SOURCE_FILE_MASK = 20, 0xFFFFFFFF
+#
+# This section is the one codec of that layout: `BIT_FIELDS` says where each value lies, and the
+# functions below pack it (`wire_rows` in Spark, `pack` in NumPy) and read it back (`sort_key` in
+# Spark, `field_value` in NumPy and in the compiled kernel's `unpack_rows`). Other code names
+# fields, never a shift or a mask; tests/spark/test_wire.py checks the Spark and NumPy sides agree.
+HEADER = "header"
 # The int32 pairs: (wire field, value in the high half, value in the low half).
 PAIRS = (
     ("epochs", "producer_epoch", "coordinator_epoch"),
     ("sequences", "base_sequence", "last_sequence"),
     ("counts", "leader_epoch", "record_count"),
 )
+# The values that travel in the header or in a pair: each has an "is null" bit in the header.
+NULLABLE = ("control_type", "magic", *[name for _, high, low in PAIRS for name in (high, low)])
+
+
+@dataclass(frozen=True)
+class BitField:
+    """Where a value lies on the wire: `width` bits from bit `shift` of the int64 field `word`."""
+
+    word: str
+    shift: int
+    width: int
+    signed: bool = False  # read back sign-extended from its width (an int32 half)
+
+    @property
+    def mask(self) -> int:
+        """The field's bits, shifted down to bit 0."""
+        return (1 << self.width) - 1
+
+    @property
+    def bit(self) -> int:
+        """The field's lowest bit in its word: a one-bit field's value when set."""
+        return 1 << self.shift
+
+    @property
+    def at_top(self) -> bool:
+        """Whether the field ends at its word's top bit (nothing above it to mask off)."""
+        return self.shift + self.width == 64
+
+    @property
+    def reader(self) -> tuple[int, int, int]:
+        """How `field_value` reads the field: (left shift, arithmetic right shift, mask).
+
+        A signed field is shifted up to the word's top and arithmetically down again, which
+        extends its sign; an unsigned one is shifted down and masked. A shift of 0 or a mask of
+        -1 is an operation left out, in NumPy, in compiled code and in Spark alike.
+        """
+        if self.signed:
+            return 64 - self.shift - self.width, 64 - self.width, -1
+        return 0, self.shift, self.mask
+
+
+def null_flag(name: str) -> str:
+    """The name of the header bit that says the value `name` (one of `NULLABLE`) is null."""
+    return f"{name}_is_null"
+
+
+BIT_FIELDS: dict[str, BitField] = {
+    # -- the header: a row's small codes and flags, its null bits, and its kind --
+    "control_type": BitField(HEADER, 0, 3),  # rows.ControlType, as Spark codes it
+    "magic": BitField(HEADER, 3, 2),
+    "is_transactional": BitField(HEADER, 5, 1),
+    "is_control": BitField(HEADER, 6, 1),
+    "crc_valid": BitField(HEADER, 7, 2),  # the CRC verdict: 0 not checked (null), 1 failed, 2 valid
+    **{null_flag(name): BitField(HEADER, 9 + k, 1) for k, name in enumerate(NULLABLE)},
+    # A quarantined row (never replayed, written to quarantine as it is).
+    "quarantined": BitField(HEADER, 17, 1),
+    # A row located by reference: the id of its file (CRC-32) here, its row in `value`. The text
+    # `<file>:row <n>` is written for emitted rows only.
+    "has_source_file": BitField(HEADER, 19, 1),
+    "source_file": BitField(HEADER, 20, 32),
+    # The kind in the top bits: ordering by header orders by kind first.
+    "kind": BitField(HEADER, 56, 8, signed=True),
+    # -- the int32 pairs --
+    **{high: BitField(word, 32, 32, signed=True) for word, high, _ in PAIRS},
+    **{low: BitField(word, 0, 32, signed=True) for word, _, low in PAIRS},
+}
+WORDS = (HEADER, *[word for word, _, _ in PAIRS])
+
+
+def check_layout(fields: Mapping[str, BitField]) -> None:
+    """Check that every field fits in its 64-bit word and that no two fields share a bit.
+
+    Args:
+        fields: a layout, name -> field (`BIT_FIELDS` is checked at import).
+
+    Raises:
+        ValueError: naming the first field that does not fit or overlaps another.
+    """
+    taken: dict[str, int] = {}
+    for name, field in fields.items():
+        if field.width < 1 or field.shift < 0 or field.shift + field.width > 64:
+            raise ValueError(
+                f"wire field {name}: bits {field.shift} to {field.shift + field.width - 1} "
+                "do not fit in an int64"
+            )
+        if field.at_top and not field.signed:
+            # An arithmetic shift would read its top bit back as a sign.
+            raise ValueError(f"wire field {name}: a field at the top bit must be signed")
+        bits = field.mask << field.shift
+        if taken.get(field.word, 0) & bits:
+            raise ValueError(f"wire field {name} overlaps another field of `{field.word}`")
+        taken[field.word] = taken.get(field.word, 0) | bits
+
+
+check_layout(BIT_FIELDS)
+
+
+# -- reading, in NumPy and in the compiled kernel --
+@_compilable
+def field_value(word, reader):
+    """A field of wire words (`BitField.reader`): an int64 or a NumPy array of them.
+
+    Written in the subset numba compiles: the kernel's `unpack_rows` calls it with the reader as a
+    module constant, which the compiler folds into the few operations the field needs.
+    """
+    left, right, mask = reader
+    value = word
+    if left:
+        value = value << left
+    if right:
+        value = value >> right
+    if mask != -1:
+        value = value & mask
+    return value
+
+
+def value_of(words: np.ndarray, name: str) -> np.ndarray:
+    """The field `name` of `BIT_FIELDS` in wire words."""
+    return field_value(words, BIT_FIELDS[name].reader)
+
+
+def flag_set(words: np.ndarray, name: str) -> np.ndarray:
+    """Whether the one-bit field `name` of `BIT_FIELDS` is set in wire words."""
+    return (words & BIT_FIELDS[name].bit) != 0
+
+
+# -- reading, in Spark --
+def field_column(word: Column, name: str) -> Column:
+    """The field `name` of `BIT_FIELDS` in a column of wire words (what `field_value` reads)."""
+    left, right, mask = BIT_FIELDS[name].reader
+    value = F.shiftleft(word, left) if left else word
+    value = F.shiftright(value, right) if right else value
+    return value.bitwiseAND(F.lit(mask)) if mask != -1 else value
+
+
+def flag_column(word: Column, name: str) -> Column:
+    """The one-bit field `name` in a column of wire words: 0 when clear, non-zero when set."""
+    return word.bitwiseAND(F.lit(BIT_FIELDS[name].bit))
+
+
+# -- packing, in Spark and in NumPy --
+def _bits_column(value: Column, name: str) -> Column:
+    field = BIT_FIELDS[name]
+    if not field.at_top:  # at the top, the bits above the field's are shifted out
+        value = value.bitwiseAND(F.lit(field.mask))
+    return F.shiftleft(value, field.shift) if field.shift else value
+
+
+def _bits(value: np.ndarray, name: str) -> np.ndarray:
+    field = BIT_FIELDS[name]
+    if not field.at_top:
+        value = value & field.mask
+    return value << field.shift if field.shift else value
+
+
+def _words(bits: dict[str, object], combine: Callable) -> dict[str, object]:
+    """Each wire word as the combination of its fields' packed bits, in `BIT_FIELDS` order."""
+    words: dict[str, object] = {}
+    for name, field in BIT_FIELDS.items():
+        part = bits[name]
+        words[field.word] = part if field.word not in words else combine(words[field.word], part)
+    return words
+
+
 # Fields that cross as they are.
 PLAIN_FIELDS = (
     "topic", "partition", "base_offset", "last_offset", "producer_id", "timestamp", "value",
@@ -143,16 +308,106 @@ PLAIN_FIELDS = (
 DETAIL = "detail"
 DETAIL_TEXTS = ("quarantine_reason", "raw", "replica", "source")
 WIRE_SCHEMA = T.StructType(
-    [T.StructField("header", T.LongType(), False)]
-    + [T.StructField(name, T.LongType(), False) for name, _, _ in PAIRS]
+    [T.StructField(word, T.LongType(), False) for word in WORDS]
     + [T.StructField(name, REPLAY_SCHEMA[name].dataType, True) for name in PLAIN_FIELDS]
     + [T.StructField(DETAIL, T.StringType(), True)]
 )
+WIRE_ARROW = to_arrow_schema(WIRE_SCHEMA)
 NULL_TEXT, LAST_TEXT = "-", "="
 
 
+def wire_rows(rows_df: DataFrame) -> DataFrame:
+    """Replay rows in the wire layout (`WIRE_SCHEMA`): flags packed, int32 values paired.
+
+    Args:
+        rows_df: rows in `REPLAY_SCHEMA`.
+    """
+
+    def long_or_zero(name: str) -> Column:
+        return F.coalesce(F.col(name).cast("long"), F.lit(0))
+
+    def flag(condition: Column, name: str) -> Column:
+        return F.when(condition, F.lit(BIT_FIELDS[name].bit)).otherwise(F.lit(0)).cast("long")
+
+    crc = F.when(F.col("crc_valid"), F.lit(2)).when(~F.col("crc_valid"), F.lit(1)).otherwise(0)
+    bits = {
+        "kind": _bits_column(F.col("kind").cast("long"), "kind"),
+        "crc_valid": _bits_column(crc.cast("long"), "crc_valid"),
+        "source_file": _bits_column(long_or_zero("source_file"), "source_file"),
+        **{name: _bits_column(long_or_zero(name), name) for name in NULLABLE},
+        "is_transactional": flag(F.coalesce(F.col("is_transactional"), F.lit(False)),
+                                 "is_transactional"),
+        "is_control": flag(F.coalesce(F.col("is_control"), F.lit(False)), "is_control"),
+        "quarantined": flag(F.col("quarantine_reason").isNotNull(), "quarantined"),
+        "has_source_file": flag(F.col("source_file").isNotNull(), "has_source_file"),
+        **{null_flag(name): flag(F.col(name).isNull(), null_flag(name)) for name in NULLABLE},
+    }  # fmt: skip
+    words = _words(bits, Column.bitwiseOR)
+    plain = [F.col(name).cast(WIRE_SCHEMA[name].dataType) for name in PLAIN_FIELDS]
+    texts = [F.col(name) for name in DETAIL_TEXTS]
+    *prefixed, last = texts
+    null_text = F.lit(NULL_TEXT)
+    written = [  # detail_of
+        F.coalesce(F.concat(F.length(text).cast("string"), F.lit(":"), text), null_text)
+        for text in prefixed
+    ] + [F.coalesce(F.concat(F.lit(LAST_TEXT), last), null_text)]
+    any_text = texts[0].isNotNull()
+    for text in texts[1:]:
+        any_text = any_text | text.isNotNull()
+    detail = F.when(any_text, F.concat(*written))
+    return rows_df.select(
+        *[words[word].alias(word) for word in WORDS], *plain, detail.alias(DETAIL)
+    )
+
+
+def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Replay rows in `REPLAY_SCHEMA` as the wire carries them, in NumPy.
+
+    What `wire_rows` does in Spark, for driving the replay without Spark (the kernel's tests,
+    debugging).
+    """
+
+    def ints(name: str) -> tuple[np.ndarray, np.ndarray]:
+        column = batch.column(name)
+        return column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), (
+            column.is_null().to_numpy(zero_copy_only=False)
+        )
+
+    def flag(condition: np.ndarray, name: str) -> np.ndarray:
+        return np.where(condition, BIT_FIELDS[name].bit, 0)
+
+    def is_true(name: str) -> np.ndarray:
+        return batch.column(name).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+
+    crc_null = batch.column("crc_valid").is_null().to_numpy(zero_copy_only=False)
+    source_file, no_file = ints("source_file")
+    reasons = batch.column("quarantine_reason").is_null().to_numpy(zero_copy_only=False)
+    bits = {
+        "kind": _bits(ints("kind")[0], "kind"),
+        "crc_valid": _bits(np.where(crc_null, 0, np.where(is_true("crc_valid"), 2, 1)),
+                           "crc_valid"),
+        "source_file": _bits(source_file, "source_file"),
+        "is_transactional": flag(is_true("is_transactional"), "is_transactional"),
+        "is_control": flag(is_true("is_control"), "is_control"),
+        "quarantined": flag(~reasons, "quarantined"),
+        "has_source_file": flag(~no_file, "has_source_file"),
+    }  # fmt: skip
+    for name in NULLABLE:
+        value, null = ints(name)
+        bits[name] = _bits(value, name)
+        bits[null_flag(name)] = flag(null, null_flag(name))
+    words = _words(bits, np.bitwise_or)
+    arrays = {word: pa.array(words[word], pa.int64()) for word in WORDS}
+    for name in PLAIN_FIELDS:
+        arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
+    texts = [batch.column(name).to_pylist() for name in DETAIL_TEXTS]
+    details = [detail_of(*row_texts) for row_texts in zip(*texts, strict=True)]
+    arrays[DETAIL] = pa.array(details, pa.string())
+    return pa.RecordBatch.from_arrays([arrays[f.name] for f in WIRE_ARROW], schema=WIRE_ARROW)
+
+
 def detail_of(*texts: str | None) -> str | None:
-    """The `detail` of a row with these `DETAIL_TEXTS` (what `engine.wire_rows` builds in Spark)."""
+    """The `detail` of a row with these `DETAIL_TEXTS` (what `wire_rows` builds in Spark)."""
     if all(text is None for text in texts):
         return None
     *prefixed, last = texts
@@ -185,10 +440,32 @@ def texts_of(detail: str | None) -> tuple[str | None, ...]:
 # offset first and by kind second. Ties of identical offsets are broken on every other field,
 # nulls first, and last on the row's texts (`detail`: its source last) and its location by
 # reference (docs/replay_semantics.md#scope), so the replay (and every finding id) is
-# independent of the input order. The sort reads packed values through `engine.sort_key`.
+# independent of the input order. The sort reads packed values through `sort_key`.
 REPLAY_ORDER = [
     "topic", "partition", "order_kind", "base_offset", "kind", "last_offset", "producer_id",
     "producer_epoch", "base_sequence", "is_control", "is_transactional", "control_type",
     "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic", "crc_valid",
     "detail", "source_file", "value",
 ]  # fmt: skip
+
+
+def sort_key(name: str) -> Column:
+    """A field of `REPLAY_ORDER` read from the wire layout (nulls stay null: they sort first).
+
+    Only the first keys are read for most rows; the others break ties of identical offsets.
+    """
+    header = F.col(HEADER)
+    if name in PLAIN_FIELDS or name == DETAIL:
+        return F.col(name)
+    if name == "order_kind":
+        # Computed where the sort compares rather than shuffled as a column of its own
+        # (measured at 10M batches: the transfer line 8.66 s with the column, 8.50 s without).
+        return F.least(field_column(header, "kind"), F.lit(int(RowKind.LEADER_EPOCH_ENTRY)))
+    if name in ("is_control", "is_transactional"):
+        return flag_column(header, name)
+    if name == "source_file":
+        return F.when(flag_column(header, "has_source_file") != 0, field_column(header, name))
+    if name in ("kind", "crc_valid"):  # never null (crc_valid: 0 not checked, 1 failed, 2 valid)
+        return field_column(header, name)
+    value = field_column(F.col(BIT_FIELDS[name].word), name)
+    return F.when(flag_column(header, null_flag(name)) == 0, value)

@@ -22,7 +22,6 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import FACTS_PER_FINDING
 from eos_audit.replay import kernel
@@ -30,12 +29,14 @@ from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import RowKind
 from eos_audit.replay.state import (
     ACK,
+    COUNTS,
     NULL,
     OUTPUT_DTYPES,
     OUTPUTS,
     PARTITION_STATE,
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
+    ROOM_NEEDED,
 )
 from eos_audit.sources.files.row_reference import ROW_NUMBER
 
@@ -104,54 +105,47 @@ def _fields(dtype: np.dtype, skip: tuple[str, ...] = ("tp_row", "partition")) ->
 # (--since-state); the others are audited.
 FILE_COUNTS = ("batches_read", "batches_quarantined", "batches_skipped")
 
+# The structs of the outputs the runner writes in a way of its own; every other kernel output
+# crosses as its event's fields (`_fields`).
+_OWN_STRUCTS = {
+    "findings": pa.struct(
+        [pa.field(n, pa.int64()) for n in _FINDING_FIELDS]
+        + [pa.field(f"fact{k}", pa.int64()) for k in range(FACTS_PER_FINDING)]
+    ),
+    "producer_state": pa.struct(
+        [
+            ("producer_id", pa.int64()),
+            ("producer_epoch", pa.int64()),
+            ("coordinator_epoch", pa.int64()),
+            ("txn_first_offset", pa.int64()),
+            ("last_timestamp", pa.int64()),
+            ("state_offset", pa.int64()),
+            ("batches", pa.list_(_SEED_BATCH)),
+        ]
+    ),
+}
+# What the runner emits: one row per record, `kind` the output (the table) it belongs to and the
+# struct of that name set. Besides the kernel's outputs (state.OUTPUTS), the quarantined batches
+# and the counts of each input file's batches (the input_files table).
 OUTPUT_ARROW = pa.schema(
     [
-        ("record", pa.string()),
+        ("kind", pa.string()),
         ("topic", pa.string()),
         ("partition", pa.int64()),
         ("source", pa.string()),
         ("replica", pa.string()),
         ("control_type", pa.int64()),
-        (
-            "finding",
-            pa.struct(
-                [pa.field(n, pa.int64()) for n in _FINDING_FIELDS]
-                + [pa.field(f"fact{k}", pa.int64()) for k in range(FACTS_PER_FINDING)]
-            ),
-        ),
-        ("transaction", pa.struct(_fields(OUTPUT_DTYPES["transactions"]))),
-        ("session", pa.struct(_fields(OUTPUT_DTYPES["sessions"]))),
-        ("partition_stats", pa.struct(_fields(OUTPUT_DTYPES["partitions"]))),
-        (
-            "state",
-            pa.struct(
-                [
-                    ("producer_id", pa.int64()),
-                    ("producer_epoch", pa.int64()),
-                    ("coordinator_epoch", pa.int64()),
-                    ("txn_first_offset", pa.int64()),
-                    ("last_timestamp", pa.int64()),
-                    ("state_offset", pa.int64()),
-                    ("batches", pa.list_(_SEED_BATCH)),
-                ]
-            ),
-        ),
+        *[
+            (name, _OWN_STRUCTS.get(name) or pa.struct(_fields(OUTPUT_DTYPES[name])))
+            for name in OUTPUTS
+        ],
         (
             "quarantine",
             pa.struct([("reason", pa.string()), ("raw", pa.string()), ("base_offset", pa.int64())]),
         ),
-        # The record batches of one input file this task read (input_files).
-        ("file_stats", pa.struct([(name, pa.int64()) for name in ("file_id", *FILE_COUNTS)])),
+        ("input_files", pa.struct([(name, pa.int64()) for name in ("file_id", *FILE_COUNTS)])),
     ]
 )
-WIRE_ARROW = to_arrow_schema(wire.WIRE_SCHEMA)
-_RECORD_OF_OUTPUT = {
-    "findings": "finding",
-    "transactions": "transaction",
-    "sessions": "session",
-    "partitions": "partition_stats",
-    "states": "state",
-}
 
 
 def _ints(values: np.ndarray) -> pa.Array:
@@ -159,8 +153,7 @@ def _ints(values: np.ndarray) -> pa.Array:
 
 
 # The wire fields `kernel.unpack_rows` reads, in its parameters' order.
-_UNPACKED = ("header", "epochs", "sequences", "counts", "base_offset", "last_offset",
-             "producer_id", "timestamp", "value")  # fmt: skip
+_UNPACKED = (*wire.WORDS, "base_offset", "last_offset", "producer_id", "timestamp", "value")
 
 
 def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
@@ -169,53 +162,6 @@ def _int_column(batch: pa.RecordBatch, name: str) -> np.ndarray:
     if column.null_count:
         column = column.fill_null(NULL)
     return column.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-
-
-def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Replay rows in `REPLAY_SCHEMA` as the wire carries them, in NumPy.
-
-    What `engine.wire_rows` does in Spark, for driving the replay without Spark (the kernel's
-    tests, debugging).
-    """
-
-    def ints(name: str) -> tuple[np.ndarray, np.ndarray]:
-        column = batch.column(name)
-        return column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), (
-            column.is_null().to_numpy(zero_copy_only=False)
-        )
-
-    def flag(name: str) -> np.ndarray:
-        return batch.column(name).fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-
-    kind, _ = ints("kind")
-    header = kind << wire.KIND_SHIFT
-    for name, (shift, mask) in wire.HEADER_CODES.items():
-        value, null = ints(name)
-        header |= ((value & mask) << shift) | np.where(null, wire.NULL_BITS[name], 0)
-    header |= np.where(flag("is_transactional"), wire.TRANSACTIONAL_BIT, 0)
-    header |= np.where(flag("is_control"), wire.CONTROL_BIT, 0)
-    crc = batch.column("crc_valid")
-    crc_code = np.where(crc.is_null().to_numpy(zero_copy_only=False), 0,
-                        np.where(flag("crc_valid"), 2, 1))  # fmt: skip
-    header |= crc_code << wire.CRC_SHIFT
-    arrays = {"header": pa.array(header, pa.int64())}
-    for field, high, low in wire.PAIRS:
-        (high_value, high_null), (low_value, low_null) = ints(high), ints(low)
-        header |= np.where(high_null, wire.NULL_BITS[high], 0)
-        header |= np.where(low_null, wire.NULL_BITS[low], 0)
-        arrays[field] = pa.array((high_value << 32) | (low_value & 0xFFFFFFFF), pa.int64())
-    reasons = batch.column("quarantine_reason").to_pylist()
-    header |= np.where([r is not None for r in reasons], wire.QUARANTINED_BIT, 0)
-    source_file, no_file = ints("source_file")
-    header |= np.where(no_file, 0, wire.SOURCE_FILE_BIT)
-    header |= (source_file & wire.SOURCE_FILE_MASK) << wire.SOURCE_FILE_SHIFT
-    arrays["header"] = pa.array(header, pa.int64())
-    for name in wire.PLAIN_FIELDS:
-        arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
-    texts = [batch.column(name).to_pylist() for name in wire.DETAIL_TEXTS]
-    details = [wire.detail_of(*row_texts) for row_texts in zip(*texts, strict=True)]
-    arrays[wire.DETAIL] = pa.array(details, pa.string())
-    return pa.RecordBatch.from_arrays([arrays[f.name] for f in WIRE_ARROW], schema=WIRE_ARROW)
 
 
 def _topic_flags(topics: pa.Array, regex: str | None) -> np.ndarray:
@@ -242,7 +188,7 @@ class _Replayer:
         self.outputs = {
             name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
         }
-        self.counts = np.zeros(replay_kernel.COUNTS, dtype=np.int64)
+        self.counts = np.zeros(COUNTS, dtype=np.int64)
         # Sources of the acknowledgements of the partition being replayed, by task-wide ordinal:
         # their findings are emitted at the partition's end, when their rows' batch may be gone.
         self.ack_sources: dict[int, str | None] = {}
@@ -286,7 +232,7 @@ class _Replayer:
             if batch.num_rows == 0:
                 continue
             self.count_files(batch)
-            rejected = (_int_column(batch, "header") & wire.QUARANTINED_BIT) != 0
+            rejected = wire.flag_set(_int_column(batch, wire.HEADER), "quarantined")
             if rejected.any():
                 rejected = pa.array(rejected)
                 yield self.quarantine(batch.filter(rejected))
@@ -325,19 +271,19 @@ class _Replayer:
         not counted here. A row is skipped, as `kernel.already_in_state` decides, when it lies
         below the offset its partition's seeded state covers.
         """
-        header = _int_column(batch, "header")
-        kinds = header >> wire.KIND_SHIFT
+        header = _int_column(batch, wire.HEADER)
+        kinds = wire.value_of(header, "kind")
         coverage = kinds == int(RowKind.STATE_COVERAGE)
-        has_file = (header & wire.SOURCE_FILE_BIT) != 0
+        has_file = wire.flag_set(header, "has_source_file")
         counted = has_file & ((kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA)))
-        quarantined = (header & wire.QUARANTINED_BIT) != 0
+        quarantined = wire.flag_set(header, "quarantined")
         skipped = np.zeros(batch.num_rows, dtype=bool)
         if coverage.any() or self.covered_end != NULL:
             skipped, self.covered_end = self._below_coverage(batch, coverage)
             skipped &= counted & ~quarantined
         if not counted.any():
             return
-        ids = (header[counted] >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
+        ids = wire.value_of(header[counted], "source_file")
         flags = np.stack([quarantined[counted], skipped[counted]], axis=1).astype(np.int64)
         # Rows come in log order, so a file's rows are mostly one run: sum the runs (no sort);
         # only rows of many files interleaved at the same offsets need grouping.
@@ -377,14 +323,14 @@ class _Replayer:
         """The task's counts of each input file, one record per file."""
         ids = sorted(self.file_counts)
         counts = np.array([self.file_counts[i] for i in ids], dtype=np.int64).reshape(-1, 3)
-        struct_type = OUTPUT_ARROW.field("file_stats").type
+        struct_type = OUTPUT_ARROW.field("input_files").type
         arrays = [pa.array(ids, pa.int64())] + [
             pa.array(counts[:, k], pa.int64()) for k in range(len(FILE_COUNTS))
         ]
         n = len(ids)
         columns = {
-            "record": pa.array(["file_stats"] * n, type=pa.string()),
-            "file_stats": pa.StructArray.from_arrays(arrays, fields=list(struct_type)),
+            "kind": pa.array(["input_files"] * n, type=pa.string()),
+            "input_files": pa.StructArray.from_arrays(arrays, fields=list(struct_type)),
         }
         return _batch(columns, n)
 
@@ -393,7 +339,8 @@ class _Replayer:
 
         The kernel numbers acknowledgements in the order it registers them, which is row order.
         """
-        kinds = _int_column(batch, "header") >> wire.KIND_SHIFT  # contiguous, unlike rows.kind
+        # Read from the wire, contiguous, unlike rows.kind.
+        kinds = wire.value_of(_int_column(batch, wire.HEADER), "kind")
         (ack_rows,) = np.nonzero(kinds == int(RowKind.ACK))
         if len(ack_rows) == 0:
             return
@@ -410,13 +357,13 @@ class _Replayer:
         """
         take = pa.array(at, type=pa.int64())
         details = batch.column(wire.DETAIL).take(take).to_pylist()
-        headers = _int_column(batch, "header")[at]
+        headers = _int_column(batch, wire.HEADER)[at]
         rows = _int_column(batch, "value")[at]
         replicas, sources = [], []
         for detail, header, row in zip(details, headers, rows, strict=True):
             _, _, replica, source = wire.texts_of(detail)
-            if source is None and header & wire.SOURCE_FILE_BIT:
-                file_id = int(header >> wire.SOURCE_FILE_SHIFT) & wire.SOURCE_FILE_MASK
+            if source is None and wire.flag_set(header, "has_source_file"):
+                file_id = int(wire.value_of(header, "source_file"))
                 # Only a file Spark read can be missing from the listing (its `inputFiles()`):
                 # the driver names every segment file it hands to the reader.
                 unlisted = f"<file with CRC-32 {file_id:#010x}>{ROW_NUMBER}"
@@ -436,7 +383,7 @@ class _Replayer:
             self.acks = _grown(self.acks, 2 * len(self.acks))
             self.ack_index = lookup_table(len(self.acks), 4)
             self.kernel.reindex_acks(self.ack_index, self.acks, part.acks)
-        need = int(self.counts[self.kernel.ROOM_NEEDED])
+        need = int(self.counts[ROOM_NEEDED])
         for name, events in self.outputs.items():
             if len(events) < need:
                 self.outputs[name] = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
@@ -474,7 +421,7 @@ class _Replayer:
         n = len(events)
         topic, partition = self._partition_columns(events, batch)
         columns: dict[str, pa.Array] = {
-            "record": pa.array([_RECORD_OF_OUTPUT[name]] * n, type=pa.string()),
+            "kind": pa.array([name] * n, type=pa.string()),
             "topic": topic,
             "partition": partition,
         }
@@ -503,14 +450,13 @@ class _Replayer:
             struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
                 _ints(facts[:, k]) for k in range(FACTS_PER_FINDING)
             ]
-            columns["finding"] = pa.StructArray.from_arrays(
-                struct_fields, fields=list(OUTPUT_ARROW.field("finding").type)
+            columns[name] = pa.StructArray.from_arrays(
+                struct_fields, fields=list(OUTPUT_ARROW.field(name).type)
             )
-        elif name == "states":
-            columns["state"] = _state_struct(events)
+        elif name == "producer_state":
+            columns[name] = _state_struct(events)
         else:
-            record = _RECORD_OF_OUTPUT[name]
-            struct_type = OUTPUT_ARROW.field(record).type
+            struct_type = OUTPUT_ARROW.field(name).type
             arrays = []
             for field in struct_type:
                 values = np.asarray(events[field.name])
@@ -519,12 +465,12 @@ class _Replayer:
                     if field.type == pa.bool_()
                     else _ints(values)
                 )
-            columns[record] = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
+            columns[name] = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
         return _batch(columns, n)
 
     def quarantine(self, rejected: pa.RecordBatch) -> pa.RecordBatch:
         """Rejected batches of the audited or another replica go to quarantine as they are."""
-        kinds = _int_column(rejected, "header") >> wire.KIND_SHIFT
+        kinds = wire.value_of(_int_column(rejected, wire.HEADER), "kind")
         is_batch = (kinds == RowKind.AUDITED) | (kinds == RowKind.REPLICA)
         rejected = rejected.filter(pa.array(is_batch))
         n = rejected.num_rows
@@ -536,7 +482,7 @@ class _Replayer:
             raws.append(raw)
             sources.append(source)
         columns = {
-            "record": pa.array(["quarantine"] * n, type=pa.string()),
+            "kind": pa.array(["quarantine"] * n, type=pa.string()),
             "topic": rejected.column("topic"),
             "partition": rejected.column("partition"),
             "source": pa.array(sources, pa.string()),
@@ -565,7 +511,7 @@ def _state_struct(events: np.ndarray) -> pa.StructArray:
         [pa.array(v, type=pa.int64()) for v in batch_fields], fields=list(_SEED_BATCH)
     )
     cached_batches = pa.ListArray.from_arrays(pa.array(offsets), items)
-    struct_type = OUTPUT_ARROW.field("state").type
+    struct_type = OUTPUT_ARROW.field("producer_state").type
     arrays = [
         _ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"
     ] + [cached_batches]

@@ -290,11 +290,20 @@ STATE_EVENT = np.dtype(
     align=True,
 )
 
-OUTPUTS = ("findings", "transactions", "sessions", "partitions", "states")
+# What the kernel emits: one record array per output, each under the name of the table it becomes
+# (sinks.run_record.TABLE_SCHEMAS), the one name the kernel's state, the runner and the engine
+# use. The kernel takes the arrays in this order and counts each one's events at its position.
 OUTPUT_DTYPES = {
     "findings": FINDING_EVENT,
     "transactions": TRANSACTION_EVENT,
-    "sessions": SESSION_EVENT,
-    "partitions": PARTITION_EVENT,
-    "states": STATE_EVENT,
+    "producer_sessions": SESSION_EVENT,
+    "partition_summary": PARTITION_EVENT,
+    "producer_state": STATE_EVENT,
 }
+OUTPUTS = tuple(OUTPUT_DTYPES)
+# The kernel's `counts`: the events written to each output (`COUNT_OF[name]`), then the room a
+# stop asked for, then the acknowledgements registered by the task so far (the next one's ordinal).
+COUNT_OF = {name: index for index, name in enumerate(OUTPUTS)}
+ROOM_NEEDED = len(OUTPUTS)
+ACKS_SEEN = ROOM_NEEDED + 1
+COUNTS = ACKS_SEEN + 1

@@ -11,6 +11,7 @@ from deltalake import DeltaTable, QueryBuilder
 from eos_audit import engine
 from eos_audit.cli import main
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of
 from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
 from eos_audit.sources.kafka.dump_log import read_dump_log
 from eos_audit.sources.tabular.canonical import to_canonical
@@ -187,7 +188,7 @@ def test_the_same_history_as_segments_dump_log_and_parquet_gives_the_same_findin
         records = engine.audit(batches_canonical, AuditConfig(), "rt", **kw)
         return sorted(
             (r.finding_type, r.base_offset, r.cause, r.kafka_error)
-            for r in engine.findings_of(records).collect()
+            for r in findings_of(records).collect()
         )
 
     segments = read_inputs(spark, AuditInputs(batches=(str(tmp_path / "export"),)))

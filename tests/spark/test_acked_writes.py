@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of
 from eos_audit.schemas import ACKS
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, data
@@ -34,7 +35,7 @@ def findings(spark, acks, config=None):
         "r",
         acks_df=spark.createDataFrame(acks, ACKS),
     )
-    rows = engine.findings_of(rec).where(F.col("finding_type").startswith("ACKED")).collect()
+    rows = findings_of(rec).where(F.col("finding_type").startswith("ACKED")).collect()
     return sorted(rows, key=lambda r: (r.source or "", r.finding_type))
 
 
@@ -121,7 +122,7 @@ def test_acknowledgements_change_nothing_else(spark):
 
     def others(rec):
         rows = rec.where(
-            ~((F.col("kind") == "findings") & F.col("finding.finding_type").startswith("ACKED"))
+            ~((F.col("kind") == "findings") & F.col("findings.finding_type").startswith("ACKED"))
         )
         return sorted(map(str, rows.collect()))
 
@@ -149,7 +150,7 @@ def test_findings_rows(spark):
     )
     columns = ["finding_type", "severity", "cause", "producer_id", "base_offset", "previous_offset"]
     actual = (
-        engine.findings_of(rec).where(F.col("finding_type").startswith("ACKED")).select(*columns)
+        findings_of(rec).where(F.col("finding_type").startswith("ACKED")).select(*columns)
     )
     expected = spark.createDataFrame(
         [

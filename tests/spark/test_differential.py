@@ -105,9 +105,9 @@ def _engine_findings(spark, all_histories, config: AuditConfig) -> list[tuple]:
     # The model replays producer state and the partition rules; transactions are tested apart.
     return sorted(
         (
-            tuple(r.finding[c] for c in COMPARED)
+            tuple(r.findings[c] for c in COMPARED)
             for r in out
-            if r.kind == "findings" and r.finding.finding_type != "HANGING_TRANSACTION"
+            if r.kind == "findings" and r.findings.finding_type != "HANGING_TRANSACTION"
         ),
         key=_key,
     )

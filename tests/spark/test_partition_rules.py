@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, seeds_df
 
@@ -116,12 +117,17 @@ def audited(spark) -> Audited:
     # Materialized once: every test (and chispa's row-order sort) reads the checkpoint instead of
     # running the audit again.
     records = records.localCheckpoint()
-    by_kind: dict[str, dict[str, list]] = {"findings": {}, "quarantine": {}, "partition_stats": {}}
+    by_kind: dict[str, dict[str, list]] = {
+        "findings": {},
+        "quarantine": {},
+        "partition_summary": {},
+    }
     for r in records.collect():
         if r.kind in by_kind:
-            row = r[{"findings": "finding"}.get(r.kind, r.kind)]
+            row = r[r.kind]
             by_kind[r.kind].setdefault(row.topic, []).append(row)
-    return Audited(records, by_kind["findings"], by_kind["quarantine"], by_kind["partition_stats"])
+    stats = by_kind["partition_summary"]
+    return Audited(records, by_kind["findings"], by_kind["quarantine"], stats)
 
 
 def found(audited: Audited, topic: str, *types: str) -> set[tuple]:
@@ -288,7 +294,7 @@ def test_tied_copies_of_a_batch_are_judged_the_same_whatever_the_input_order(aud
 def test_audit_findings_of_partition_rules(spark, audited):
     columns = ["finding_type", "severity", "base_offset", "previous_offset", "kafka_error"]
     actual = (
-        engine.findings_of(audited.records).where(F.col("topic") == "table").select(*columns)
+        findings_of(audited.records).where(F.col("topic") == "table").select(*columns)
     )
     # The findings contract: type, severity and base offset are never null.
     schema = T.StructType(

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -108,7 +109,7 @@ def audit_findings(spark, rows, config=None, seeds=None, log_starts=None, *, run
     )
     # Transactions have their own tests (test_transactions.py): a scenario with an old open
     # transaction is also a HANGING_TRANSACTION, which is not what these scenarios check.
-    findings = engine.findings_of(records).where(F.col("finding_type") != "HANGING_TRANSACTION")
+    findings = findings_of(records).where(F.col("finding_type") != "HANGING_TRANSACTION")
     return findings.collect()
 
 

@@ -18,6 +18,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of, quarantine_of
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.files import row_reference
 from eos_audit.sources.tabular.record_batches import read_tabular
@@ -51,8 +52,8 @@ def test_findings_and_quarantine_name_the_row_as_spark_names_its_file(spark, odd
     _write(odd_dir, "batches 1.parquet", [dict(r, source=None) for r in ROWS])
     texts = _spark_paths(spark, odd_dir)
     records = engine.audit(read_tabular(spark, [str(odd_dir)], "parquet"), AuditConfig(), "r")
-    gap = engine.findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
-    quarantined = engine.quarantine_of(records).collect()
+    gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
+    quarantined = quarantine_of(records).collect()
     assert [f.source for f in gap] == [next(t for t in texts if t.endswith(":row 1"))]
     assert [q.source for q in quarantined] == [next(t for t in texts if t.endswith(":row 2"))]
     assert '"source":"' + quarantined[0].source + '"' in quarantined[0].raw
@@ -63,9 +64,9 @@ def test_a_source_of_the_row_itself_wins_over_its_location(spark, tmp_path):
     _write(tmp_path / "in", "b.parquet", own)
     batches = read_tabular(spark, [str(tmp_path / "in")], "parquet")
     records = engine.audit(batches, AuditConfig(), "r")
-    gap = engine.findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
+    gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
     assert [f.source for f in gap] == ["export-1"]
-    assert [q.source for q in engine.quarantine_of(records).collect()] == ["export-2"]
+    assert [q.source for q in quarantine_of(records).collect()] == ["export-2"]
 
 
 def test_files_whose_ids_collide_are_named_by_text(spark, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ from chispa import assert_df_equality
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import producer_sessions_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -51,7 +52,7 @@ def test_one_summary_per_producer_epoch(spark):
         "first_timestamp long, last_timestamp long",
     )
     assert_df_equality(
-        engine.sessions_of(rec), expected, ignore_row_order=True, ignore_nullable=True
+        producer_sessions_of(rec), expected, ignore_row_order=True, ignore_nullable=True
     )
 
 

@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 
 from eos_audit import engine
 from eos_audit.config import AuditConfig
+from eos_audit.output_records import findings_of, transactions_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, data, marker
 
@@ -43,7 +44,7 @@ def records(spark):
 
 
 def test_one_row_per_transaction(spark, records):
-    actual = engine.transactions_of(records).select(
+    actual = transactions_of(records).select(
         "producer_id",
         "start_epoch",
         "end_epoch",
@@ -69,7 +70,7 @@ def test_one_row_per_transaction(spark, records):
 
 def test_hanging_transaction_is_reported_at_its_first_batch(records):
     (hanging,) = (
-        engine.findings_of(records).where(F.col("finding_type") == "HANGING_TRANSACTION").collect()
+        findings_of(records).where(F.col("finding_type") == "HANGING_TRANSACTION").collect()
     )
     assert (hanging.producer_id, hanging.base_offset, hanging.previous_offset) == (1, 5, 5)
     assert hanging.severity == "ERROR"
@@ -78,7 +79,7 @@ def test_hanging_transaction_is_reported_at_its_first_batch(records):
 
 
 def test_nothing_else_is_flagged(records):
-    types = {r.finding_type for r in engine.findings_of(records).collect()}
+    types = {r.finding_type for r in findings_of(records).collect()}
     assert types == {"HANGING_TRANSACTION"}
 
 
@@ -86,15 +87,15 @@ def test_timeout_is_configurable(spark):
     config = AuditConfig().with_overrides(transactions={"max_timeout_ms": 60 * MIN})
     rec = engine.audit(to_canonical(batches_df(spark, ROWS)), config, "r")
     assert (
-        engine.findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count() == 0
+        findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count() == 0
     )
-    hanging = engine.transactions_of(rec).where("hanging").count()
+    hanging = transactions_of(rec).where("hanging").count()
     assert hanging == 0
 
 
 def test_transaction_ids_are_deterministic(spark, records):
     again = engine.audit(to_canonical(batches_df(spark, list(reversed(ROWS)))), AuditConfig(), "x")
-    ids = lambda rec: sorted(r.transaction_id for r in engine.transactions_of(rec).collect())  # noqa: E731
+    ids = lambda rec: sorted(r.transaction_id for r in transactions_of(rec).collect())  # noqa: E731
     assert ids(records) == ids(again)
 
 
@@ -103,12 +104,12 @@ def test_export_time_ages_open_transactions(spark):
     batches = to_canonical(batches_df(spark, ROWS))
     export_at = 50 * MIN  # 10 minutes after the last batch of the log
     rec = engine.audit(batches, AuditConfig(), "r", as_of_ms=export_at)
-    hanging = engine.findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
+    hanging = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
     by_producer = {r.producer_id: r for r in hanging.collect()}
     assert sorted(by_producer) == [1, 3]
     assert by_producer[3].evidence["age_ms"] == str(25 * MIN)
     assert by_producer[3].evidence["age_measured_at"] == "export_time"
-    open_rows = engine.transactions_of(rec).where("outcome = 'OPEN'")
+    open_rows = transactions_of(rec).where("outcome = 'OPEN'")
     assert sorted((r.producer_id, r.duration_ms) for r in open_rows.collect()) == [
         (1, 40 * MIN),
         (3, 25 * MIN),
@@ -124,10 +125,10 @@ def test_a_marker_whose_type_the_export_does_not_show_closes_its_transaction_as_
         marker(3, "ABORT", pid=1, max_timestamp=3_000),
     ]
     rec = engine.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
-    actual = engine.transactions_of(rec).select("first_offset", "marker_offset", "outcome")
+    actual = transactions_of(rec).select("first_offset", "marker_offset", "outcome")
     expected = spark.createDataFrame(
         [(0, 1, "UNKNOWN"), (2, 3, "ABORT")],
         "first_offset long, marker_offset long, outcome string",
     )
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
-    assert engine.findings_of(rec).count() == 0
+    assert findings_of(rec).count() == 0

@@ -1,4 +1,4 @@
-"""The wire layout: what Spark packs (`engine.wire_rows`) the runner unpacks to the same values.
+"""The wire layout: what Spark packs (`rows.wire_rows`) the runner unpacks to the same values.
 
 Every value a replay row carries, nulls and the extremes of each type included, must reach the
 kernel unchanged: the packing in Spark, the NumPy packing the kernel tests use, and the unpacking
@@ -8,13 +8,26 @@ in the runner are three pieces of code that must agree on one layout.
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit import engine
-from eos_audit.replay.rows import REPLAY_ORDER, REPLAY_SCHEMA, RowKind, detail_of, texts_of
-from eos_audit.replay.runner import ReplaySettings, _Replayer, pack
+from eos_audit.replay.rows import (
+    BIT_FIELDS,
+    REPLAY_ORDER,
+    REPLAY_SCHEMA,
+    WIRE_SCHEMA,
+    BitField,
+    RowKind,
+    check_layout,
+    detail_of,
+    pack,
+    sort_key,
+    texts_of,
+    wire_rows,
+)
+from eos_audit.replay.runner import ReplaySettings, _Replayer
 from eos_audit.replay.state import NULL, REPLAY_ROW
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
@@ -126,7 +139,7 @@ def test_numpy_packing_round_trips(rows):
 @given(st.lists(ROW, min_size=1, max_size=30))
 def test_spark_packing_agrees_with_numpy_packing(spark, rows):
     rows = rows + [EXTREMES]
-    from_spark = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    from_spark = wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
     from_spark = from_spark.combine_chunks().to_batches()[0]
     assert unpacked(from_spark) == [expected(r) for r in rows]
     from_numpy = pack(pa.RecordBatch.from_pylist(rows, schema=ARROW))
@@ -140,9 +153,9 @@ def test_the_sort_reads_every_key_back_from_the_wire(spark):
         {**EXTREMES, "crc_valid": True, "is_control": False, "producer_epoch": -1,
          "base_sequence": 7, "last_sequence": None, "coordinator_epoch": 2**31 - 1},
     ]  # fmt: skip
-    wired = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA))
+    wired = wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA))
     names = REPLAY_ORDER
-    got = wired.select(*[engine.sort_key(n).alias(n) for n in names]).collect()
+    got = wired.select(*[sort_key(n).alias(n) for n in names]).collect()
     crc = {None: 0, False: 1, True: 2}
     for row, read in zip(rows, got, strict=True):
         for name in names:
@@ -161,7 +174,7 @@ def test_the_sort_reads_every_key_back_from_the_wire(spark):
 
 def quarantined_out(batch: pa.RecordBatch) -> list[tuple]:
     out = pa.Table.from_batches(list(_Replayer(SETTINGS).run(iter([batch]))))
-    out = out.filter(pa.compute.equal(out["record"], "quarantine"))
+    out = out.filter(pa.compute.equal(out["kind"], "quarantine"))
     return [
         (r["source"], r["quarantine"]["reason"], r["quarantine"]["raw"], r["topic"])
         for r in out.to_pylist()
@@ -174,7 +187,7 @@ def quarantined_out(batch: pa.RecordBatch) -> list[tuple]:
 def test_a_quarantined_row_reaches_quarantine_with_its_texts_unchanged(spark, rejected, replayed):
     rows = rejected + [{**r, "kind": int(RowKind.LEADER_EPOCH_ENTRY)} for r in replayed]
     wanted = [(r["source"], r["quarantine_reason"], r["raw"], r["topic"]) for r in rejected]
-    from_spark = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    from_spark = wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
     from_spark = from_spark.combine_chunks().to_batches()[0]
     from_numpy = pack(pa.RecordBatch.from_pylist(rows, schema=ARROW))
     assert from_spark.select(from_numpy.schema.names).equals(from_numpy)
@@ -188,9 +201,43 @@ def test_an_emitted_row_gets_its_replica_and_its_source_written_from_its_file_re
         {**EXTREMES, "source": None, "source_file": 8, "value": 43},
         {**EXTREMES, "source": None, "source_file": None, "replica": None},
     ]
-    wired = engine.wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
+    wired = wire_rows(spark.createDataFrame(rows, REPLAY_SCHEMA)).toArrow()
     batch = wired.combine_chunks().to_batches()[0]
     replayer = _Replayer(ReplaySettings(0, 0, None, 0, None, None, source_files={7: "f:/a b:row "}))
     replicas, sources = replayer.texts_at(batch, pa.array(range(4)).to_numpy())
     assert replicas == [None, "broker-1", "broker-1", None]
     assert sources == ["f:/a b:row 41", "own.log:3", "<file with CRC-32 0x00000008>:row 43", None]
+
+
+def test_the_wire_fields_fit_in_their_int64_words_and_share_no_bit():
+    used: dict[str, int] = {}
+    for name, field in BIT_FIELDS.items():
+        assert WIRE_SCHEMA[field.word].dataType.typeName() == "long", name
+        bits = ((1 << field.width) - 1) << field.shift
+        assert 0 < bits < 1 << 64, name
+        assert not used.get(field.word, 0) & bits, f"{name} overlaps another field"
+        used[field.word] = used.get(field.word, 0) | bits
+    check_layout(BIT_FIELDS)  # what the codec asserts when it is imported
+
+
+@pytest.mark.parametrize(
+    ("added", "complaint"),
+    [
+        (BitField("header", 8, 2), "overlaps"),  # across the CRC's bits 7-8
+        (BitField("epochs", 31, 2, signed=True), "overlaps"),  # the two halves' boundary
+        (BitField("header", 60, 5, signed=True), "do not fit"),
+        (BitField("sequences", 64, 1), "do not fit"),
+        (BitField("header", 53, 0), "do not fit"),
+    ],
+)
+def test_a_layout_with_overlapping_or_oversized_fields_is_refused(added, complaint):
+    with pytest.raises(ValueError, match=complaint):
+        check_layout({**BIT_FIELDS, "added": added})
+
+
+def test_a_field_at_the_top_bit_must_be_signed():
+    # An arithmetic shift reads the top bit back as a sign: an unsigned field there would not
+    # come back as it was packed.
+    unsigned_kind = {**BIT_FIELDS, "kind": BitField("header", 56, 8)}
+    with pytest.raises(ValueError, match="must be signed"):
+        check_layout(unsigned_kind)

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import BY_CODE, Cause, KafkaError
-from eos_audit.replay.rows import REPLAY_SCHEMA, ControlType, RowKind
-from eos_audit.replay.runner import ReplaySettings, _Replayer, pack, uncompiled_kernel
+from eos_audit.replay.rows import REPLAY_SCHEMA, ControlType, RowKind, pack
+from eos_audit.replay.runner import ReplaySettings, _Replayer, uncompiled_kernel
 from eos_audit.replay.state import DUPLICATE_LOOKBACK
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
@@ -79,9 +79,9 @@ def replay(rows: list[dict], *, batch_size: int | None = None, settings=SETTINGS
     out: dict[str, list] = {}
     for batch in _Replayer(settings, KERNEL).run(iter(batches)):
         for record in batch.to_pylist():
-            kind = record["record"]
-            if kind == "finding":
-                f = record["finding"]
+            kind = record["kind"]
+            if kind == "findings":
+                f = record["findings"]
                 out.setdefault(kind, []).append(
                     (
                         BY_CODE[f["finding_code"]].name,
@@ -98,7 +98,7 @@ def replay(rows: list[dict], *, batch_size: int | None = None, settings=SETTINGS
 
 
 def findings(rows, **kw) -> list[tuple]:
-    return replay(rows, **kw).get("finding", [])
+    return replay(rows, **kw).get("findings", [])
 
 
 OOS = "OUT_OF_ORDER_SEQUENCE_NUMBER"
@@ -160,8 +160,8 @@ def test_markers_v1_continue_the_sequence_and_v2_restart_it():
     assert findings([data(0, 0, txn=True), marker(1, epoch=1), data(2, 1, epoch=1)]) == [
         ("SEQUENCE_GAP", 2, "UNEXPLAINED", OOS, 0, None)
     ]
-    transactions = replay(v2)["transaction"]
-    assert [(t["transaction"]["first_offset"], t["transaction"]["marker_offset"])
+    transactions = replay(v2)["transactions"]
+    assert [(t["transactions"]["first_offset"], t["transactions"]["marker_offset"])
             for t in transactions] == [(0, 1), (2, 3)]  # fmt: skip
 
 
@@ -187,7 +187,7 @@ def test_seeded_state_continues_and_a_zombie_is_fenced():
     assert findings([*seed, data(10, 10, epoch=2)]) == [
         ("FENCED_PRODUCER_EPOCH", 10, None, "INVALID_PRODUCER_EPOCH", None, None)
     ]
-    state = replay([*seed, data(10, 10, epoch=3)])["state"][0]["state"]
+    state = replay([*seed, data(10, 10, epoch=3)])["producer_state"][0]["producer_state"]
     assert (state["producer_epoch"], state["coordinator_epoch"]) == (3, 7)
     assert state["state_offset"] == 11
     assert [b["base_sequence"] for b in state["batches"]] == [0, 10]
@@ -205,13 +205,13 @@ def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
     # 10 continues the seed's sequence.
     again = data(0, 0, n=10)
     out = replay([*seed, again, data(10, 10)])
-    assert out.get("finding", []) == []
-    stats = out["partition_stats"][0]["partition_stats"]
+    assert out.get("findings", []) == []
+    stats = out["partition_summary"][0]["partition_summary"]
     assert (stats["batches"], stats["batches_skipped"], stats["first_offset"]) == (1, 1, 10)
     # Everything covered: nothing audited, and the state still covers offset 10.
     out = replay([*seed, again])
-    assert out["partition_stats"][0]["partition_stats"]["batches_skipped"] == 1
-    assert out["state"][0]["state"]["state_offset"] == 10
+    assert out["partition_summary"][0]["partition_summary"]["batches_skipped"] == 1
+    assert out["producer_state"][0]["producer_state"]["state_offset"] == 10
     # Without the coverage row the same re-exported batch is replayed: a duplicate.
     assert [f[0] for f in findings([*seed[:2], again])] == ["DUPLICATE_BATCH"]
 
@@ -219,7 +219,7 @@ def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
 def test_coordinator_appends_take_no_cache_slot_and_get_no_sequence_check():
     rows = [data(0, 0), data(1, -1), data(2, 1), data(3, -1)]
     assert findings(rows) == []
-    offsets = replay(rows, settings=SETTINGS)["state"][0]["state"]["batches"]
+    offsets = replay(rows, settings=SETTINGS)["producer_state"][0]["producer_state"]["batches"]
     assert [b["base_offset"] for b in offsets] == [0, 2]
 
 
@@ -241,16 +241,17 @@ def test_state_grows_with_producers_and_survives_every_arrow_batch_boundary():
     found = findings(rows, batch_size=7)
     assert len(found) == 200
     assert {f[0] for f in found} == {"SEQUENCE_GAP"}
-    stats = replay(rows, batch_size=7)["partition_stats"]
-    assert [s["partition_stats"]["producers"] for s in stats] == [200]
+    stats = replay(rows, batch_size=7)["partition_summary"]
+    assert [s["partition_summary"]["producers"] for s in stats] == [200]
 
 
 @pytest.mark.parametrize("size", [1, 2, 5])
 def test_partitions_split_across_arrow_batches_are_replayed_apart(size):
     rows = [data(0, 0), data(1, 1), {**data(0, 3), "partition": 1}, {**data(1, 4), "partition": 1}]
     replayed = replay(rows, batch_size=size)
-    assert replayed["finding"] == [("UNKNOWN_PRODUCER", 0, "UNEXPLAINED", None, 0, None)]
-    assert [r["partition"] for r in replayed["finding"] and replayed["partition_stats"]] == [0, 1]
+    assert replayed["findings"] == [("UNKNOWN_PRODUCER", 0, "UNEXPLAINED", None, 0, None)]
+    summaries = replayed["partition_summary"]
+    assert [r["partition"] for r in replayed["findings"] and summaries] == [0, 1]
 
 
 @pytest.mark.parametrize("size", [1, 2, 10])
@@ -273,11 +274,11 @@ def test_acknowledgement_findings_keep_the_source_of_their_acknowledgement(size)
         for i in range(0, len(rows), size)
     ]
     found = {
-        (r["partition"], BY_CODE[r["finding"]["finding_code"]].name): r["source"]
+        (r["partition"], BY_CODE[r["findings"]["finding_code"]].name): r["source"]
         for b in _Replayer(SETTINGS, KERNEL).run(iter(batches))
         for r in b.to_pylist()
-        if r["record"] == "finding"
-        and BY_CODE[r["finding"]["finding_code"]].name.startswith("ACKED")
+        if r["kind"] == "findings"
+        and BY_CODE[r["findings"]["finding_code"]].name.startswith("ACKED")
     }
     assert found == {(0, "ACKED_WRITE_LOST"): "ack-lost", (1, "ACKED_OFFSET_MISMATCH"): "ack-moved"}
 
@@ -297,7 +298,7 @@ def test_acknowledgements_beyond_the_first_allocation_are_each_matched_to_their_
     log = [data(p, 0, pid=p if p % 2 == 0 else 1000 + p) for p in range(150)]
     second = [ack(0, pid=1, partition=1), {**data(0, 0, pid=2), "partition": 1},
               {**data(1, 0, pid=1), "partition": 1}]  # fmt: skip
-    replayed = replay(acks + log + second, batch_size=size)["finding"]
+    replayed = replay(acks + log + second, batch_size=size)["findings"]
     acked = sorted((f[0], f[1]) for f in replayed if f[0].startswith("ACKED"))
     expected = [("ACKED_OFFSET_MISMATCH", 5)] + [("ACKED_WRITE_LOST", p) for p in range(1, 150, 2)]
     expected.append(("ACKED_OFFSET_MISMATCH", 0))  # partition 1: producer 1's batch is at 1
