@@ -103,9 +103,9 @@ UNKNOWN_OUTCOME = int(ControlType.UNKNOWN)
 # Indexes into `counts` (state.COUNT_OF): events written per output, by the table it becomes.
 FINDINGS = COUNT_OF["findings"]
 TRANSACTIONS = COUNT_OF["transactions"]
-SESSIONS = COUNT_OF["producer_sessions"]
-PARTITIONS = COUNT_OF["partition_summary"]
-STATES = COUNT_OF["producer_state"]
+PRODUCER_SESSIONS = COUNT_OF["producer_sessions"]
+PARTITION_SUMMARY = COUNT_OF["partition_summary"]
+PRODUCER_STATE = COUNT_OF["producer_state"]
 ROW_ROOM = 4  # the most events one row can emit into any output
 
 
@@ -428,8 +428,8 @@ def flush_summary(e, sessions, counts, tp_row, part):
     """Emit the producer epoch's summary, if one is open."""
     if not e.summary_open:
         return
-    s = sessions[counts[SESSIONS]]
-    counts[SESSIONS] += 1
+    s = sessions[counts[PRODUCER_SESSIONS]]
+    counts[PRODUCER_SESSIONS] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id
@@ -1036,7 +1036,16 @@ def load_seed_state(e, rows, i, timestamp):
 # One producer row: UnifiedLog.analyzeAndValidateProducerState, then ProducerStateManager.update
 # ------------------------------------------------------------------------------------------------
 def replay_producer_row(
-    rows, i, part, entries, slots, params, out_findings, out_transactions, out_sessions, counts
+    rows,
+    i,
+    part,
+    entries,
+    slots,
+    params,
+    out_findings,
+    out_transactions,
+    out_producer_sessions,
+    counts,
 ):
     """One row of a producer: an audited batch, or a seeded batch or entry.
 
@@ -1068,7 +1077,7 @@ def replay_producer_row(
         if not e.has_audited:
             e.has_audited = True
             part.audited_producers += 1
-        summarise(e, rows, i, timestamp, out_sessions, counts, part)
+        summarise(e, rows, i, timestamp, out_producer_sessions, counts, part)
     else:
         e.sequences_seen = True  # a seed's state is the broker's, sequences or not
         if kind == SEED_STATE:
@@ -1423,9 +1432,9 @@ def finish_partition(
     params,
     out_findings,
     out_transactions,
-    out_sessions,
-    out_partitions,
-    out_states,
+    out_producer_sessions,
+    out_partition_summary,
+    out_producer_state,
     counts,
     tp_row,
     is_compacted,
@@ -1438,15 +1447,15 @@ def finish_partition(
     log_end = max_or_null(log_end, part.covered_end)
     for slot in range(part.producers):
         e = entries[slot]
-        flush_summary(e, out_sessions, counts, tp_row, part)
+        flush_summary(e, out_producer_sessions, counts, tp_row, part)
         if e.txn_open and e.has_audited:
             emit_open_transaction(
                 e, part, out_findings, out_transactions, counts, tp_row, clock, params
             )
-        emit_final_state(e, part, out_states, counts, tp_row, log_end)
+        emit_final_state(e, part, out_producer_state, counts, tp_row, log_end)
     if part.batches + part.replica_batches + part.skipped_batches > 0:
-        p = out_partitions[counts[PARTITIONS]]
-        counts[PARTITIONS] += 1
+        p = out_partition_summary[counts[PARTITION_SUMMARY]]
+        counts[PARTITION_SUMMARY] += 1
         p.tp_row = tp_row
         p.partition = part.partition
         p.first_offset = part.first_offset
@@ -1508,8 +1517,8 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
 
 def emit_final_state(e, part, states, counts, tp_row, log_end):
     """The entry as a broker would snapshot it: a producer_state row that seeds the next run."""
-    s = states[counts[STATES]]
-    counts[STATES] += 1
+    s = states[counts[PRODUCER_STATE]]
+    counts[PRODUCER_STATE] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id
@@ -1543,15 +1552,21 @@ def emit_final_state(e, part, states, counts, tp_row, log_end):
 # The loop
 # ------------------------------------------------------------------------------------------------
 def has_room(
-    counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+    counts,
+    out_findings,
+    out_transactions,
+    out_producer_sessions,
+    out_partition_summary,
+    out_producer_state,
+    room,
 ):
     """Whether every output has room for `room` more events."""
     return (
         len(out_findings) - counts[FINDINGS] >= room
         and len(out_transactions) - counts[TRANSACTIONS] >= room
-        and len(out_sessions) - counts[SESSIONS] >= room
-        and len(out_partitions) - counts[PARTITIONS] >= room
-        and len(out_states) - counts[STATES] >= room
+        and len(out_producer_sessions) - counts[PRODUCER_SESSIONS] >= room
+        and len(out_partition_summary) - counts[PARTITION_SUMMARY] >= room
+        and len(out_producer_state) - counts[PRODUCER_STATE] >= room
     )
 
 
@@ -1567,9 +1582,9 @@ def replay(
     ack_index,
     out_findings,
     out_transactions,
-    out_sessions,
-    out_partitions,
-    out_states,
+    out_producer_sessions,
+    out_partition_summary,
+    out_producer_state,
     counts,
 ):
     """Replay rows[start:] of one Arrow batch; state carries over to the next batch.
@@ -1586,7 +1601,13 @@ def replay(
         if rows[i].tp_start and part.active:
             room += room_to_finish(part)
         if not has_room(
-            counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+            counts,
+            out_findings,
+            out_transactions,
+            out_producer_sessions,
+            out_partition_summary,
+            out_producer_state,
+            room,
         ):
             counts[ROOM_NEEDED] = room
             return i
@@ -1602,9 +1623,9 @@ def replay(
                     params,
                     out_findings,
                     out_transactions,
-                    out_sessions,
-                    out_partitions,
-                    out_states,
+                    out_producer_sessions,
+                    out_partition_summary,
+                    out_producer_state,
                     counts,
                     i - 1,
                     compacted,
@@ -1630,7 +1651,7 @@ def replay(
                 params,
                 out_findings,
                 out_transactions,
-                out_sessions,
+                out_producer_sessions,
                 counts,
             ):
                 counts[ROOM_NEEDED] = 0
@@ -1682,7 +1703,7 @@ def replay(
                         params,
                         out_findings,
                         out_transactions,
-                        out_sessions,
+                        out_producer_sessions,
                         counts,
                     )
                 elif rows[i].crc_valid == 0:
@@ -1706,9 +1727,9 @@ def finish(
     params,
     out_findings,
     out_transactions,
-    out_sessions,
-    out_partitions,
-    out_states,
+    out_producer_sessions,
+    out_partition_summary,
+    out_producer_state,
     counts,
     tp_row,
     is_compacted,
@@ -1722,7 +1743,13 @@ def finish(
         return True
     room = room_to_finish(part)
     if not has_room(
-        counts, out_findings, out_transactions, out_sessions, out_partitions, out_states, room
+        counts,
+        out_findings,
+        out_transactions,
+        out_producer_sessions,
+        out_partition_summary,
+        out_producer_state,
+        room,
     ):
         counts[ROOM_NEEDED] = room
         return False
@@ -1735,9 +1762,9 @@ def finish(
         params,
         out_findings,
         out_transactions,
-        out_sessions,
-        out_partitions,
-        out_states,
+        out_producer_sessions,
+        out_partition_summary,
+        out_producer_state,
         counts,
         tp_row,
         is_compacted,

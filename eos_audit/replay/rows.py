@@ -187,8 +187,9 @@ BIT_FIELDS: dict[str, BitField] = {
     **{null_flag(name): BitField(HEADER, 9 + k, 1) for k, name in enumerate(NULLABLE)},
     # A quarantined row (never replayed, written to quarantine as it is).
     "quarantined": BitField(HEADER, 17, 1),
-    # A row located by reference: the id of its file (CRC-32) here, its row in `value`. The text
-    # `<file>:row <n>` is written for emitted rows only.
+    # A row located by reference: the id of its file here (sources.files.row_reference), its
+    # position in `value`. The text (`<file>:row <n>`, `<file>:<byte>`) is written for emitted
+    # rows only.
     "has_source_file": BitField(HEADER, 19, 1),
     "source_file": BitField(HEADER, 20, 32),
     # The kind in the top bits: ordering by header orders by kind first.
