@@ -132,6 +132,7 @@ def _sql(table: Path, query: str) -> list[dict]:
                     .read_all()).to_pylist()  # fmt: skip
 
 
+@pytest.mark.cost(55)  # the demo and spark-submit, each its own JVM
 def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     work = tmp_path / "work"  # outside the repository: nothing of it on the path
     work.mkdir()
