@@ -7,9 +7,10 @@ runs, as a real process: its exit code, summary and tables), then the same packa
 
 pip installs the wheel itself; its dependencies are the ones this suite's .venv already holds
 (constraints.txt's versions), linked into the new venv's site-packages instead of unpacked again
-(about 1.2 GB of pyspark, pyarrow, llvmlite ... took most of the test's minutes). Only the
-wheel's own requirements are linked, followed from the wheel's metadata (first without extras,
-then with `local`), never the rest of .venv, so a requirement the wheel forgets still fails here.
+from pip's cache (about 1.2 GB of pyspark, pyarrow, llvmlite ...: 10-20 s of the test on 2 cores;
+the demo and spark-submit take the rest, about 30 and 17 s). Only the wheel's own requirements
+are linked, followed from the wheel's metadata (first without extras, then with `local`), never
+the rest of .venv, so a requirement the wheel forgets still fails here.
 pip runs with `--no-index`: it resolves the wheel's requirements and constraints against what is
 installed and cannot fetch or replace anything (nothing under a link is ever uninstalled).
 """
