@@ -62,17 +62,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         warm_up.wait()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (the cluster, the Spark Connect server's, then the other end-to-end
-    runs).
+def _cost(item: pytest.Item) -> float:
+    """The seconds a test's `cost` marker says it takes (0 without one)."""
+    mark = item.get_closest_marker("cost")
+    return float(mark.args[0]) if mark else 0.0
 
-    With two workers, a long test started last would run alone at the end; started first, the
-    other worker gets through the short ones meanwhile. The Spark Connect tests stay together at
-    the front of one worker's share, so one worker starts their server, and only one. The order
-    is stable otherwise.
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first, by their `cost` marker; then the other end-to-end runs (`slow`),
+    then the rest. The Spark Connect tests count as one block, at their sum.
+
+    pytest-xdist's worksteal hands each worker a contiguous half of this order and a worker that
+    runs out steals the tail of the other's queue. A long test near the end would run alone at
+    the end; at the head it runs while the other worker gets through the short ones. The Spark
+    Connect tests stay together at the head of one worker's share, so one worker starts their
+    server, and only one. The order is stable otherwise.
     """
-    order = ("cluster", "connect", "slow")
-    items.sort(key=lambda i: next((n for n, mark in enumerate(order) if mark in i.keywords), 3))
+    connect = sum(_cost(i) for i in items if "connect" in i.keywords)
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        cost = connect if "connect" in item.keywords else _cost(item)
+        return -cost, 0 if "slow" in item.keywords else 1
+
+    items.sort(key=key)
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,12 @@
 """The CLI as users run it: real exit codes (delta-rs issue 2184 is why one runs as a real process).
 
-The demo and the usage errors run as real processes; audits run `main()` in-process on the suite's
-session, since a Spark start per test costs more than the rest of the test.
+The usage errors run as real processes; audits run `main()` in-process on the suite's session,
+since a Spark start per test costs more than the rest of the test. The demo as a real process
+(its exit code, summary and tables) is checked once, where it runs from the installed wheel
+(tests/integration/test_wheel.py).
 """
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -13,7 +14,6 @@ import textwrap
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.cli import _fails, main
 from eos_audit.demo import write_demo_export
@@ -33,27 +33,6 @@ def run_cli(*args, code: str | None = None, timeout: int = 300) -> subprocess.Co
 def export(tmp_path_factory):
     path, _ = write_demo_export(tmp_path_factory.mktemp("export"))
     return path
-
-
-def test_demo_exits_0_prints_the_summary_and_writes_tables(tmp_path):
-    result = run_cli("demo", "--warehouse", str(tmp_path / "wh"), "--export", str(tmp_path / "x"))
-    assert result.returncode == 0, result.stderr
-    assert re.search(r"^DUPLICATE_BATCH +CRITICAL +1$", result.stdout, re.MULTILINE)
-    assert re.search(r"^ACKED_WRITE_LOST +CRITICAL +1$", result.stdout, re.MULTILINE)
-    assert re.search(r"^LIST_OFFSETS_REGRESSION +WARNING +1$", result.stdout, re.MULTILINE)
-    assert "batches read 62 = audited 61 + quarantined 1" in result.stdout
-    assert "eos-audit run demo: SUCCEEDED" in result.stdout  # its malformed row is planted
-    assert re.search(
-        rf"^  findings +{re.escape(str(tmp_path / 'wh' / 'findings'))}$",
-        result.stdout,
-        re.MULTILINE,
-    )
-    assert not (tmp_path / "wh" / "_staging").exists()
-    table = DeltaTable(str(tmp_path / "wh" / "findings"))
-    rows = pa.table(
-        QueryBuilder().register("f", table).execute("SELECT count(*) AS n FROM f").read_all()
-    ).to_pylist()
-    assert rows == [{"n": 9}]  # 6 faults in the log, 3 in the client-side evidence
 
 
 @pytest.fixture(autouse=True)

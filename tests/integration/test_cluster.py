@@ -30,7 +30,7 @@ from tests.fixtures.segment_builder import write_tree
 
 # Two to four minutes on 2 cores (three JVMs and their Python workers): `./run.sh test` starts it
 # first, beside the other tests; `./run.sh test -m cluster` runs it alone.
-pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.cost(60)]
 
 REPO = Path(__file__).resolve().parents[2]
 # Every table the run writes, with the columns that identify a row (audit_runs is compared apart:

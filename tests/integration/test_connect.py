@@ -83,6 +83,7 @@ def assert_same_tables(spark, connect_wh: Path, classic_wh: Path) -> None:
     assert_df_equality(*runs, ignore_nullable=True)
 
 
+@pytest.mark.cost(30)  # over Connect and classic
 def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
     spark, connect_server, tmp_path
 ):
@@ -110,6 +111,7 @@ def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
     assert all(finding_type in report for finding_type in types), types
 
 
+@pytest.mark.cost(20)  # over Connect and classic
 def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_server, tmp_path):
     """Segments: the Python data sources that read Kafka's files run on the server's workers."""
     write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
@@ -122,6 +124,7 @@ def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
 
 
+@pytest.mark.cost(35)  # 2 nights, twice
 def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
     spark, connect_server, tmp_path
 ):
@@ -145,6 +148,7 @@ def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
     assert (second.seeded_from_run, second.batches_skipped) == ("night-1", 3)
 
 
+@pytest.mark.cost(6)  # a client process
 def test_progress_over_spark_connect_comes_from_the_servers_progress_reports(
     connect_server, tmp_path
 ):
@@ -185,6 +189,7 @@ def test_no_server_at_the_remote_url_is_one_line_and_exit_2(tmp_path):
     ]
 
 
+@pytest.mark.cost(25)  # 3 CLI runs
 def test_a_generated_export_over_spark_connect_is_audited_and_scored_perfectly(
     connect_server, tmp_path
 ):

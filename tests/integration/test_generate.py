@@ -145,6 +145,7 @@ def codegen(spark):
             spark.conf.set(k, v)
 
 
+@pytest.mark.cost(65)  # 1M batches generated, audited, scored
 def test_one_million_batches_precision_and_recall_1_on_every_kind(spark, codegen, tmp_path):
     start = time.perf_counter()
     export = write_export(spark, GenerationPlan(batches=1_000_000), tmp_path / "export")

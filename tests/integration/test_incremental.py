@@ -62,6 +62,7 @@ def _night_2(table, run_id, columns, order="base_offset"):
     return _sql(table, f"SELECT {columns} FROM t WHERE {where} ORDER BY {order}")
 
 
+@pytest.mark.cost(20)  # three audits
 def test_a_night_seeded_with_yesterdays_state_finds_what_one_run_over_both_finds(
     spark, tmp_path
 ):
@@ -129,6 +130,7 @@ def _run_row(warehouse, run_id):
     return _sql(warehouse / "audit_runs", f"SELECT {columns} FROM t WHERE run_id = '{run_id}'")[0]
 
 
+@pytest.mark.cost(40)  # several nights
 def test_since_state_skips_the_reexported_overlap_and_seeds_from_the_latest_finished_run(
     spark, tmp_path
 ):

@@ -288,6 +288,7 @@ def _without_dac_unavailable() -> str | None:
     return None
 
 
+@pytest.mark.cost(20)  # a subprocess and its JVM, four audits
 @pytest.mark.skipif(_without_dac_unavailable() is not None, reason=str(_without_dac_unavailable()))
 def test_inputs_the_run_cannot_read_never_give_a_green_night(tmp_path):
     base = tmp_path / "case"

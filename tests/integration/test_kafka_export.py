@@ -213,6 +213,7 @@ def test_the_same_history_as_segments_dump_log_and_parquet_gives_the_same_findin
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dump_log"
 
 
+@pytest.mark.cost(14)  # two CLI audits
 def test_cli_audits_a_multi_broker_tree_and_dump_log_text(spark, tmp_path, capsys):
     write_tree(tmp_path / "export", brokers=3, partitions=1, replication=3, batches_per_partition=8)
     assert (

@@ -254,6 +254,7 @@ def test_the_history_of_a_warehouse_with_one_run(report):
     assert '<span id="verdict" class="verdict CRITICAL">CRITICAL: 5 violations' in html
 
 
+@pytest.mark.cost(15)  # two audits and two reports
 def test_two_nights_give_a_history_and_mark_what_is_new(spark, demo_run, tmp_path):
     """Night 2 audits the same export; night 1, as written here, did not report the gap."""
     import shutil

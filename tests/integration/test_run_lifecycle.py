@@ -63,6 +63,7 @@ def kill_at(monkeypatch, point):
     monkeypatch.setattr(pipeline, "_reached", reached)
 
 
+@pytest.mark.cost(16)  # five audits
 @pytest.mark.slow  # five audits, three of them killed
 def test_killed_runs_are_visible_settled_and_replaced(spark, tmp_path, inputs, monkeypatch):
     warehouse = tmp_path / "wh"

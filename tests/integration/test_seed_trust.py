@@ -89,6 +89,7 @@ def test_a_record_batch_file_as_producer_state_exits_2_naming_the_missing_column
     )  # fmt: skip
 
 
+@pytest.mark.cost(14)  # a seeded audit
 @pytest.mark.slow  # a whole audit
 def test_impossible_and_malformed_seeds_are_quarantined_and_never_used(night_1, tmp_path, capsys):
     seeds = tmp_path / "state.json"

@@ -26,6 +26,7 @@ def _truth(spark, plan):
     return ground_truth_of(slots(spark, plan), observations(spark, plan), "g").localCheckpoint()
 
 
+@pytest.mark.cost(15)  # three generations
 def test_same_seed_same_ground_truth_other_seed_other_placement(spark):
     plan = GenerationPlan(batches=6_000, rates=FaultRates().scaled(5), **SMALL)
     first, again = _truth(spark, plan), _truth(spark, plan)
