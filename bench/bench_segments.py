@@ -24,6 +24,9 @@ then times:
 4. the same with `verify_crc=False`;
 5. `read_segments(...)` with CRC verification: every row also named by its text
    (`<file>:<byte>`), as a notebook reads segments;
+6. the audit of the tree as an export (`read_kafka_export`, then `engine.audit` with every rule
+   into the no-op sink): reading, validation, the replica comparison, the one shuffle and the
+   replay, without the Delta writes;
 
 and prints seconds, batches/second/core, MB/s (all cores) and MB/s against `cat` for each. An
 untimed warm-up read first starts Spark's Python workers, so the timings measure steady-state
@@ -188,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
+        from eos_audit import engine
+        from eos_audit.config import AuditConfig
         from eos_audit.sources.files.row_reference import unique_file_ids
         from eos_audit.sources.kafka import segment_walk
+        from eos_audit.sources.kafka.export import read_kafka_export
         from eos_audit.sources.kafka.partition_dirs import discover_segment_files
         from eos_audit.sources.kafka.segments import iter_segment, read_segment_files, read_segments
 
@@ -241,6 +247,23 @@ def main(argv: list[str] | None = None) -> int:
         def timed(verify: bool, named: bool = False) -> float:
             return min(run(verify, named) for _ in range(args.repeat))
 
+        def audit() -> float:
+            t = time.perf_counter()
+            export = read_kafka_export(spark, [str(root)])
+            engine.audit(
+                export.batches,
+                AuditConfig(),
+                "bench",
+                seeds_df=export.seeds,
+                log_starts_df=export.log_starts,
+                high_watermarks_df=export.high_watermarks,
+                leader_epochs_df=export.leader_epochs,
+                source_files=export.source_files,
+            ).write.format("noop").mode("overwrite").save()
+            return time.perf_counter() - t
+
+        audit()  # warm-up: compiles the replay (or loads it from numba's cache)
+        audit_s = min(audit() for _ in range(args.repeat))
         crc_s = timed(True)
         nocrc_s = timed(False)
         named_s = timed(True, named=True)
@@ -253,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             (f"audit's read verify_crc ({args.cores} cores)", crc_s, args.cores),
             (f"audit's read no crc ({args.cores} cores)", nocrc_s, args.cores),
             (f"read_segments verify_crc, text ({args.cores} cores)", named_s, args.cores),
+            (f"audit of the export, no writes ({args.cores} cores)", audit_s, args.cores),
         ]
         cat_mb_s = size / 1e6 / cat_s
         print(f"{'':44s} {'seconds':>9s} {'batches/s/core':>16s} {'MB/s':>9s} {'vs cat':>8s}")
