@@ -1,4 +1,4 @@
-"""Where a Parquet row was read, carried as two numbers instead of a text.
+"""Where a row was read (Parquet, Kafka segments), carried as two numbers instead of a text.
 
 A record batch read from Parquet without a `source` of its own is named by its file and row,
 `<file>:row <n>`. Building that text for every row cost about a fifth of the audit's hand-over to
@@ -11,9 +11,9 @@ driver's listing of the input files (`file_ids`).
 
 Kafka's segment files are located the same way, by the position that names a batch in Kafka's
 own tools, its byte position (`<file>:<byte>`): their reader is told each file's id by the driver,
-which lists them (`unique_file_ids`), and never writes a row's text (10M batches through the
-reader: a fifth of its time was that text; the audit of an export then matched every row's text
-with a regular expression to find its replica).
+which lists them (`unique_file_ids`), and never writes a row's text (5M batches, 2 cores: Spark's
+hand-over of the reader's rows took 1.75 s with the text, 1.41 s without; and the audit of an
+export then matched every row's text with a regular expression to find its replica).
 """
 
 from __future__ import annotations
