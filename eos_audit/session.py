@@ -9,6 +9,7 @@ import socket
 import sys
 import tempfile
 import urllib.parse
+import weakref
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -217,13 +218,21 @@ def default_parallelism(spark: SparkSession) -> int:
     configured = spark.conf.get("spark.default.parallelism", None)
     if configured:
         return int(configured)
+    # Asked once per session: every reader of a run packs its files with it.
+    known = _probed_parallelism.get(spark)
+    if known is not None:
+        return known
     from pyspark.sql import functions as F
 
     # 2**16 rows: every split holds rows (so its partition id shows) up to 65,536 cores.
     # Projected first: Spark refuses a non-deterministic expression inside an aggregate.
     ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("partition_id"))
     (last,) = ids.agg(F.max("partition_id")).first()
+    _probed_parallelism[spark] = int(last) + 1
     return int(last) + 1
+
+
+_probed_parallelism: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
 # What the replay's hand-over to Python needs from Spark, set for the run's actions only.

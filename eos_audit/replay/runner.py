@@ -9,7 +9,6 @@ emitted into Arrow rows, picking the strings (topic, source) of the few emitted 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import importlib.util
 import logging
 import os
@@ -24,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eos_audit.findings import FACTS_PER_FINDING
+from eos_audit.python_workers import freeze_worker_heap
 from eos_audit.replay import kernel
 from eos_audit.replay import rows as wire
 from eos_audit.replay.rows import RowKind
@@ -561,25 +561,6 @@ def uncompiled_kernel() -> ModuleType:
     return module
 
 
-_heap_frozen = False
-
-
-def _freeze_worker_heap() -> None:
-    """Take what a Python worker holds after its first replay out of the collector's full passes.
-
-    PySpark's daemon runs a full `gc.collect()` in a reused worker after every task. Once the
-    compiled kernel is loaded a worker tracks about 150,000 objects (numba's and pyspark's
-    modules), which each pass walked again: 75-90 ms a pass, measured, and a fifth of the
-    workers' sampled time in an audit of 10M batches. They live as long as the worker, so they
-    are frozen (`gc.freeze`) once, after the first replay; what later tasks allocate is still
-    collected.
-    """
-    global _heap_frozen
-    if not _heap_frozen:
-        _heap_frozen = True
-        gc.freeze()
-
-
 def replay_partitions(
     settings: ReplaySettings,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -589,6 +570,6 @@ def replay_partitions(
         started = time.perf_counter()
         yield from _Replayer(settings).run(batches)
         log.debug("replayed a task in %.2f s", time.perf_counter() - started)
-        _freeze_worker_heap()
+        freeze_worker_heap("replay")
 
     return run

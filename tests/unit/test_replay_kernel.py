@@ -308,9 +308,10 @@ def test_acknowledgements_beyond_the_first_allocation_are_each_matched_to_their_
 def test_a_python_worker_freezes_its_heap_once_after_its_first_replay(monkeypatch):
     # PySpark's daemon runs a full collection in a reused worker after every task: what the
     # worker holds after its first replay (numba's and pyspark's modules) must not be walked
-    # again each time (eos_audit.replay.runner._freeze_worker_heap).
+    # again each time (eos_audit.python_workers.freeze_worker_heap).
     import gc
 
+    from eos_audit import python_workers
     from eos_audit.replay import runner
 
     freezes = []
@@ -320,7 +321,7 @@ def test_a_python_worker_freezes_its_heap_once_after_its_first_replay(monkeypatc
         real_freeze()
 
     real_freeze = gc.freeze
-    monkeypatch.setattr(runner, "_heap_frozen", False)
+    monkeypatch.setattr(python_workers, "_frozen", set())
     monkeypatch.setattr(runner, "_Replayer", lambda settings: _Replayer(settings, KERNEL))
     monkeypatch.setattr(gc, "freeze", counted_freeze)
     batch = pack(pa.RecordBatch.from_pylist([data(0, 0), data(1, 1)], schema=ARROW))

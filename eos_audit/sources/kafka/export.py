@@ -125,13 +125,14 @@ def read_kafka_export(
     for (topic, partition), replicas in ranked.items():
         for rank, pd in enumerate(replicas):
             segments = _segments(pd)
-            for k, (_, path, _) in enumerate(segments):
+            for k, (_, path, size) in enumerate(segments):
                 # The last segment of a replica may end in a batch cut by the copy of an active
                 # segment (what Kafka's recovery truncates): the reader says so (TRUNCATED_TAIL).
                 last = k == len(segments) - 1
                 files.append(
-                    {"path": path, "topic": topic, "partition": partition, "last_segment": last}
-                )
+                    {"path": path, "topic": topic, "partition": partition, "last_segment": last,
+                     "bytes": size}
+                )  # fmt: skip
                 ranks[path] = (pd.replica, rank)
         if len(replicas) > 1:
             log.info(

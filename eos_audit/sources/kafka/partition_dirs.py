@@ -298,7 +298,7 @@ def discover_segment_files(paths: list[str]) -> list[dict]:
         paths: as for `discover_partition_dirs`.
 
     Returns:
-        Dicts `{"path", "topic", "partition", "replica"}` sorted by path.
+        Dicts `{"path", "topic", "partition", "replica", "bytes"}` sorted by path.
 
     Raises:
         InputNotFoundError: as for `discover_partition_dirs`.
@@ -309,7 +309,7 @@ def discover_segment_files(paths: list[str]) -> list[dict]:
     explicit = {fsys.abspath(p) for p in paths if fsys.isfile(p)}
     files: dict[str, dict] = {}
     for pd in discover_partition_dirs(paths):
-        for name in sorted(fsys.listdir(pd.path)):
+        for name, size in sorted(fsys.files_in(pd.path).items()):  # one listing, with sizes
             full = fsys.join(pd.path, name)
             if _TRANSIENT.search(name) and ".log" in name:
                 log.warning("ignoring transient segment file %s (cleaner/deletion leftover)", full)
@@ -323,6 +323,7 @@ def discover_segment_files(paths: list[str]) -> list[dict]:
                 "topic": pd.topic,
                 "partition": pd.partition,
                 "replica": pd.replica,
+                "bytes": size,
             }
     return [files[k] for k in sorted(files)]
 

@@ -56,7 +56,6 @@ OFFSET_CHECKPOINTS = {
     "replication-offset-checkpoint": "high_watermark",
     "recovery-point-offset-checkpoint": "recovery_point",
 }
-FILES_PER_PARTITION = 64
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = 10
@@ -435,7 +434,6 @@ class KafkaPartitionFilesDataSource(FileDataSource):
     """
 
     format_name = DATA_SOURCE_NAME
-    files_per_partition = FILES_PER_PARTITION  # small files: many per task
 
     def schema(self) -> T.StructType:
         """The schema of the requested kind plus `_problem`."""
