@@ -30,8 +30,8 @@ then times:
 
 and prints seconds, batches/second/core, MB/s (all cores) and MB/s against `cat` for each. An
 untimed warm-up read first starts Spark's Python workers, so the timings measure steady-state
-reading; the Spark lines still carry each query's fixed cost (planning a Python data source
-starts Python processes on the driver: about 0.8 s on the 2-core machine, whatever the size).
+reading; the Spark lines still carry each query's fixed cost (a job, its Python tasks: the reader
+packs the files into few tasks, `file_source.pack_files`, and each costs tens of ms).
 """
 
 from __future__ import annotations

@@ -182,3 +182,21 @@ def test_run_id_follows_the_listing_and_uris_are_read_once(s3):
     assert default_run_id(inputs, AuditConfig()) != first  # another size: another run
     given = (root, root + "/", root + "/b1/t-0", f"s3://{BUCKET}/fingerprint-2")
     assert dedupe_paths(given) == (root, f"s3://{BUCKET}/fingerprint-2")
+
+
+def test_objects_are_packed_into_tasks_by_the_sizes_one_listing_gives(s3):
+    """Files given without sizes are weighed from one listing of their folder in the store."""
+    from eos_audit.sources.files.file_source import SplitSettings, pack_files
+
+    mb = 1 << 20
+    for name, size in (("big.txt", 3 * mb), ("small.txt", mb)):
+        with s3.open_output_stream(f"{BUCKET}/sizes/{name}") as out:
+            out.write(b"x" * size)
+    files = [{"path": f"s3://{BUCKET}/sizes/{n}"} for n in ("missing.txt", "small.txt", "big.txt")]
+    packed = pack_files(files, SplitSettings(max_partition_bytes=4 * mb, open_cost_bytes=mb))
+    # As on a local disk (tests/unit/test_file_source.py): the 3 MB object alone, the missing
+    # one weighing its open cost only, beside the 1 MB one.
+    assert [[f["path"].rsplit("/", 1)[1] for f in p] for p in packed] == [
+        ["big.txt"],
+        ["small.txt", "missing.txt"],
+    ]

@@ -11,6 +11,7 @@ import crc32c
 import pytest
 from chispa import assert_df_equality
 from kafka.record.default_records import DefaultRecordBatch
+from pyspark.sql import functions as F
 
 from eos_audit.errors import InputNotFoundError
 from eos_audit.schemas import RECORD_BATCH
@@ -299,6 +300,11 @@ def test_read_segments_multi_broker_tree_matches_kafka_python(spark, tmp_path):
     assert_df_equality(df, expected, ignore_row_order=True, ignore_nullable=True)
     # Read-only: nothing written next to the inputs.
     assert sorted(p for p in (tmp_path / "export").rglob("*")) == before
+    # More small segment files than the session runs tasks at once: read in at most that many
+    # tasks (its default parallelism), not one task per file (file_source.pack_files).
+    files = len(list((tmp_path / "export").rglob("*.log")))
+    tasks = df.select(F.spark_partition_id().alias("task")).distinct().count()
+    assert files > spark.sparkContext.defaultParallelism >= tasks
 
 
 def test_read_segments_reports_bad_files_and_keeps_good_ones(spark, tmp_path):

@@ -177,16 +177,37 @@ def split_settings(spark: SparkSession) -> SplitSettings:
     )
 
 
-def _size(file: dict) -> int:
-    """A file's size: the listing's (`bytes`), else a local stat; 0 where neither is known."""
-    if file.get("bytes") is not None:
-        return int(file["bytes"])
-    if filesystems.is_remote(file["path"]):
-        return 0
-    try:
-        return os.stat(file["path"]).st_size
-    except OSError:  # the executor's open names what is wrong with it
-        return 0
+def _sizes(files: list[dict]) -> list[int]:
+    """Each file's size, for packing: the listing's (`bytes`), else asked; 0 if that fails.
+
+    Asked: a local stat, or one listing of its directory on an object store (a request a
+    directory, not one a file).
+    """
+    remote_dirs = {
+        filesystems.dirname(f["path"])
+        for f in files
+        if f.get("bytes") is None and filesystems.is_remote(f["path"])
+    }
+    listed: dict[str, dict[str, int]] = {}
+    for directory in remote_dirs:
+        try:
+            listed[directory] = filesystems.files_in(directory)
+        except (OSError, ValueError):  # the executor's open names what is wrong with it
+            listed[directory] = {}
+    sizes = []
+    for f in files:
+        path = f["path"]
+        if f.get("bytes") is not None:
+            sizes.append(int(f["bytes"]))
+        elif filesystems.is_remote(path):
+            in_dir = listed[filesystems.dirname(path)]
+            sizes.append(in_dir.get(filesystems.basename(path), 0))
+        else:
+            try:
+                sizes.append(os.stat(path).st_size)
+            except OSError:  # the executor's open names what is wrong with it
+                sizes.append(0)
+    return sizes
 
 
 def pack_files(files: list[dict], settings: SplitSettings) -> list[list[dict]]:
@@ -199,13 +220,13 @@ def pack_files(files: list[dict], settings: SplitSettings) -> list[list[dict]]:
     tasks costs more than it saves. A file is never split: a segment is parsed from its start.
 
     Args:
-        files: dicts with `path` and, where the listing knew it, `bytes`.
+        files: dicts with `path` and, where the listing knew it, `bytes` (else `_sizes` asks).
         settings: the session's settings (`split_settings`).
 
     Returns:
         The input partitions, each a non-empty list of files; none for no files.
     """
-    sized = sorted(((_size(f), f) for f in files), key=lambda s: (-s[0], s[1]["path"]))
+    sized = sorted(zip(_sizes(files), files, strict=True), key=lambda s: (-s[0], s[1]["path"]))
     open_cost = settings.open_cost_bytes
     total = sum(size + open_cost for size, _ in sized)
     per_core = total // max(settings.min_partitions, 1)

@@ -73,7 +73,7 @@ def parse_lines(data: bytes | memoryview, *, path: str) -> Iterator[pa.RecordBat
 
 
 class TextLinesDataSource(FileDataSource):
-    """Spark data source `eos_text_lines`: one input partition per file."""
+    """Spark data source `eos_text_lines`: each file whole in one task."""
 
     format_name = DATA_SOURCE_NAME
     memory_map = True

@@ -9,9 +9,10 @@ A control record's `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N` sets the con
 batch it belongs to (the first record of a control batch is the marker,
 docs/formats.md#control-batches).
 
-Parsing runs on the executors in the `kafka_dump_log` Python data source, one input partition per
-file. Each file is split into lines once; every line is classified and its fields extracted with
-pyarrow.compute regular expressions over the whole array of lines, and the relations between lines
+Parsing runs on the executors in the `kafka_dump_log` Python data source, each file whole in one
+task (small files share one: `file_source.pack_files`). Each file is split into lines once; every
+line is classified and its fields extracted with pyarrow.compute regular expressions over the
+whole array of lines, and the relations between lines
 (section of a `Dumping` line, batch of a record line, records of one position) are computed with
 numpy running maxima and cumulative sums. No loop runs over lines in Python.
 
@@ -661,10 +662,11 @@ def _old_rows(
 # Spark data source
 # ------------------------------------------------------------------------------------------------
 class KafkaDumpLogDataSource(FileDataSource):
-    """Spark data source `kafka_dump_log`: one input partition per text file.
+    """Spark data source `kafka_dump_log`: each text file whole in one task.
 
     Options:
-        files: JSON list of `{"path": ...}`.
+        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
+            `{"path": ...}`.
         topic: topic for every batch (overrides the `Dumping` line).
         partition: partition for every batch (overrides the `Dumping` line).
     """

@@ -7,8 +7,9 @@ the `crc32c` library's C function called from the compiled loop, and decodes the
 control batches (the transaction marker, docs/formats.md#control-batches) with a vectorised varint
 reader. Record payloads are never decoded and never logged.
 
-Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) has one input
-partition per `.log` file and yields Arrow record batches. A batch is located by reference
+Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) reads whole `.log`
+files (packed into input partitions by size, `file_source.pack_files`) and yields Arrow record
+batches. A batch is located by reference
 (`row_reference`): its file's id, which the driver gave the file, and its byte position; the text
 `<file>:<byte>` is written only where a row is shown (quarantine, findings, `read_segments`).
 
@@ -636,11 +637,12 @@ def parse_segment(
 # Spark data source
 # ------------------------------------------------------------------------------------------------
 class KafkaSegmentsDataSource(FileDataSource):
-    """Spark data source `kafka_segments`: one input partition per `.log` file, memory-mapped.
+    """Spark data source `kafka_segments`: whole `.log` files, memory-mapped, packed by size.
 
     Options:
-        files: JSON list of `{"path": ..., "topic": ..., "partition": ...}`, with the file's
-            `file_id` (row_reference) when the driver gave it one, and `last_segment`.
+        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
+            `{"path": ..., "topic": ..., "partition": ...}`, with the file's `file_id`
+            (row_reference) when the driver gave it one, `last_segment` and `bytes`.
         verify_crc: "true" (default) or "false".
     """
 

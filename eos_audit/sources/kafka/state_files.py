@@ -429,8 +429,9 @@ class KafkaPartitionFilesDataSource(FileDataSource):
 
     Options:
         kind: 'snapshot', 'leader_epoch' or 'offset_checkpoint'.
-        files: JSON list of dicts with `path` and the known `topic`, `partition`, `replica`
-            (and `checkpoint_kind` for offset checkpoints).
+        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
+            dicts with `path` and the known `topic`, `partition`, `replica` (and
+            `checkpoint_kind` for offset checkpoints).
     """
 
     format_name = DATA_SOURCE_NAME

@@ -479,7 +479,7 @@ def read_json_lines(
             so only columns that are never null can be required (checked on one line only: the
             other lines are checked per row). A malformed line is no evidence of the columns: it
             is quarantined like any other malformed line.
-        line_numbers: number the lines (one task per file; local files only).
+        line_numbers: number the lines (each file read whole by one task; local files only).
 
     Raises:
         InputSchemaError: the first well-formed line lacks one of `first_line`.
