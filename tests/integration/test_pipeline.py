@@ -80,24 +80,43 @@ def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
     assert ids(warehouse) == ids(other)
 
 
-def test_list_offsets_observations_are_audited_with_the_log(spark, demo_run, tmp_path):
+@pytest.fixture(scope="module")
+def evidence_run(spark, demo_run, tmp_path_factory):
+    """The demo's export audited with one file of ListOffsets observations and one of send
+    results (acknowledgements), each with a line the run cannot use: one audit for the two tests
+    below, each of which checks what its own evidence did (findings, quarantine rows).
+    """
     _, _, _, inputs = demo_run
     (export,) = inputs.batches
-    observed = tmp_path / "offsets.txt"
+    root = tmp_path_factory.mktemp("evidence")
+    observed = root / "offsets.txt"
     observed.write_text(
         "# observed_at: 2026-11-21T01:00:00Z\npayments:1:15\n"
         "# observed_at: 2026-11-21T02:00:00Z\npayments:1:12\n"  # went back, same leader epoch
         "# observed_at: 2026-11-21T03:00:00Z\npayments:1:30\n"  # the export ends at 21
         "not an offset line\n"
     )
-    warehouse = tmp_path / "wh"
+    acks = root / "acks.jsonl"
+    # the second send result has neither an offset nor an error
+    acks.write_text(
+        '{"event_time": "2026-11-21T00:00:10Z", "topic": "payments", "partition": 1, '
+        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 0, "offset": 0}\n'
+        '{"event_time": "2026-11-21T00:00:11Z", "topic": "payments", "partition": 1, '
+        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 3}\n'
+    )
+    warehouse = root / "wh"
     result = run_audit(
         spark,
-        AuditInputs(batches=(str(export),), list_offsets=(str(observed),)),
+        AuditInputs(batches=(str(export),), list_offsets=(str(observed),), acks=(str(acks),)),
         AuditConfig(),
         str(warehouse),
-        run_id="with-offsets",
+        run_id="with-evidence",
     )
+    return result, warehouse
+
+
+def test_list_offsets_observations_are_audited_with_the_log(evidence_run):
+    result, warehouse = evidence_run
     found = _sql(
         str(warehouse / "findings"),
         "SELECT finding_type, severity, cause, base_offset FROM t "
@@ -118,10 +137,12 @@ def test_list_offsets_observations_are_audited_with_the_log(spark, demo_run, tmp
             "base_offset": 12,
         },
     ]
+    # the bad observation line is quarantined as list_offsets (the acks row is the acks file's)
     rejected = _sql(str(warehouse / "quarantine"), "SELECT input FROM t ORDER BY input")
-    assert [r["input"] for r in rejected] == ["list_offsets", "record_batch"]
+    assert [r["input"] for r in rejected] == ["acks", "list_offsets", "record_batch"]
     # the bad observation line is not a batch: the batch counts still reconcile
     assert result.batches_quarantined == 1
+    # the demo's batches alone give 4 CRITICAL; the observations 2; the acks none
     assert result.findings_by_severity["CRITICAL"] == 4 + 2
 
 
@@ -207,31 +228,16 @@ def test_list_offsets_errors_are_counted_per_partition(demo_run):
     ]
 
 
-def test_unusable_acknowledgements_are_quarantined_not_counted_as_batches(
-    spark, demo_run, tmp_path
-):
-    _, _, _, inputs = demo_run
-    acks = tmp_path / "acks.jsonl"
-    # the second send result has neither an offset nor an error
-    acks.write_text(
-        '{"event_time": "2026-11-21T00:00:10Z", "topic": "payments", "partition": 1, '
-        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 0, "offset": 0}\n'
-        '{"event_time": "2026-11-21T00:00:11Z", "topic": "payments", "partition": 1, '
-        '"producer_id": 1002, "producer_epoch": 0, "base_sequence": 3}\n'
-    )
-    warehouse = tmp_path / "wh"
-    result = run_audit(
-        spark,
-        AuditInputs(batches=inputs.batches, acks=(str(acks),)),
-        AuditConfig(),
-        str(warehouse),
-        run_id="acks",
-    )
+def test_unusable_acknowledgements_are_quarantined_not_counted_as_batches(evidence_run):
+    result, warehouse = evidence_run
     rejected = _sql(str(warehouse / "quarantine"), "SELECT input, reason FROM t ORDER BY input")
-    assert [r["input"] for r in rejected] == ["acks", "record_batch"]
+    assert [r["input"] for r in rejected] == ["acks", "list_offsets", "record_batch"]
     assert "offset" in rejected[0]["reason"]
     assert result.batches_quarantined == 1  # the demo's bad batch row only
+    # The one usable send result (offset 0, in the log) gives no ACKED_* finding: the only one is
+    # the ListOffsets observation of offset 30, past the log's end.
     acked = _sql(
-        str(warehouse / "findings"), "SELECT count(*) AS n FROM t WHERE finding_type LIKE 'ACKED%'"
+        str(warehouse / "findings"),
+        "SELECT finding_type, base_offset FROM t WHERE finding_type LIKE 'ACKED%'",
     )
-    assert acked == [{"n": 0}]
+    assert acked == [{"finding_type": "ACKED_DATA_MISSING_FROM_LOG", "base_offset": 30}]
