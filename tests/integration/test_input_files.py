@@ -147,7 +147,9 @@ class ExportRun:
     run: CliRun
 
 
-@pytest.fixture(scope="module")
+# Session scope: built once per worker even when the suite's order (by cost, tests/conftest.py)
+# or a steal by the other worker puts another module's tests between the two that read it.
+@pytest.fixture(scope="session")
 def export_run(spark, tmp_path_factory) -> ExportRun:
     """One audit (one per xdist worker) that two tests read, each checking its own part.
 

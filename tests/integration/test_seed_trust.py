@@ -41,7 +41,11 @@ def assert_one_line(err, *parts):
         assert part in err, (part, err)
 
 
-@pytest.fixture(scope="module")
+# Session scope: built once per worker. The suite orders tests by cost, then slow, then the rest
+# (tests/conftest.py), so this module's tests do not run together; at module scope this audit was
+# torn down and run again at each return to the module (3 times in the full suite's order). No
+# test changes it: `warehouse` gives each test its own copy.
+@pytest.fixture(scope="session")
 def night_1(spark, tmp_path_factory):
     """A warehouse with one finished night, and night 2's export."""
     root = tmp_path_factory.mktemp("night")
@@ -91,7 +95,7 @@ def test_a_record_batch_file_as_producer_state_exits_2_naming_the_missing_column
 
 @pytest.mark.cost(14)  # a seeded audit
 @pytest.mark.slow  # a whole audit
-def test_impossible_and_malformed_seeds_are_quarantined_and_never_used(night_1, tmp_path, capsys):
+def test_impossible_and_malformed_seeds_are_quarantined_and_never_used(spark, tmp_path, capsys):
     seeds = tmp_path / "state.json"
     seeds.write_text(
         "\n".join(
