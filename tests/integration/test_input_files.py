@@ -338,25 +338,6 @@ _SCRIPT = textwrap.dedent(
     codes = {}
     cli._write_report = lambda *args, **kwargs: None  # not what this checks; it costs seconds
 
-    # The suite's session settings (tests/conftest.py), which cli.main then uses as the active
-    # session: what this checks is which files the run may open, not Spark's generated code,
-    # which compiling cost ~10 of this process's ~35 s (other end-to-end tests keep it on).
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .config("spark.sql.codegen.wholeStage", "false")
-        .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
-        .getOrCreate()
-    )
-
     def run(name, *args):
         codes[name] = cli.main(["audit", *args, "--warehouse", os.path.join(base, "w-" + name)])
 
