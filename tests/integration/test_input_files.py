@@ -6,6 +6,8 @@ subprocess only where the run must not be root (`setpriv`), since root reads any
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
@@ -13,12 +15,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from eos_audit import cli
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, default_run_id
 from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
@@ -82,10 +86,79 @@ def export_with(root: Path, partitions: int = 2, batches: int = 12) -> list[Path
     return dirs
 
 
-def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(
-    spark, tmp_path, capsys, caplog
-):
-    root = tmp_path / "export"
+@dataclass(frozen=True)
+class CliRun:
+    """What one `eos-audit audit` run showed: exit code, stdout, stderr, warnings logged."""
+
+    code: int
+    out: str
+    err: str
+    warnings: list[str]
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def audit_once(cwd: Path, *args) -> CliRun:
+    """`eos-audit audit ARGS` in this process, from `cwd`, for a module-scoped fixture.
+
+    capsys, caplog and monkeypatch are per test, so this captures and patches for itself.
+    """
+    messages = _Messages()
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(messages)
+    root.setLevel(min(level or logging.WARNING, logging.WARNING))
+    try:
+        with (
+            pytest.MonkeyPatch.context() as patch,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            patch.chdir(cwd)
+            # The HTML report is not what these tests check (tests/cli_runs.py's no_html_report).
+            patch.setattr(cli, "_write_report", lambda *args, **kwargs: None)
+            code = cli.main(["audit", *map(str, args)])
+    finally:
+        root.removeHandler(messages)
+        root.setLevel(level)
+    return CliRun(code, out.getvalue(), err.getvalue(), messages.messages)
+
+
+@dataclass(frozen=True)
+class ExportRun:
+    """The shared run over an export with files it must not read, each path given again."""
+
+    root: Path
+    dirs: list[Path]
+    odd: Path
+    deleted: Path
+    transient: Path
+    index: Path
+    notes: Path
+    warehouse: Path
+    run: CliRun
+
+
+# Session scope: built once per worker even when the suite's order (by cost, tests/conftest.py)
+# or a steal by the other worker puts another module's tests between the two that read it.
+@pytest.fixture(scope="session")
+def export_run(spark, tmp_path_factory) -> ExportRun:
+    """One audit (one per xdist worker) that two tests read, each checking its own part.
+
+    The export has files that must be listed but not audited; it is given three times (as
+    `export`, `./export/` and one of its partition directories), so the same run shows each file
+    listed once with its reason and the repeated paths read once.
+    """
+    base = tmp_path_factory.mktemp("export-run")
+    root = base / "export"
     dirs = export_with(root)
     # Segment files under a name that is not <topic>-<partition> (non-ASCII): not audited,
     # but listed, each with the reason.
@@ -101,10 +174,21 @@ def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(
     index.write_bytes(b"\0" * 8)
     notes = root / "EXPORTED-BY.txt"
     notes.write_text("rsync from broker 1\n")
-    with caplog.at_level(logging.WARNING):
-        code, out, err = audit(capsys, "--batches", root, "--warehouse", tmp_path / "w")
-    assert code == 0, out + err
-    files = files_by_path(tmp_path / "w")
+    warehouse = base / "w"
+    run = audit_once(
+        base, "--batches", "export", "./export/", str(dirs[0]), "--warehouse", warehouse
+    )
+    return ExportRun(root, dirs, odd, deleted, transient, index, notes, warehouse, run)
+
+
+def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(export_run):
+    root, dirs, run = export_run.root, export_run.dirs, export_run.run
+    odd, deleted, transient = export_run.odd, export_run.deleted, export_run.transient
+    index, notes = export_run.index, export_run.notes
+    assert run.code == 0, run.out + run.err
+    listed = sql(export_run.warehouse, "input_files", "SELECT path FROM t")
+    assert len(listed) == len({r["path"] for r in listed})  # each file once, however given
+    files = files_by_path(export_run.warehouse)
     segments = sorted(str(p) for d in dirs for p in d.glob("*.log"))
     assert len(segments) >= 4  # two partitions, rolled
     for path in segments:
@@ -127,9 +211,24 @@ def test_every_file_is_read_or_ignored_with_its_reason_and_the_run_reconciles(
     # every file under the root has its row
     on_disk = {str(Path(d) / f) for d, _, names in os.walk(root) for f in names}
     assert on_disk == set(files)
-    assert any(str(odd) in m and "is not <topic>-<partition>" in m for m in caplog.messages)
-    assert_reconciles(tmp_path / "w")
-    assert run_record(tmp_path / "w")["batches_read"] == 24
+    assert any(str(odd) in m and "is not <topic>-<partition>" in m for m in run.warnings)
+    assert_reconciles(export_run.warehouse)
+    assert run_record(export_run.warehouse)["batches_read"] == 24
+
+
+def test_the_same_input_given_twice_is_read_once(export_run):
+    run = export_run.run
+    assert run.code == 0, run.out + run.err
+    assert "batches read 24 = audited 24 + quarantined 0" in run.out
+    assert "no findings" in run.out
+    assert sum("is read once" in m for m in run.warnings) == 2
+    # The same run id as the path given once: the duplicates are gone before it is derived.
+    (run_id,) = {
+        r["run_id"] for r in sql(export_run.warehouse, "audit_runs", "SELECT run_id FROM t")
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(export_run.root.parent)
+        assert run_id == default_run_id(AuditInputs(batches=("export",)), AuditConfig())
 
 
 def _truncated_export(root: Path, *, cut_segment: str) -> Path:
@@ -190,23 +289,6 @@ def test_one_lost_large_file_is_not_hidden_by_many_small_batches(spark, tmp_path
     row = files_by_path(tmp_path / "w")[str(lost / segment_name(0))]
     assert row["status"] == "DAMAGED" and row["bytes_quarantined"] == 36 * 1024
     assert_reconciles(tmp_path / "w")
-
-
-def test_the_same_input_given_twice_is_read_once(spark, tmp_path, capsys, caplog, monkeypatch):
-    root = tmp_path / "export"
-    dirs = export_with(root)
-    monkeypatch.chdir(tmp_path)
-    with caplog.at_level(logging.WARNING):
-        code, out, err = audit(
-            capsys, "--batches", "export", "./export/", str(dirs[0]), "--warehouse", tmp_path / "w"
-        )
-    assert code == 0, out + err
-    assert "batches read 24 = audited 24 + quarantined 0" in out
-    assert "no findings" in out
-    assert sum("is read once" in m for m in caplog.messages) == 2
-    # The same run id as the path given once: the duplicates are gone before it is derived.
-    (run_id,) = {r["run_id"] for r in sql(tmp_path / "w", "audit_runs", "SELECT run_id FROM t")}
-    assert run_id == default_run_id(AuditInputs(batches=("export",)), AuditConfig())
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl", "csv"])

@@ -41,14 +41,29 @@ def assert_one_line(err, *parts):
         assert part in err, (part, err)
 
 
-@pytest.fixture(scope="module")
-def night_1(spark, tmp_path_factory):
-    """A warehouse with one finished night, and night 2's export."""
+@pytest.fixture(scope="session")
+def night_files(tmp_path_factory):
+    """Night 1's and night 2's exports (`day-1.parquet`, `day-2.parquet`), not audited: for the
+    tests that only give them as input, so that a worker running only those runs no night_1.
+    """
     root = tmp_path_factory.mktemp("night")
-    day_1 = write_batches(root / "day-1.parquet", DAY_1)
+    write_batches(root / "day-1.parquet", DAY_1)
     write_batches(root / "day-2.parquet", DAY_2)
-    run_audit(spark, AuditInputs(batches=(day_1,)), CONFIG, str(root / "wh"), run_id="night-1")
     return root
+
+
+# Session scope: built once per worker. The suite orders tests by cost, then slow, then the rest
+# (tests/conftest.py), so this module's tests do not run together; at module scope this audit was
+# torn down and run again at each return to the module (3 times in the full suite's order). No
+# test changes it: `warehouse` gives each test its own copy.
+@pytest.fixture(scope="session")
+def night_1(spark, night_files):
+    """A warehouse with one finished night (`wh`), and night 2's export."""
+    day_1 = str(night_files / "day-1.parquet")
+    run_audit(
+        spark, AuditInputs(batches=(day_1,)), CONFIG, str(night_files / "wh"), run_id="night-1"
+    )
+    return night_files
 
 
 @pytest.fixture
@@ -76,22 +91,22 @@ def seed_line(pid, epoch, last_seq, last_offset, **extra):
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.slow  # an audit's read
 def test_a_record_batch_file_as_producer_state_exits_2_naming_the_missing_column(
-    night_1, tmp_path, capsys
+    spark, night_files, tmp_path, capsys
 ):
     code, _, err = audit(
-        capsys, "--batches", night_1 / "day-2.parquet", "--warehouse", tmp_path / "wh",
-        "--producer-state", night_1 / "day-1.parquet",
+        capsys, "--batches", night_files / "day-2.parquet", "--warehouse", tmp_path / "wh",
+        "--producer-state", night_files / "day-1.parquet",
     )  # fmt: skip
     assert code == 2
     assert_one_line(
-        err, f"producer-state input {night_1 / 'day-1.parquet'}",
+        err, f"producer-state input {night_files / 'day-1.parquet'}",
         "missing required column(s) ['batches']",
     )  # fmt: skip
 
 
 @pytest.mark.cost(14)  # a seeded audit
 @pytest.mark.slow  # a whole audit
-def test_impossible_and_malformed_seeds_are_quarantined_and_never_used(night_1, tmp_path, capsys):
+def test_impossible_and_malformed_seeds_are_quarantined_and_never_used(spark, tmp_path, capsys):
     seeds = tmp_path / "state.json"
     seeds.write_text(
         "\n".join(
@@ -308,7 +323,7 @@ def small_disk(tmp_path):
 
 @pytest.mark.slow  # two audits
 def test_a_full_disk_exits_2_and_the_next_run_settles_the_run(
-    spark, night_1, tmp_path, small_disk, capsys
+    spark, night_files, tmp_path, small_disk, capsys
 ):
     rows = [data(i, seq=i, pid=1 + i % 50) for i in range(4000)]
     batches = write_batches(tmp_path / "big.parquet", rows)
@@ -322,7 +337,7 @@ def test_a_full_disk_exits_2_and_the_next_run_settles_the_run(
     assert_one_line(err, f"no space left on device under {warehouse}")
     filler.unlink()
 
-    code, _, err = audit(capsys, "--batches", night_1 / "day-1.parquet", "--warehouse",
+    code, _, err = audit(capsys, "--batches", night_files / "day-1.parquet", "--warehouse",
                          warehouse, "--run-id", "roomy")  # fmt: skip
     assert code in (0, 1), err
     statuses = {
