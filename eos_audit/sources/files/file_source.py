@@ -36,6 +36,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from eos_audit.python_workers import freeze_worker_heap
+from eos_audit.session import default_parallelism
 from eos_audit.sources.files import filesystems
 
 if TYPE_CHECKING:
@@ -164,8 +165,6 @@ def byte_size(text: str) -> int:
 
 def split_settings(spark: SparkSession) -> SplitSettings:
     """The session's file-splitting settings, and its parallelism as the minimum partitions."""
-    from eos_audit.session import default_parallelism
-
     defaults = SplitSettings()
     max_bytes = spark.conf.get("spark.sql.files.maxPartitionBytes", None)
     open_cost = spark.conf.get("spark.sql.files.openCostInBytes", None)

@@ -130,9 +130,14 @@ def read_kafka_export(
                 # segment (what Kafka's recovery truncates): the reader says so (TRUNCATED_TAIL).
                 last = k == len(segments) - 1
                 files.append(
-                    {"path": path, "topic": topic, "partition": partition, "last_segment": last,
-                     "bytes": size}
-                )  # fmt: skip
+                    {
+                        "path": path,
+                        "topic": topic,
+                        "partition": partition,
+                        "last_segment": last,
+                        "bytes": size,
+                    }
+                )
                 ranks[path] = (pd.replica, rank)
         if len(replicas) > 1:
             log.info(
