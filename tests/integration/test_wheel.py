@@ -8,7 +8,7 @@ runs, as a real process: its exit code, summary and tables), then the same packa
 pip installs the wheel itself; its dependencies are the ones this suite's .venv already holds
 (constraints.txt's versions), linked into the new venv's site-packages instead of unpacked again
 from pip's cache (about 1.2 GB of pyspark, pyarrow, llvmlite ...: 10-20 s of the test on 2 cores;
-the demo and spark-submit take the rest, about 30 and 17 s). Only the wheel's own requirements
+the demo and spark-submit take the rest, about 34 and 21 CPU-s). Only the wheel's own requirements
 are linked, followed from the wheel's metadata (first without extras, then with `local`), never
 the rest of .venv, so a requirement the wheel forgets still fails here.
 pip runs with `--no-index`: it resolves the wheel's requirements and constraints against what is
@@ -31,6 +31,8 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.conftest import SUBPROCESS_JVM_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "constraints.txt"
@@ -195,7 +197,10 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     # 3. Plain spark-submit (no log4j options): the job sets Spark's levels itself.
     job = work / "job.py"
     job.write_text("import sys\nfrom eos_audit.__main__ import main\nsys.exit(main())\n")
-    env.pop("SPARK_SUBMIT_OPTS", None)  # the suite's JVM flags: a user's spark-submit has none
+    # The suite's own JIT and GC flags, never a caller's SPARK_SUBMIT_OPTS (which may configure
+    # log4j): they change no log level, and the report's JVM took 35 CPU-s without them, 21 with.
+    assert "log4j" not in SUBPROCESS_JVM_OPTIONS
+    env["SPARK_SUBMIT_OPTS"] = SUBPROCESS_JVM_OPTIONS
     submitted = _run([str(venv / "bin" / "spark-submit"), "--master", "local[1]", str(job),
                       "report", "--warehouse", "wh"], work, env)  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr[-3000:]
