@@ -4,8 +4,8 @@ One Spark Connect server (tests/fixtures/connect_server.py, from pyspark's own j
 module. Its Python workers do not have eos_audit: each run must ship the client's code
 (`addArtifacts`). The CLI runs as the user runs it, `eos-audit --remote sc://...` (or
 `SPARK_REMOTE`) in a subprocess with no JVM of its own, from a folder of its own and with
-relative paths, which must reach the server as absolute ones. The same audit then runs on the
-suite's classic session, and every table must be equal.
+relative paths, which must reach the server as absolute ones. The same audit runs meanwhile on the
+suite's classic session (the server does the Connect run's work), and every table must be equal.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def assert_same_tables(spark, connect_wh: Path, classic_wh: Path) -> None:
 
 @pytest.mark.cost(30)  # over Connect and classic
 def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
-    spark, connect_server, tmp_path
+    connect_server, spark, tmp_path
 ):
     # The demo's files, as the CLI writes them (it rewrites them, byte for byte, as it starts).
     batches, _ = write_demo_export(tmp_path / "export")
@@ -168,7 +168,7 @@ def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
 
 
 @pytest.mark.cost(20)  # over Connect and classic
-def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_server, tmp_path):
+def test_a_broker_export_over_spark_connect_equals_a_classic_run(connect_server, spark, tmp_path):
     """Segments: the Python data sources that read Kafka's files run on the server's workers."""
     write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
                batches_per_partition=30, seed=7)  # fmt: skip
@@ -185,7 +185,7 @@ def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_
 
 @pytest.mark.cost(35)  # 2 nights, twice
 def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
-    spark, connect_server, tmp_path
+    connect_server, spark, tmp_path
 ):
     """SPARK_REMOTE instead of --remote; night 2 re-exports night 1's last batches."""
     nights = {
