@@ -14,6 +14,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,26 +49,34 @@ RUN_COLUMNS = ("run_id", "status", "batches_read", "batches_audited", "batches_q
 SHIPPED = "do not have eos_audit: shipping this client's eos_audit"
 
 
-def start_remote(
+@contextmanager
+def remote_cli(
     cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None
-) -> subprocess.Popen:
+) -> Iterator[subprocess.Popen]:
     """The eos-audit CLI in a subprocess started in `cwd`, with --remote or SPARK_REMOTE.
 
     Started, not awaited: the classic run it is compared with runs meanwhile in this process (the
-    server and this process's session are separate JVMs, so each waits less on the other).
+    server and this process's session are separate JVMs, so each waits less on the other). A run
+    the block did not finish (`finish_remote`) is killed as the block ends.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
     if env_remote:
         env["SPARK_REMOTE"] = env_remote
     command = [sys.executable, "-m", "eos_audit.cli", *(["--remote", remote] if remote else [])]
-    return subprocess.Popen(
+    running = subprocess.Popen(
         [*command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    try:
+        yield running
+    finally:
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
 
 
 def finish_remote(running: subprocess.Popen, stderr_read: str = "") -> subprocess.CompletedProcess:
-    """Wait for a `start_remote` run; its exit code must be 0 or 1 (findings)."""
+    """Wait for a `remote_cli` run; its exit code must be 0 or 1 (findings)."""
     try:
         stdout, stderr = running.communicate(timeout=300)
     except subprocess.TimeoutExpired:
@@ -79,7 +89,8 @@ def finish_remote(running: subprocess.Popen, stderr_read: str = "") -> subproces
 
 def run_remote(cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None):
     """The eos-audit CLI in a subprocess started in `cwd`, run to its end."""
-    return finish_remote(start_remote(cwd, *args, remote=remote, env_remote=env_remote))
+    with remote_cli(cwd, *args, remote=remote, env_remote=env_remote) as running:
+        return finish_remote(running)
 
 
 def stderr_until(running: subprocess.Popen, line_part: str) -> str:
@@ -136,25 +147,25 @@ def assert_same_tables(spark, connect_wh: Path, classic_wh: Path) -> None:
     assert_same_table(spark, *runs)
 
 
-@pytest.mark.cost(30)  # over Connect and classic
+@pytest.mark.cost(23)  # over Connect, and classic meanwhile
 def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
     connect_server, spark, tmp_path
 ):
     # The demo's files, as the CLI writes them (it rewrites them, byte for byte, as it starts).
     batches, _ = write_demo_export(tmp_path / "export")
     inputs = demo_inputs(batches, write_demo_evidence(tmp_path / "export"))
-    running = start_remote(
-        tmp_path, "demo", "--warehouse", "wh-connect", "--export", "export", remote=connect_server
-    )
-    # The CLI wrote its export before it connected: the classic run reads it once it shipped.
-    shipped = stderr_until(running, SHIPPED)
-    assert SHIPPED in shipped, shipped[-3000:]  # the server's workers ran the client's own code
-    # The demo's audit on the classic session, over the same files, while the server audits.
     config = load_config(None).with_overrides(
         run={"max_quarantined_share": cli.DEMO_QUARANTINED_SHARE}
     )
-    run_audit(spark, inputs, config, str(tmp_path / "wh-classic"), run_id="demo")
-    done = finish_remote(running, shipped)
+    with remote_cli(
+        tmp_path, "demo", "--warehouse", "wh-connect", "--export", "export", remote=connect_server
+    ) as running:
+        # The CLI wrote its export before it connected: the classic run reads it once it shipped.
+        shipped = stderr_until(running, SHIPPED)
+        assert SHIPPED in shipped, shipped[-3000:]  # the server's workers ran the client's code
+        # The demo's audit on the classic session, over the same files, while the server audits.
+        run_audit(spark, inputs, config, str(tmp_path / "wh-classic"), run_id="demo")
+        done = finish_remote(running, shipped)
     assert "eos-audit run demo: SUCCEEDED" in done.stdout
     # Relative paths reached the server made absolute: the tables are in the client's folder.
     assert (tmp_path / "wh-connect" / "findings" / "_delta_log").is_dir()
@@ -167,23 +178,23 @@ def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
     assert all(finding_type in report for finding_type in types), types
 
 
-@pytest.mark.cost(20)  # over Connect and classic
+@pytest.mark.cost(10)  # over Connect, and classic meanwhile
 def test_a_broker_export_over_spark_connect_equals_a_classic_run(connect_server, spark, tmp_path):
     """Segments: the Python data sources that read Kafka's files run on the server's workers."""
     write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
                batches_per_partition=30, seed=7)  # fmt: skip
     # --remote after the command, as it is written in a job's definition.
-    running = start_remote(
+    inputs = AuditInputs(batches=(str(tmp_path / "export"),))
+    with remote_cli(
         tmp_path, "audit", "--batches", "export", "--warehouse", "wh-connect", "--run-id",
         "night", "--fail-on", "never", "--remote", connect_server,
-    )  # fmt: skip
-    inputs = AuditInputs(batches=(str(tmp_path / "export"),))
-    run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id="night")
-    assert SHIPPED in finish_remote(running).stderr
+    ) as running:  # fmt: skip
+        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id="night")
+        assert SHIPPED in finish_remote(running).stderr
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
 
 
-@pytest.mark.cost(35)  # 2 nights, twice
+@pytest.mark.cost(30)  # 2 nights, each over Connect and classic side by side
 def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
     connect_server, spark, tmp_path
 ):
@@ -196,13 +207,13 @@ def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
         spark.createDataFrame([tuple(r[f.name] for f in NULLABLE_BATCH) for r in rows],
                               NULLABLE_BATCH).write.parquet(str(tmp_path / night))  # fmt: skip
     for night in nights:
-        running = start_remote(
+        inputs = AuditInputs(batches=(str(tmp_path / night),), since_state=True)
+        with remote_cli(
             tmp_path, "audit", "--batches", night, "--warehouse", "wh-connect", "--since-state",
             "--run-id", night, env_remote=connect_server,
-        )  # fmt: skip
-        inputs = AuditInputs(batches=(str(tmp_path / night),), since_state=True)
-        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id=night)
-        assert SHIPPED in finish_remote(running).stderr
+        ) as running:  # fmt: skip
+            run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id=night)
+            assert SHIPPED in finish_remote(running).stderr
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
     runs = _arrow(tmp_path / "wh-connect", "audit_runs").to_pylist()
     (second,) = [run for run in runs if run["run_id"] == "night-2"]
