@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,7 @@ TABLES = {
 }
 RUN_COLUMNS = ("run_id", "status", "batches_read", "batches_audited", "batches_quarantined",
                "batches_skipped", "seeded_from_run")  # fmt: skip
+RUN_TIMEOUT_S = 300
 SHIPPED = "do not have eos_audit: shipping this client's eos_audit"
 
 
@@ -57,7 +59,8 @@ def remote_cli(
 
     Started, not awaited: the classic run it is compared with runs meanwhile in this process (the
     server and this process's session are separate JVMs, so each waits less on the other). A run
-    the block did not finish (`finish_remote`) is killed as the block ends.
+    the block did not finish (`finish_remote`) is killed as the block ends, and any run after
+    RUN_TIMEOUT_S (so a test waiting on its output does not wait for ever).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
     if env_remote:
@@ -67,9 +70,12 @@ def remote_cli(
         [*command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
+    timeout = threading.Timer(RUN_TIMEOUT_S, running.kill)
+    timeout.start()
     try:
         yield running
     finally:
+        timeout.cancel()
         if running.poll() is None:
             running.kill()
             running.communicate()
@@ -77,11 +83,7 @@ def remote_cli(
 
 def finish_remote(running: subprocess.Popen, stderr_read: str = "") -> subprocess.CompletedProcess:
     """Wait for a `remote_cli` run; its exit code must be 0 or 1 (findings)."""
-    try:
-        stdout, stderr = running.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        running.kill()
-        stdout, stderr = running.communicate()
+    stdout, stderr = running.communicate()  # remote_cli's timer kills a run that hangs
     stderr = stderr_read + stderr
     assert running.returncode in (0, 1), stdout[-2000:] + stderr[-3000:]
     return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
