@@ -19,13 +19,21 @@ def demo_run(spark, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def connect_server(tmp_path_factory):
+def connect_server(request, tmp_path_factory):
     """A Spark Connect server from pyspark's own jars (tests/fixtures/connect_server.py), for the
     whole run; started only by the tests that ask for it, stopped by its process id at the end.
+
+    A test that also asks for the classic session (`spark`, listed after this fixture) gets it
+    started while the server's JVM starts: the two starts overlap instead of following each other.
     """
     from tests.conftest import SESSION_JVM_OPTIONS
     from tests.fixtures.connect_server import connect_server
 
+    def start_the_classic_session_too() -> None:
+        if "spark" in request.fixturenames:
+            request.getfixturevalue("spark")
+
     # The server lives as long as the suite's session and runs as many queries: its JVM flags.
-    with connect_server(tmp_path_factory.mktemp("connect-server"), SESSION_JVM_OPTIONS) as url:
+    work = tmp_path_factory.mktemp("connect-server")
+    with connect_server(work, SESSION_JVM_OPTIONS, start_the_classic_session_too) as url:
         yield url

@@ -4,8 +4,8 @@ One Spark Connect server (tests/fixtures/connect_server.py, from pyspark's own j
 module. Its Python workers do not have eos_audit: each run must ship the client's code
 (`addArtifacts`). The CLI runs as the user runs it, `eos-audit --remote sc://...` (or
 `SPARK_REMOTE`) in a subprocess with no JVM of its own, from a folder of its own and with
-relative paths, which must reach the server as absolute ones. The same audit then runs on the
-suite's classic session, and every table must be equal.
+relative paths, which must reach the server as absolute ones. The same audit runs meanwhile on the
+suite's classic session (the server does the Connect run's work), and every table must be equal.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import os
 import re
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -31,8 +34,8 @@ from tests.integration.test_incremental import DAY_1, DAY_2
 
 pytestmark = [pytest.mark.slow, pytest.mark.connect]
 
-# The data tables, with the columns that identify a row (audit_runs is compared apart: its times
-# and durations differ between any two runs).
+# The data tables, with the columns that identify a row within a run (audit_runs is compared apart:
+# its times and durations differ between any two runs).
 TABLES = {
     "findings": "finding_id",
     "quarantine": "quarantine_id",
@@ -44,89 +47,158 @@ TABLES = {
 }
 RUN_COLUMNS = ("run_id", "status", "batches_read", "batches_audited", "batches_quarantined",
                "batches_skipped", "seeded_from_run")  # fmt: skip
+RUN_TIMEOUT_S = 300
 SHIPPED = "do not have eos_audit: shipping this client's eos_audit"
 
 
-def run_remote(cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None):
-    """The eos-audit CLI in a subprocess started in `cwd`, with --remote or SPARK_REMOTE."""
+@contextmanager
+def remote_cli(
+    cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None
+) -> Iterator[subprocess.Popen]:
+    """The eos-audit CLI in a subprocess started in `cwd`, with --remote or SPARK_REMOTE.
+
+    Started, not awaited: the classic run it is compared with runs meanwhile in this process (the
+    server and this process's session are separate JVMs, so each waits less on the other). A run
+    the block did not finish (`finish_remote`) is killed as the block ends, and any run after
+    RUN_TIMEOUT_S (so a test waiting on its output does not wait for ever).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
     if env_remote:
         env["SPARK_REMOTE"] = env_remote
     command = [sys.executable, "-m", "eos_audit.cli", *(["--remote", remote] if remote else [])]
-    done = subprocess.run(
-        [*command, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-3000:]
-    return done
+    running = subprocess.Popen(
+        [*command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    timeout = threading.Timer(RUN_TIMEOUT_S, running.kill)
+    timeout.start()
+    try:
+        yield running
+    finally:
+        timeout.cancel()
+        if running.poll() is None:
+            running.kill()
+            running.communicate()
 
 
-def _table(spark, warehouse: Path, table: str):
+def finish_remote(running: subprocess.Popen, stderr_read: str = "") -> subprocess.CompletedProcess:
+    """Wait for a `remote_cli` run; its exit code must be 0 or 1 (findings)."""
+    stdout, stderr = running.communicate()  # remote_cli's timer kills a run that hangs
+    stderr = stderr_read + stderr
+    assert running.returncode in (0, 1), stdout[-2000:] + stderr[-3000:]
+    return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
+
+
+def run_remote(cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None):
+    """The eos-audit CLI in a subprocess started in `cwd`, run to its end."""
+    with remote_cli(cwd, *args, remote=remote, env_remote=env_remote) as running:
+        return finish_remote(running)
+
+
+def stderr_until(running: subprocess.Popen, line_part: str) -> str:
+    """What the run wrote to stderr up to and with the first line containing `line_part`."""
+    read = []
+    for line in running.stderr:
+        read.append(line)
+        if line_part in line:
+            break
+    return "".join(read)
+
+
+def _keys(table: str) -> list[str]:
+    """The columns that identify a row of `table` in a warehouse of several runs."""
+    keys = [k.strip() for k in TABLES.get(table, "run_id").split(",")]
+    return keys if "run_id" in keys else ["run_id", *keys]
+
+
+def _arrow(warehouse: Path, table: str) -> pa.Table | None:
+    """A table of the warehouse (delta-rs), sorted by the columns that identify its rows."""
     path = warehouse / table
     if not (path / "_delta_log").is_dir():
         return None
-    arrow = pa.table(DeltaTable(str(path)).to_pyarrow_table())
-    keys = [k.strip() for k in TABLES.get(table, "run_id").split(",")]
-    return spark.createDataFrame(arrow).orderBy(*keys)
+    order = [(key, "ascending") for key in _keys(table)]
+    return DeltaTable(str(path)).to_pyarrow_table().sort_by(order)
+
+
+def assert_same_table(spark, over_connect: pa.Table, classic: pa.Table) -> None:
+    """Equal row for row (both sorted by key), schemas equal but for nullability.
+
+    Arrow compares them in this process; only tables that differ go to chispa (Spark DataFrames),
+    which decides with nullability ignored and names the rows that differ.
+    """
+    if over_connect.equals(classic):
+        return
+    assert_df_equality(
+        spark.createDataFrame(over_connect), spark.createDataFrame(classic), ignore_nullable=True
+    )
 
 
 def assert_same_tables(spark, connect_wh: Path, classic_wh: Path) -> None:
     """Every data table equal, row for row; audit_runs equal in what a run counted."""
     compared = 0
     for table in TABLES:
-        over_connect, classic = _table(spark, connect_wh, table), _table(spark, classic_wh, table)
+        over_connect, classic = _arrow(connect_wh, table), _arrow(classic_wh, table)
         assert (over_connect is None) == (classic is None), table
         if classic is not None:
-            assert_df_equality(over_connect, classic, ignore_nullable=True)
-            compared += classic.count()
+            # Rows compared in key order: each key one row, or the order would be the sort's.
+            assert classic.group_by(_keys(table)).aggregate([]).num_rows == classic.num_rows, table
+            assert_same_table(spark, over_connect, classic)
+            compared += classic.num_rows
     assert compared > 0
-    runs = [_table(spark, wh, "audit_runs").select(*RUN_COLUMNS) for wh in (connect_wh, classic_wh)]
-    assert_df_equality(*runs, ignore_nullable=True)
+    runs = [_arrow(wh, "audit_runs").select(list(RUN_COLUMNS)) for wh in (connect_wh, classic_wh)]
+    assert_same_table(spark, *runs)
 
 
-@pytest.mark.cost(30)  # over Connect and classic
+@pytest.mark.cost(23)  # over Connect, and classic meanwhile
 def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
-    spark, connect_server, tmp_path
+    connect_server, spark, tmp_path
 ):
-    done = run_remote(
-        tmp_path, "demo", "--warehouse", "wh-connect", "--export", "export", remote=connect_server
-    )
-    assert SHIPPED in done.stderr  # the server's workers ran the client's own code
-    assert "eos-audit run demo: SUCCEEDED" in done.stdout
-    # Relative paths reached the server made absolute: the tables are in the client's folder.
-    assert (tmp_path / "wh-connect" / "findings" / "_delta_log").is_dir()
-
-    # The demo's audit on the classic session, over the same files (rewritten, byte for byte).
+    # The demo's files, as the CLI writes them (it rewrites them, byte for byte, as it starts).
     batches, _ = write_demo_export(tmp_path / "export")
     inputs = demo_inputs(batches, write_demo_evidence(tmp_path / "export"))
     config = load_config(None).with_overrides(
         run={"max_quarantined_share": cli.DEMO_QUARANTINED_SHARE}
     )
-    run_audit(spark, inputs, config, str(tmp_path / "wh-classic"), run_id="demo")
+    with remote_cli(
+        tmp_path, "demo", "--warehouse", "wh-connect", "--export", "export", remote=connect_server
+    ) as running:
+        # The CLI wrote its export before it connected: the classic run reads it once it shipped.
+        shipped = stderr_until(running, SHIPPED)
+        assert SHIPPED in shipped, shipped[-3000:]  # the server's workers ran the client's code
+        # The demo's audit on the classic session, over the same files, while the server audits.
+        run_audit(spark, inputs, config, str(tmp_path / "wh-classic"), run_id="demo")
+        done = finish_remote(running, shipped)
+    assert "eos-audit run demo: SUCCEEDED" in done.stdout
+    # Relative paths reached the server made absolute: the tables are in the client's folder.
+    assert (tmp_path / "wh-connect" / "findings" / "_delta_log").is_dir()
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
 
     # The report, written over Connect, shows every finding type of the run.
     report = (tmp_path / "wh-connect" / "reports" / "demo.html").read_text()
-    types = {r.finding_type for r in _table(spark, tmp_path / "wh-classic", "findings").collect()}
+    types = set(_arrow(tmp_path / "wh-classic", "findings").column("finding_type").to_pylist())
     assert len(types) >= 8
     assert all(finding_type in report for finding_type in types), types
 
 
-@pytest.mark.cost(20)  # over Connect and classic
-def test_a_broker_export_over_spark_connect_equals_a_classic_run(spark, connect_server, tmp_path):
+@pytest.mark.cost(10)  # over Connect, and classic meanwhile
+def test_a_broker_export_over_spark_connect_equals_a_classic_run(connect_server, spark, tmp_path):
     """Segments: the Python data sources that read Kafka's files run on the server's workers."""
     write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
                batches_per_partition=30, seed=7)  # fmt: skip
     # --remote after the command, as it is written in a job's definition.
-    run_remote(tmp_path, "audit", "--batches", "export", "--warehouse", "wh-connect",
-               "--run-id", "night", "--fail-on", "never", "--remote", connect_server)  # fmt: skip
     inputs = AuditInputs(batches=(str(tmp_path / "export"),))
-    run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id="night")
+    with remote_cli(
+        tmp_path, "audit", "--batches", "export", "--warehouse", "wh-connect", "--run-id",
+        "night", "--fail-on", "never", "--remote", connect_server,
+    ) as running:  # fmt: skip
+        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id="night")
+        assert SHIPPED in finish_remote(running).stderr
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
 
 
-@pytest.mark.cost(35)  # 2 nights, twice
+@pytest.mark.cost(30)  # 2 nights, each over Connect and classic side by side
 def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
-    spark, connect_server, tmp_path
+    connect_server, spark, tmp_path
 ):
     """SPARK_REMOTE instead of --remote; night 2 re-exports night 1's last batches."""
     nights = {
@@ -137,15 +209,17 @@ def test_two_nights_with_since_state_over_spark_connect_equal_a_classic_pair(
         spark.createDataFrame([tuple(r[f.name] for f in NULLABLE_BATCH) for r in rows],
                               NULLABLE_BATCH).write.parquet(str(tmp_path / night))  # fmt: skip
     for night in nights:
-        run_remote(tmp_path, "audit", "--batches", night, "--warehouse", "wh-connect",
-                   "--since-state", "--run-id", night, env_remote=connect_server)  # fmt: skip
         inputs = AuditInputs(batches=(str(tmp_path / night),), since_state=True)
-        run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id=night)
+        with remote_cli(
+            tmp_path, "audit", "--batches", night, "--warehouse", "wh-connect", "--since-state",
+            "--run-id", night, env_remote=connect_server,
+        ) as running:  # fmt: skip
+            run_audit(spark, inputs, AuditConfig(), str(tmp_path / "wh-classic"), run_id=night)
+            assert SHIPPED in finish_remote(running).stderr
     assert_same_tables(spark, tmp_path / "wh-connect", tmp_path / "wh-classic")
-    (second,) = (
-        _table(spark, tmp_path / "wh-connect", "audit_runs").where("run_id = 'night-2'").collect()
-    )
-    assert (second.seeded_from_run, second.batches_skipped) == ("night-1", 3)
+    runs = _arrow(tmp_path / "wh-connect", "audit_runs").to_pylist()
+    (second,) = [run for run in runs if run["run_id"] == "night-2"]
+    assert (second["seeded_from_run"], second["batches_skipped"]) == ("night-1", 3)
 
 
 @pytest.mark.cost(6)  # a client process
