@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +76,14 @@ SESSION_BITS = 24
 LIST_OFFSETS_LAG_MS = 1
 ACK_LAG_MS = 5
 TABLES = ("batches", "acks", "list_offsets", "ground_truth")
+# What the batch fields and the ground truth are derived from: the slot's coordinates and its
+# placed faults (the columns `slots` hands to its `placed` step).
+PLACED_COLUMNS = (
+    "j", "tp", "producer", "producer_kind", "records", "q", "c", "s", "data_slots", "in_session",
+    "is_txn", "is_plain", "topic_index", "compacted", "start_fault", "end_fault", "block_fault",
+    "dup_distance", "is_dup", "is_absorber", "is_lost", "is_gap", "is_wrap", "is_first",
+    "end_block", "is_marker", "is_zombie", "is_bumped", "is_reset_after",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -172,16 +180,23 @@ def start_offset(tp: Column | int) -> Column | int:
     return FIRST_OFFSET * (tp + 1)
 
 
-def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
+def slots(
+    spark: SparkSession,
+    plan: GenerationPlan,
+    placed: Callable[[DataFrame], DataFrame] | None = None,
+) -> DataFrame:
     """One row per batch slot with every column the batches, acks and ground truth come from.
 
     Args:
         spark: the session.
         plan: what to generate.
+        placed: applied to the slots once their faults are placed (`PLACED_COLUMNS`), before
+            the batch fields and the ground truth are derived from them: `write_export` persists
+            them there, so that each half compiles to generated code the JIT compiles.
 
     Returns:
-        The slots, lazily: `keep` says whether the slot holds a batch, `gt_*` name the finding a
-        fault planted at the slot must raise (null when none).
+        The slots, lazily: `keep` says whether the slot holds a batch, `truth` names the finding
+        a fault planted at the slot must raise (null when none).
     """
     g = geometry(plan)
     seed, tps, rates = plan.seed, plan.topic_partitions, plan.rates
@@ -306,8 +321,18 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     )
     end_block = F.col("end_block")
     is_zombie = end_block & (end == ZOMBIE) & (s == ZOMBIE_BUMP_SLOT + 1)
-    bumped = end_block & (end == ZOMBIE) & (s >= ZOMBIE_BUMP_SLOT) & ~is_zombie
-    is_reset_after = end_block & (end == RESET) & (s >= mid_slot)
+    df = df.withColumns(
+        {
+            "is_zombie": is_zombie,
+            # The new instance's batches after the epoch bump, and the batches after a reset.
+            "is_bumped": end_block & (end == ZOMBIE) & (s >= ZOMBIE_BUMP_SLOT) & ~is_zombie,
+            "is_reset_after": end_block & (end == RESET) & (s >= mid_slot),
+        }
+    ).select(*PLACED_COLUMNS)
+    if placed is not None:
+        df = placed(df)
+    is_zombie, bumped = F.col("is_zombie"), F.col("is_bumped")
+    is_reset_after = F.col("is_reset_after")
     records = F.col("records")
     own = (
         F.when(F.col("is_dup"), (d_slots - 3 - F.col("dup_distance")) * records)
@@ -349,7 +374,6 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     base_offset = start_offset(tp) + F.col("j") * SLOT_OFFSETS
     df = df.withColumns(
         {
-            "is_zombie": is_zombie,
             "base_sequence": sequence.cast("long"),
             "record_count": count.cast("long"),
             "producer_epoch": epoch.cast("long"),
@@ -702,12 +726,26 @@ def write_export(
     # once and kept (spilled to disk when memory is short), each write reads them instead of
     # computing (and planning) the slots' long expressions again. Only the columns those three
     # read are kept, not the slots' intermediate ones.
-    slots_df = slots(spark, plan).select(*EXPORTED_SLOT_COLUMNS)
-    slots_df = slots_df.persist(StorageLevel.MEMORY_AND_DISK)
-    observations_df = observations(spark, plan)
-    log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
+    # The slots are computed in two halves, each kept: placing the faults, then deriving the
+    # batch fields and the ground truth from them. As one stage of generated code, the slots'
+    # expressions made a method of 13-14 kB of bytecode, above the 8,000 bytes HotSpot compiles
+    # (-XX:+DontCompileHugeMethods, on by default): every slot ran in the JVM's bytecode
+    # interpreter. Each half stays below it (tests/spark/test_generate.py checks). Measured at
+    # 1M batches: 20 CPU-s as one stage, 17 in two halves in a fresh session (where compiling
+    # the code is most of it), 12 against 8 in a warm one. The placed slots (kept first) are
+    # released as soon as the first write has kept the slots.
+    kept: list[DataFrame] = []
+
+    def keep(df: DataFrame) -> DataFrame:
+        kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return kept[-1]
+
     try:
+        slots_df = keep(slots(spark, plan, placed=keep).select(*EXPORTED_SLOT_COLUMNS))
+        observations_df = observations(spark, plan)
+        log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
         batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
+        kept[0].unpersist()  # the placed slots
         acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))
         observations_df.drop("truth", "tp").write.mode("overwrite").parquet(
             str(export.list_offsets)
@@ -720,7 +758,8 @@ def write_export(
             "ground_truth", ground_truth_of(slots_df, observations_df, gen_id), GROUND_TRUTH, gen_id
         )
     finally:
-        slots_df.unpersist()
+        for df in kept:
+            df.unpersist()
     export.conf.write_text(conf_text(plan))
     manifest = {
         "generation_id": gen_id,

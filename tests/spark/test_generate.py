@@ -7,6 +7,7 @@ from pyspark.sql import functions as F
 from eos_audit.generate.files import write_files
 from eos_audit.generate.plan import FaultRates, GenerationPlan
 from eos_audit.generate.spark_export import (
+    EXPORTED_SLOT_COLUMNS,
     batches_of,
     geometry,
     ground_truth_of,
@@ -16,14 +17,25 @@ from eos_audit.generate.spark_export import (
 )
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.formats import BatchOptions, read_batches
+from tests.spark.test_plan import (  # the JIT's limit, and code generation on for one test
+    HUGE_METHOD_BYTES,
+    _largest_generated_method,
+    generated_code,  # noqa: F401 - a fixture
+)
 
 SMALL = dict(block_batches=12, session_blocks=3, topics=2, partitions=2, producers=8)
 
 
-def _truth(spark, plan):
-    """The plan's ground truth, computed once: its query takes seconds to plan, so each check
-    below reads the materialized rows instead of planning and running it again."""
-    return ground_truth_of(slots(spark, plan), observations(spark, plan), "g").localCheckpoint()
+def _truth(spark, plan, slots_df=None):
+    """The plan's ground truth, materialized, from its slots (materialized too, unless given).
+
+    As in write_export, which reads the ground truth off its persisted slots: over the slots'
+    query itself the optimizer pushes `truth IS NOT NULL` down into the slot expressions and
+    plans for seconds more (measured on a cold session: 8-10 s against 3.4 s this way).
+    """
+    if slots_df is None:
+        slots_df = slots(spark, plan).localCheckpoint()
+    return ground_truth_of(slots_df, observations(spark, plan), "g").localCheckpoint()
 
 
 @pytest.mark.cost(15)  # three generations
@@ -51,7 +63,7 @@ def test_faults_land_where_their_findings_point(spark):
     plan = GenerationPlan(batches=8_000, rates=FaultRates().scaled(10), **SMALL)
     s = slots(spark, plan).localCheckpoint()
     batches = batches_of(s).select("topic", "partition", "base_offset").localCheckpoint()
-    truth = _truth(spark, plan)
+    truth = _truth(spark, plan, s)
     on_batches = truth.where(
         ~F.col("finding_type").isin("ACKED_WRITE_LOST", "LIST_OFFSETS_REGRESSION")
     )
@@ -68,6 +80,27 @@ def test_faults_land_where_their_findings_point(spark):
     }
     assert {d for b, d in distances if b == 1} <= set(range(5))
     assert {d for b, d in distances if b == 2} and min(d for b, d in distances if b == 2) >= 5
+
+
+@pytest.mark.usefixtures("generated_code")
+def test_each_half_of_the_slots_compiles_to_methods_the_jit_compiles(spark):
+    # write_export keeps the placed slots, then derives the batch fields and the ground truth
+    # from them: as one stage, the slots made a 13-14 kB method, which HotSpot leaves to its
+    # bytecode interpreter (the 1M-batch export took ~20 CPU-s). Only code is generated here.
+    plan = GenerationPlan(batches=1_000_000)
+    placed = []
+
+    def keep(df):
+        placed.append(df.persist())
+        return placed[-1]
+
+    try:
+        derived = slots(spark, plan, placed=keep).select(*EXPORTED_SLOT_COLUMNS)
+        assert 0 < _largest_generated_method(derived) < HUGE_METHOD_BYTES
+        placed[0].unpersist()
+        assert 0 < _largest_generated_method(placed[0]) < HUGE_METHOD_BYTES
+    finally:
+        placed[0].unpersist()
 
 
 @pytest.fixture(scope="module")
