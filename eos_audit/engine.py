@@ -41,6 +41,7 @@ from eos_audit.replay.rows import (
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.sources.files import row_reference as ref
 from eos_audit.sources.tabular.canonical import QUARANTINE_REASON, RAW, increment_sequence
+from eos_audit.sql_text import cast_as
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,13 @@ def _control_type_code(control_type: Column) -> Column:
     )
 
 
-def _replay_row(**values: Column) -> list[Column]:
-    """The REPLAY_SCHEMA columns from the given values; the others are null."""
-    return [
-        (values[f.name] if f.name in values else F.lit(None)).cast(f.dataType).alias(f.name)
-        for f in REPLAY_SCHEMA.fields
-    ]
+def _replay_rows(df: DataFrame, **values: Column) -> DataFrame:
+    """`df` as REPLAY_SCHEMA rows: the given values, typed; the other columns null.
+
+    The casts and typed nulls are SQL text, one call into Spark instead of a few per column.
+    """
+    given = df.select(*[value.alias(name) for name, value in values.items()])
+    return given.selectExpr(*[cast_as(f, present=f.name in values) for f in REPLAY_SCHEMA])
 
 
 def batch_rows(batches_df: DataFrame) -> DataFrame:
@@ -79,35 +81,32 @@ def batch_rows(batches_df: DataFrame) -> DataFrame:
     # segment rows carry their file's id beside their text (input_files counts by it).
     located = ref.SOURCE_ROW in batches_df.columns
     has_file = ref.SOURCE_FILE in batches_df.columns
-    return batches_df.select(
-        *_replay_row(
-            topic=F.col("topic"),
-            partition=F.col("partition"),
-            kind=F.when(rank > 0, F.lit(int(RowKind.REPLICA))).otherwise(
-                F.lit(int(RowKind.AUDITED))
-            ),
-            base_offset=F.col("base_offset"),
-            last_offset=F.col("last_offset"),
-            producer_id=F.col("producer_id"),
-            producer_epoch=F.col("producer_epoch"),
-            base_sequence=F.col("base_sequence"),
-            last_sequence=F.col("last_sequence"),
-            record_count=F.col("record_count"),
-            is_transactional=F.col("is_transactional"),
-            is_control=F.col("is_control"),
-            control_type=_control_type_code(F.col("control_type")),
-            coordinator_epoch=F.col("coordinator_epoch"),
-            leader_epoch=F.col("partition_leader_epoch"),
-            magic=F.col("magic"),
-            timestamp=F.col("max_timestamp"),
-            crc_valid=F.col("crc_valid"),
-            source=F.col("source"),
-            source_file=F.col(ref.SOURCE_FILE) if has_file else F.lit(None),
-            value=F.col(ref.SOURCE_ROW) if located else F.lit(None),
-            replica=replica,
-            quarantine_reason=F.col(QUARANTINE_REASON),
-            raw=F.col(RAW),
-        )
+    return _replay_rows(
+        batches_df,
+        topic=F.col("topic"),
+        partition=F.col("partition"),
+        kind=F.when(rank > 0, F.lit(int(RowKind.REPLICA))).otherwise(F.lit(int(RowKind.AUDITED))),
+        base_offset=F.col("base_offset"),
+        last_offset=F.col("last_offset"),
+        producer_id=F.col("producer_id"),
+        producer_epoch=F.col("producer_epoch"),
+        base_sequence=F.col("base_sequence"),
+        last_sequence=F.col("last_sequence"),
+        record_count=F.col("record_count"),
+        is_transactional=F.col("is_transactional"),
+        is_control=F.col("is_control"),
+        control_type=_control_type_code(F.col("control_type")),
+        coordinator_epoch=F.col("coordinator_epoch"),
+        leader_epoch=F.col("partition_leader_epoch"),
+        magic=F.col("magic"),
+        timestamp=F.col("max_timestamp"),
+        crc_valid=F.col("crc_valid"),
+        source=F.col("source"),
+        source_file=F.col(ref.SOURCE_FILE) if has_file else F.lit(None),
+        value=F.col(ref.SOURCE_ROW) if located else F.lit(None),
+        replica=replica,
+        quarantine_reason=F.col(QUARANTINE_REASON),
+        raw=F.col(RAW),
     )
 
 
@@ -128,26 +127,24 @@ def seed_rows(seeds_df: DataFrame) -> DataFrame:
         "timestamp": F.col("last_timestamp"),
         "source": F.concat(F.lit("seed:"), F.coalesce(F.col("source"), F.lit("state"))),
     }
-    batches = seeds_df.select("*", F.explode("batches").alias("_b")).select(
-        *_replay_row(
-            **common,
-            kind=F.lit(int(RowKind.SEED_BATCH)),
-            base_offset=F.col("_b.base_offset"),
-            last_offset=F.col("_b.last_offset"),
-            base_sequence=F.col("_b.base_sequence"),
-            last_sequence=F.col("_b.last_sequence"),
-            value=F.col("state_offset"),
-        )
+    batches = _replay_rows(
+        seeds_df.select("*", F.explode("batches").alias("_b")),
+        **common,
+        kind=F.lit(int(RowKind.SEED_BATCH)),
+        base_offset=F.col("_b.base_offset"),
+        last_offset=F.col("_b.last_offset"),
+        base_sequence=F.col("_b.base_sequence"),
+        last_sequence=F.col("_b.last_sequence"),
+        value=F.col("state_offset"),
     )
-    entries = seeds_df.select(
-        *_replay_row(
-            **common,
-            kind=F.lit(int(RowKind.SEED_STATE)),
-            base_sequence=F.lit(-1),
-            last_sequence=F.lit(-1),
-            coordinator_epoch=F.col("coordinator_epoch"),
-            value=F.col("txn_first_offset"),
-        )
+    entries = _replay_rows(
+        seeds_df,
+        **common,
+        kind=F.lit(int(RowKind.SEED_STATE)),
+        base_sequence=F.lit(-1),
+        last_sequence=F.lit(-1),
+        coordinator_epoch=F.col("coordinator_epoch"),
+        value=F.col("txn_first_offset"),
     )
     return batches.unionByName(entries)
 
@@ -157,15 +154,14 @@ def epoch_entry_rows(leader_epochs_df: DataFrame) -> DataFrame:
 
     See docs/rules.md#leader-epoch-mismatch.
     """
-    return leader_epochs_df.select(
-        *_replay_row(
-            topic=F.col("topic"),
-            partition=F.col("partition"),
-            kind=F.lit(int(RowKind.LEADER_EPOCH_ENTRY)),
-            base_offset=F.col("start_offset"),
-            value=F.col("leader_epoch"),
-            source=F.lit("leader-epoch-checkpoint"),
-        )
+    return _replay_rows(
+        leader_epochs_df,
+        topic=F.col("topic"),
+        partition=F.col("partition"),
+        kind=F.lit(int(RowKind.LEADER_EPOCH_ENTRY)),
+        base_offset=F.col("start_offset"),
+        value=F.col("leader_epoch"),
+        source=F.lit("leader-epoch-checkpoint"),
     )
 
 
@@ -178,14 +174,13 @@ def checkpoint_rows(log_starts_df: DataFrame | None, high_watermarks_df: DataFra
     ):
         if df is not None:
             frames.append(
-                df.select(
-                    *_replay_row(
-                        topic=F.col("topic"),
-                        partition=F.col("partition"),
-                        kind=F.lit(int(kind)),
-                        value=F.col(column),
-                        source=F.lit(f"checkpoint:{column}"),
-                    )
+                _replay_rows(
+                    df,
+                    topic=F.col("topic"),
+                    partition=F.col("partition"),
+                    kind=F.lit(int(kind)),
+                    value=F.col(column),
+                    source=F.lit(f"checkpoint:{column}"),
                 )
             )
     return frames
@@ -196,14 +191,13 @@ def coverage_rows(covered_df: DataFrame) -> DataFrame:
 
     Batches below it are counted as skipped, not replayed (docs/nightly.md).
     """
-    return covered_df.select(
-        *_replay_row(
-            topic=F.col("topic"),
-            partition=F.col("partition"),
-            kind=F.lit(int(RowKind.STATE_COVERAGE)),
-            value=F.col("covered_end"),
-            source=F.lit("producer_state"),
-        )
+    return _replay_rows(
+        covered_df,
+        topic=F.col("topic"),
+        partition=F.col("partition"),
+        kind=F.lit(int(RowKind.STATE_COVERAGE)),
+        value=F.col("covered_end"),
+        source=F.lit("producer_state"),
     )
 
 
@@ -213,24 +207,23 @@ def ack_rows(acks_df: DataFrame) -> DataFrame:
     Failed sends are classified from the acknowledgements alone (rules.acks).
     """
     count = F.coalesce(F.col("record_count"), F.lit(1))
-    return acks_df.where(F.col("offset").isNotNull() & F.col("error").isNull()).select(
-        *_replay_row(
-            topic=F.col("topic"),
-            partition=F.col("partition"),
-            kind=F.lit(int(RowKind.ACK)),
-            base_offset=F.col("offset"),
-            # The acks source quarantines offsets that would overflow; try_add keeps it that way.
-            last_offset=F.try_add(F.col("offset"), count - 1),
-            producer_id=F.col("producer_id"),
-            producer_epoch=F.col("producer_epoch"),
-            base_sequence=F.col("base_sequence"),
-            last_sequence=F.when(
-                F.col("base_sequence") >= 0, increment_sequence(F.col("base_sequence"), count - 1)
-            ).otherwise(F.lit(-1)),
-            record_count=count,
-            value=F.unix_millis(F.col("event_time")),
-            source=F.col("source"),
-        )
+    return _replay_rows(
+        acks_df.where(F.col("offset").isNotNull() & F.col("error").isNull()),
+        topic=F.col("topic"),
+        partition=F.col("partition"),
+        kind=F.lit(int(RowKind.ACK)),
+        base_offset=F.col("offset"),
+        # The acks source quarantines offsets that would overflow; try_add keeps it that way.
+        last_offset=F.try_add(F.col("offset"), count - 1),
+        producer_id=F.col("producer_id"),
+        producer_epoch=F.col("producer_epoch"),
+        base_sequence=F.col("base_sequence"),
+        last_sequence=F.when(
+            F.col("base_sequence") >= 0, increment_sequence(F.col("base_sequence"), count - 1)
+        ).otherwise(F.lit(-1)),
+        record_count=count,
+        value=F.unix_millis(F.col("event_time")),
+        source=F.col("source"),
     )
 
 

@@ -26,6 +26,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from eos_audit.schemas import FINDINGS
+from eos_audit.sql_text import cast
 
 if TYPE_CHECKING:  # config derives its defaults from this module; no import cycle at run time
     from eos_audit.config import AuditConfig
@@ -653,7 +654,7 @@ def _build(
     ).substr(1, 32)
     return F.struct(
         *[
-            (filled[f.name] if f.name in filled else F.lit(None)).cast(f.dataType).alias(f.name)
+            cast(filled[f.name] if f.name in filled else F.lit(None), f.dataType).alias(f.name)
             for f in FINDINGS.fields
         ]
     )

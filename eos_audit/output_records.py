@@ -18,6 +18,7 @@ from eos_audit.replay.rows import ControlType
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.replay.state import OUTPUTS as KERNEL_OUTPUTS
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
+from eos_audit.sql_text import cast
 
 # Every output an audit's records hold: the kernel's, then the batches quarantined as they were
 # read and each input file's counts of batches (the input_files table).
@@ -88,13 +89,25 @@ OUTPUT_RECORD = T.StructType(
 )
 
 
-def record(kind: str, value: Column) -> Column:
-    """One output record: `kind` and that output's struct, every other struct null."""
+def record(kind: str, value: Column, nulls: dict[str, Column] | None = None) -> Column:
+    """One output record: `kind` and that output's struct, every other struct null.
+
+    Args:
+        kind: the output (one of `OUTPUTS`).
+        value: its struct.
+        nulls: typed nulls of every output's struct, to reuse across records (`typed_nulls`).
+    """
+    nulls = nulls or typed_nulls()
     fields = [F.lit(kind).alias("kind")]
     for field in OUTPUT_RECORD.fields[1:]:
-        struct = value if field.name == kind else F.lit(None)
-        fields.append(struct.cast(field.dataType).alias(field.name))
+        struct = value.cast(field.dataType) if field.name == kind else nulls[field.name]
+        fields.append(struct.alias(field.name))
     return F.struct(*fields)
+
+
+def typed_nulls() -> dict[str, Column]:
+    """A null of each output's struct type, by output name (built once, used in every record)."""
+    return {f.name: F.lit(None).cast(f.dataType) for f in OUTPUT_RECORD.fields[1:]}
 
 
 def name_of(code: Column, enum: type) -> Column:
@@ -130,7 +143,7 @@ def _transactions(run_id: str) -> Column:
     }
     return F.struct(
         *[
-            (values[f.name] if f.name in values else t[f.name]).cast(f.dataType).alias(f.name)
+            cast(values[f.name] if f.name in values else t[f.name], f.dataType).alias(f.name)
             for f in TRANSACTION_STRUCT.fields
         ]
     )
@@ -142,7 +155,7 @@ def _with_topic(name: str) -> Column:
     values = {"topic": F.col("topic"), "partition": F.col("partition")}
     return F.struct(
         *[
-            (values[f.name] if f.name in values else s[f.name]).cast(f.dataType).alias(f.name)
+            cast(values[f.name] if f.name in values else s[f.name], f.dataType).alias(f.name)
             for f in STRUCTS[name].fields
         ]
     )
@@ -158,7 +171,7 @@ def _producer_state() -> Column:
     }
     return F.struct(
         *[
-            (values[f.name] if f.name in values else s[f.name]).cast(f.dataType).alias(f.name)
+            cast(values[f.name] if f.name in values else s[f.name], f.dataType).alias(f.name)
             for f in PRODUCER_STATE_N.fields
         ]
     )
@@ -200,10 +213,11 @@ def decoded(emitted: DataFrame, findings: Column, run_id: str) -> DataFrame:
         "input_files": F.col("input_files"),
     }
     kind = F.col("kind")
+    nulls = typed_nulls()
     first, *others = OUTPUTS
-    out = F.when(kind == first, record(first, values[first]))
+    out = F.when(kind == first, record(first, values[first], nulls))
     for name in others:
-        out = out.when(kind == name, record(name, values[name]))
+        out = out.when(kind == name, record(name, values[name], nulls))
     return emitted.select(out.alias("r")).select("r.*")
 
 

@@ -295,12 +295,24 @@ def session_has_delta(spark: SparkSession) -> bool:
         return True
     if is_connect(spark):
         return _connect_has_delta(spark)
+    if spark not in _classic_has_delta:
+        _classic_has_delta[spark] = _jvm_has_delta(spark)
+    return _classic_has_delta[spark]
+
+
+def _jvm_has_delta(spark: SparkSession) -> bool:
     try:
         jvm = spark.sparkContext._jvm  # noqa: SLF001 - the only way to probe the classpath
         jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource")
         return True
     except Exception:  # noqa: BLE001 - any failure means "not available"
         return False
+
+
+# Classic sessions already probed: the driver's classpath is fixed when its JVM starts, and a
+# probe that misses costs about 80 round trips to the JVM (the ClassNotFoundException and its
+# stack trace come back to Python), asked by every table read and write of a run.
+_classic_has_delta: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
 
 # Spark Connect sessions (by id) already asked whether they have Delta: the answer is a round trip

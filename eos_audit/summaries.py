@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from eos_audit import output_records
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import PRODUCER_SESSIONS
+from eos_audit.sql_text import cast
 
 SESSION_KEYS = ["topic", "partition", "producer_id", "producer_epoch"]
 
@@ -106,7 +107,7 @@ def producer_sessions(staged: DataFrame, run_id: str) -> DataFrame:
     }
     return joined.select(
         *[
-            values.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name)
+            cast(values.get(f.name, F.col(f.name)), f.dataType).alias(f.name)
             for f in PRODUCER_SESSIONS.fields
         ]
     )

@@ -32,6 +32,22 @@ SESSION_JVM_OPTIONS = (
     "-XX:Tier4CompileThreshold=120000 -XX:Tier4BackEdgeThreshold=600000"
 )
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
+# Spark settings for the suite's hundreds of tiny queries, whose plans are large: compiling
+# generated code costs more than running them (one file took 104 s with it, 58 s without). Spark
+# guarantees the interpreted and generated paths agree. The suite's session uses them, and so do
+# the subprocesses that only need a session of their own (permissions, a full disk); the CLI,
+# demo, wheel and cluster runs keep Spark's defaults, so the generated path is still exercised end
+# to end, and the benchmark measures it.
+TINY_QUERIES = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.session.timeZone": "UTC",
+    # As eos_audit.session's local sessions: no Python call site recorded for every Column
+    # function (about 1 s of the driver's time per audit's plan).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
 
@@ -104,20 +120,8 @@ def spark():
             .appName("eos-audit-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.default.parallelism", "4")
-            .config("spark.sql.session.timeZone", "UTC")
             .config("spark.driver.memory", "2g")
-            # As eos_audit.session's local sessions: no Python call site recorded for every
-            # Column function (about 1 s of the driver's time per audit's plan).
-            .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-            # The suite runs hundreds of tiny queries whose plans are large: compiling generated
-            # code costs more than running them (one file took 104 s with it, 58 s without).
-            # Spark guarantees the interpreted and generated paths agree; the CLI and demo tests
-            # start their own sessions with code generation on, so the generated path is still
-            # exercised end to end, and the benchmark measures it.
-            .config("spark.sql.codegen.wholeStage", "false")
-            .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+            .config(map=TINY_QUERIES)
             .getOrCreate()
         )
     finally:

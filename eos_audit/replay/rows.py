@@ -23,6 +23,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from eos_audit.sql_text import cast
+
 try:  # the compiled kernel reads the wire through `field_value`, compiled into its callers
     from numba.extending import register_jitable as _compilable
 except ImportError:  # no numba: the kernel runs as plain Python (replay.runner says so once)
@@ -344,7 +346,7 @@ def wire_rows(rows_df: DataFrame) -> DataFrame:
         **{null_flag(name): flag(F.col(name).isNull(), null_flag(name)) for name in NULLABLE},
     }  # fmt: skip
     words = _words(bits, Column.bitwiseOR)
-    plain = [F.col(name).cast(WIRE_SCHEMA[name].dataType) for name in PLAIN_FIELDS]
+    plain = [cast(F.col(name), WIRE_SCHEMA[name].dataType) for name in PLAIN_FIELDS]
     texts = [F.col(name) for name in DETAIL_TEXTS]
     *prefixed, last = texts
     null_text = F.lit(NULL_TEXT)

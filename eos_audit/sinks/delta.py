@@ -29,11 +29,11 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.errors import SinkError
+from eos_audit.sql_text import cast_as, ident, sql_type
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def _replace_each(
 
 def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     """Select the contract's columns in order, cast to the contract's types."""
-    return df.select(*[df[f.name].cast(f.dataType).alias(f.name) for f in schema.fields])
+    return df.selectExpr(*[cast_as(f) for f in schema.fields])
 
 
 def _quote(run_id: str) -> str:
@@ -220,18 +220,19 @@ class DeltaRsWriter:
         if len(staged) < 2:
             return _replace_each(self, tables, run_id, on_written)
         column = {t.table: f"_t{i}" for i, t in enumerate(staged)}
-        structs = {
-            t.table: T.StructType([T.StructField(f.name, f.dataType, True) for f in t.schema])
-            for t in staged
-        }
+        # SQL text: one call into Spark per table, not a few per column (eos_audit.sql_text).
+        nothing = {t.table: f"CAST(NULL AS {sql_type(t.schema)})" for t in staged}
         parts = []
         for t in staged:
-            row = F.struct(*[t.df[f.name].cast(f.dataType).alias(f.name) for f in t.schema])
+            fields = ", ".join(
+                f"'{f.name}', CAST({ident(f.name)} AS {sql_type(f.dataType)})" for f in t.schema
+            )
+            row = f"named_struct({fields})"
             parts.append(
-                t.df.select(
-                    F.lit(t.table).alias("_table"),
+                t.df.selectExpr(
+                    f"'{t.table}' AS _table",
                     *[
-                        (row if other == t.table else F.lit(None).cast(structs[other])).alias(name)
+                        f"{row if other == t.table else nothing[other]} AS {name}"
                         for other, name in column.items()
                     ],
                 )

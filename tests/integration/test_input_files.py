@@ -26,6 +26,7 @@ from eos_audit import cli
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, default_run_id
 from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
+from tests.conftest import TINY_QUERIES
 from tests.fixtures.segment_builder import (
     checkpoint_text,
     data_batch,
@@ -332,8 +333,12 @@ _WITHOUT_DAC = ["setpriv", f"--bounding-set={_NO_DAC}", f"--inh-caps={_NO_DAC}"]
 _SCRIPT = textwrap.dedent(
     """
     import json, os, sys
+    from pyspark.sql import SparkSession
     from eos_audit import cli, pipeline
 
+    # The suite's settings for tiny queries (tests/conftest.py): the CLI takes this session.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    SparkSession.builder.master("local[2]").config(map=json.loads(sys.argv[2])).getOrCreate()
     base = sys.argv[1]
     codes = {}
     cli._write_report = lambda *args, **kwargs: None  # not what this checks; it costs seconds
@@ -386,7 +391,7 @@ def test_inputs_the_run_cannot_read_never_give_a_green_night(tmp_path):
     export_with(base / "late")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [*_WITHOUT_DAC, sys.executable, "-c", _SCRIPT, str(base)],
+        [*_WITHOUT_DAC, sys.executable, "-c", _SCRIPT, str(base), json.dumps(TINY_QUERIES)],
         capture_output=True,
         text=True,
         env=env,
