@@ -628,7 +628,8 @@ def _build(
                 by_column.setdefault(str(available[name]), (available[name], []))[1].append(
                     kind.code
                 )
-    strings = [F.coalesce(c.cast("string"), F.lit("none")) for c in arguments.values()]
+    none = F.lit("none")
+    strings = [F.coalesce(c.cast("string"), none) for c in arguments.values()]
     filled["detail"] = F.printf(_lookup(code, formats), *strings)
     if evidence_names:
         entries = []

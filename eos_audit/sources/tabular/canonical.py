@@ -102,9 +102,12 @@ def check_columns(df: DataFrame, *, text_input: bool) -> None:
 
 
 def reason_when(condition: Column, message: Column | str) -> Column:
-    """A reason string when `condition` holds, else null (null conditions count as false)."""
+    """A reason string when `condition` holds, else null (null conditions count as false).
+
+    CASE WHEN takes a null condition as false, so `condition` needs no coalesce.
+    """
     text = F.lit(message) if isinstance(message, str) else message
-    return F.when(F.coalesce(condition, F.lit(False)), text)
+    return F.when(condition, text)
 
 
 def _fmt(template: str, *cols: Column) -> Column:
