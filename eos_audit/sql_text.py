@@ -71,4 +71,9 @@ def cast_as(field: T.StructField, present: bool = True) -> str:
         A select expression, e.g. ``CAST(`a` AS int) AS `a` ``.
     """
     value = ident(field.name) if present else "NULL"
-    return f"CAST({value} AS {sql_type(field.dataType)}) AS {ident(field.name)}"
+    return f"{cast_text(value, field.dataType)} AS {ident(field.name)}"
+
+
+def cast_text(value: str, data_type: T.DataType) -> str:
+    """The SQL expression `value` cast to `data_type`, e.g. ``CAST(NULL AS bigint)``."""
+    return f"CAST({value} AS {sql_type(data_type)})"

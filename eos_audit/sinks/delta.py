@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.errors import SinkError
-from eos_audit.sql_text import cast_as, ident, sql_type
+from eos_audit.sql_text import cast_as, cast_text, ident
 
 log = logging.getLogger(__name__)
 
@@ -221,11 +221,11 @@ class DeltaRsWriter:
             return _replace_each(self, tables, run_id, on_written)
         column = {t.table: f"_t{i}" for i, t in enumerate(staged)}
         # SQL text: one call into Spark per table, not a few per column (eos_audit.sql_text).
-        nothing = {t.table: f"CAST(NULL AS {sql_type(t.schema)})" for t in staged}
+        nothing = {t.table: cast_text("NULL", t.schema) for t in staged}
         parts = []
         for t in staged:
             fields = ", ".join(
-                f"'{f.name}', CAST({ident(f.name)} AS {sql_type(f.dataType)})" for f in t.schema
+                f"'{f.name}', {cast_text(ident(f.name), f.dataType)}" for f in t.schema
             )
             row = f"named_struct({fields})"
             parts.append(

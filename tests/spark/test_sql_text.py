@@ -51,8 +51,7 @@ def test_casts_and_typed_nulls_as_text_have_the_contract_types(spark, timestamp_
 
 def test_names_are_quoted(spark):
     odd = T.StructType([T.StructField("a`b c", T.StructType([T.StructField("x y", T.LongType())]))])
-    (row,) = spark.range(1).selectExpr(*[cast_as(f, present=False) for f in odd]).collect()
+    nulls = spark.range(1).selectExpr(*[cast_as(f, present=False) for f in odd])
+    (row,) = nulls.collect()
     assert row["a`b c"] is None
-    assert spark.range(1).selectExpr(*[cast_as(f, present=False) for f in odd]).schema[
-        0
-    ].dataType == (_without_nullability(odd[0].dataType))
+    assert nulls.schema[0].dataType == _without_nullability(odd[0].dataType)
