@@ -55,6 +55,7 @@ args=(--master "${SPARK_MASTER:-local[*]}" --name eos-audit
       --conf "spark.pyspark.python=$python"
       --conf "spark.sql.session.timeZone=UTC"
       --conf "spark.python.sql.dataFrameDebugging.enabled=false"  # why: eos_audit/session.py
+      --conf "spark.python.unix.domain.socket.enabled=true"  # why: eos_audit/session.py
       --driver-java-options "-Dlog4j2.configurationFile=file:$here/eos_audit/log4j2.properties")
 if [ "$use_delta" = 1 ]; then
     version="${DELTA_VERSION:-$("$python" -c 'import importlib.metadata as m; print(m.version("delta-spark"))' 2>/dev/null || echo 4.4.1)}"

@@ -193,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
         from eos_audit import engine
         from eos_audit.config import AuditConfig
+        from eos_audit.session import PYTHON_WORKER_SOCKETS
         from eos_audit.sources.files.row_reference import unique_file_ids
         from eos_audit.sources.kafka import segment_walk
         from eos_audit.sources.kafka.export import read_kafka_export
@@ -222,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", "2g")
+            # Python workers over Unix sockets, as in the CLI's local sessions (eos_audit.session)
+            .config(map=PYTHON_WORKER_SOCKETS)
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")

@@ -27,8 +27,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Spark's Python workers (the readers, the replay) over Unix domain sockets instead of loopback
+# TCP, where Spark has the setting (4.1+; older versions ignore the key) and the OS has the
+# sockets. Measured on 2 cores, warm local[2] session: 16 empty `mapInArrow` tasks took 0.56 s
+# over TCP and 0.28 s over Unix sockets; each Python task waited some 30 ms more over TCP. That
+# is the fixed cost of every Python stage: reading 1,000 batches of segments went from 0.17 s
+# to 0.10 s, a small audit from about 2.9 s to 2.5 s. `spark-submit.sh` sets it too.
+PYTHON_WORKER_SOCKETS = (
+    {"spark.python.unix.domain.socket.enabled": "true"} if hasattr(socket, "AF_UNIX") else {}
+)
+
 # Local sessions only: on Databricks and under spark-submit the runtime owns these settings.
 _LOCAL_DEFAULTS = {
+    **PYTHON_WORKER_SOCKETS,
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from eos_audit.session import PYTHON_WORKER_SOCKETS
+
 REPO = Path(__file__).resolve().parent.parent
 
 # JVM flags for the JVMs the suite starts in subprocesses: each CLI and spark-submit run (they
@@ -47,6 +49,9 @@ TINY_QUERIES = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # As every local session eos_audit starts: Python workers over Unix sockets (about 30 ms
+    # less per Python task, eos_audit/session.py).
+    **PYTHON_WORKER_SOCKETS,
 }
 _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
