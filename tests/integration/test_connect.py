@@ -227,6 +227,8 @@ def test_progress_over_spark_connect_comes_from_the_servers_progress_reports(
     connect_server, tmp_path
 ):
     """No status tracker on Connect: the stage's progress lines count the server's stages."""
+    # 6M rows: about 1 s on 2 idle cores (the server runs no generated code), 2-3 s in the busy
+    # suite; the server reports progress every 200 ms (connect_server.py), so several reports.
     code = f"""
 import logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
@@ -235,7 +237,7 @@ from eos_audit import progress
 from eos_audit.session import get_spark
 spark = get_spark(remote={connect_server!r})
 with progress.stage(spark, "night", "summing", interval_s=0.1):
-    spark.range(0, 20_000_000, 1, 4).select(F.sum(F.col("id") % 7)).collect()
+    spark.range(0, 6_000_000, 1, 4).select(F.sum(F.col("id") % 7)).collect()
 print(len(spark.client._progress_handlers))  # the client's list: no public accessor
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
