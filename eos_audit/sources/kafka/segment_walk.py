@@ -1,4 +1,4 @@
-"""The segment reader's per-batch work, compiled: the framing walk and the CRC-32C of each batch.
+"""The segment reader's per-batch work, compiled: the framing walk, the header decode, the CRC-32C.
 
 A segment is a run of entries framed by their header (docs/formats.md#segment-layout: base offset
 int64, length int32, and the magic byte at 16). Walking it is one step per batch, and in Python
@@ -10,8 +10,14 @@ rows). The CRC itself stays the `crc32c` library's C function (hardware CRC-32C 
 it), called from the compiled loop; where its symbol cannot be found, `crc32c.crc32c` is called
 per batch from Python, as before.
 
+The header decode (`decode_v2`) reads every v2 header field of a batch, and the transaction marker
+of a control batch, in one pass over the batch's bytes (docs/formats.md#record-batch-v2 and
+#control-batches). It replaced some thirty numpy passes over a copied header matrix plus a
+vectorised varint reader, which cost 139 ns a batch on one core against about 30 for the walk and
+the CRC together.
+
 What a walk finds and where it stops is decided here; what to say about a stop (truncated,
-garbage, zero padding) stays in `segments.py`.
+garbage, zero padding) stays in `segments.py`, and so do the Arrow columns made of the decode.
 """
 
 from __future__ import annotations
@@ -33,6 +39,25 @@ MIN_V1_LENGTH = 22
 # Where the part of a v2 batch its CRC covers starts (after the crc field).
 CRC_FROM = 21
 
+# The v2 header (docs/formats.md#record-batch-v2): where each field starts in a batch.
+LEADER_EPOCH_AT = 12
+MAGIC_AT = 16
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+LAST_OFFSET_DELTA_AT = 23
+MAX_TIMESTAMP_AT = 35
+PRODUCER_ID_AT = 43
+PRODUCER_EPOCH_AT = 51
+BASE_SEQUENCE_AT = 53
+RECORD_COUNT_AT = 57
+RECORDS_AT = 61
+COMPRESSION_MASK = 0x07
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+MAX_SEQUENCE = 2147483647
+# A varint holds at most 10 bytes (docs/formats.md#record-batch-v2).
+MAX_VARINT_BYTES = 10
+
 # How a call of `walk` ended.
 WALK_DONE = 0  # every byte framed
 WALK_FULL = 1  # the output arrays are full: call again from the position returned
@@ -50,6 +75,136 @@ def read_int32(buf, at):
     if value >= 2147483648:
         value -= 4294967296
     return value
+
+
+def read_int16(buf, at):
+    """The big-endian signed int16 at `at`."""
+    value = (np.int64(buf[at]) << 8) | np.int64(buf[at + 1])
+    if value >= 32768:
+        value -= 65536
+    return value
+
+
+def read_int64(buf, at):
+    """The big-endian signed int64 at `at` (two's complement: the shifts wrap, as in Java)."""
+    value = np.int64(0)
+    for i in range(8):
+        value = (value << 8) | np.int64(buf[at + i])
+    return value
+
+
+def read_varint(buf, at, end):
+    """The zig-zag varint at `at`, read only below `end`: (value, where the next field starts).
+
+    Where it does not end within `end` or within MAX_VARINT_BYTES bytes, the position is -1.
+    """
+    raw = np.uint64(0)
+    for i in range(MAX_VARINT_BYTES):
+        if at + i >= end:
+            return np.int64(0), np.int64(-1)
+        byte = np.uint64(buf[at + i])
+        raw |= (byte & np.uint64(0x7F)) << np.uint64(7 * i)
+        if (byte & np.uint64(0x80)) == 0:
+            value = np.int64(raw >> np.uint64(1)) ^ -np.int64(raw & np.uint64(1))
+            return value, np.int64(at + i + 1)
+    return np.int64(0), np.int64(-1)
+
+
+def increment_sequence(sequence, delta):
+    """Kafka's `DefaultRecordBatch.incrementSequence` (docs/formats.md#sequence-arithmetic)."""
+    if sequence > MAX_SEQUENCE - delta:
+        return delta - (MAX_SEQUENCE - sequence) - 1
+    return sequence + delta
+
+
+def control_marker(buf, start, end):
+    """The transaction marker in a control batch's first record (docs/formats.md#control-batches).
+
+    Args:
+        buf: the segment's bytes.
+        start: where the first record starts (the batch's RECORDS_AT).
+        end: where the batch ends: nothing at or after it is read.
+
+    Returns:
+        (control type, whether the key could be read, coordinator epoch, whether the value could
+        be read). The value is read only for a COMMIT (1) or ABORT (0) key.
+    """
+    # length, attributes (int8), timestamp delta, offset delta, key length: each must end in the
+    # batch, and the key (version int16, type int16) must too.
+    cur = read_varint(buf, start, end)[1]
+    if cur >= 0:
+        cur = read_varint(buf, cur + 1, end)[1]
+    if cur >= 0:
+        cur = read_varint(buf, cur, end)[1]
+    key_length = np.int64(0)
+    if cur >= 0:
+        key_length, cur = read_varint(buf, cur, end)
+    if cur < 0 or key_length < 4 or cur + key_length > end:
+        return np.int64(0), False, np.int64(0), False
+    control_type = read_int16(buf, cur + 2)
+    if control_type != 0 and control_type != 1:
+        return control_type, True, np.int64(0), False
+    value_length, value_at = read_varint(buf, cur + key_length, end)
+    if value_at < 0 or value_length < 6 or value_at + value_length > end:
+        return control_type, True, np.int64(0), False
+    return control_type, True, read_int32(buf, value_at + 2), True
+
+
+def decode_v2(
+    buf, positions, ends, base_offset, last_offset, leader_epoch, magic, stored_crc, attributes,
+    max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence, record_count,
+    control_type, control_read, coordinator_epoch, epoch_read,
+):  # fmt: skip
+    """Decode the header of each v2 batch (and a control batch's marker) into the arrays given.
+
+    Every output array has one element per batch, written at the batch's index.
+
+    Args:
+        buf: the segment's bytes (uint8).
+        positions: where each batch starts (framed by `walk`).
+        ends: where each ends.
+        base_offset: the base offset.
+        last_offset: base offset + last offset delta.
+        leader_epoch: the partition leader epoch.
+        magic: the magic byte.
+        stored_crc: the CRC the header holds (`crc_valid` compares it).
+        attributes: the attributes (int16).
+        max_timestamp: the max timestamp.
+        producer_id: the producer id.
+        producer_epoch: the producer epoch.
+        base_sequence: the base sequence.
+        last_sequence: the base sequence incremented by the last offset delta; -1 where the base
+            sequence is -1.
+        record_count: the record count.
+        control_type: the marker's control type, where `control_read`.
+        control_read: whether the batch is an uncompressed, non-empty control batch whose marker
+            key could be read (a compacted or compressed control batch keeps none).
+        coordinator_epoch: the marker's coordinator epoch, where `epoch_read`.
+        epoch_read: whether the marker's value could be read (COMMIT and ABORT only).
+    """
+    for i in range(positions.shape[0]):
+        at = positions[i]
+        base = read_int64(buf, at)
+        delta = read_int32(buf, at + LAST_OFFSET_DELTA_AT)
+        flags = read_int16(buf, at + ATTRIBUTES_AT)
+        sequence = read_int32(buf, at + BASE_SEQUENCE_AT)
+        count = read_int32(buf, at + RECORD_COUNT_AT)
+        base_offset[i] = base
+        last_offset[i] = base + delta
+        leader_epoch[i] = read_int32(buf, at + LEADER_EPOCH_AT)
+        magic[i] = buf[at + MAGIC_AT]
+        stored_crc[i] = read_int32(buf, at + CRC_AT) & 0xFFFFFFFF
+        attributes[i] = flags
+        max_timestamp[i] = read_int64(buf, at + MAX_TIMESTAMP_AT)
+        producer_id[i] = read_int64(buf, at + PRODUCER_ID_AT)
+        producer_epoch[i] = read_int16(buf, at + PRODUCER_EPOCH_AT)
+        base_sequence[i] = sequence
+        last_sequence[i] = -1 if sequence == -1 else increment_sequence(sequence, delta)
+        record_count[i] = count
+        marker = np.int64(0), False, np.int64(0), False
+        if (flags & CONTROL_FLAG) != 0 and (flags & COMPRESSION_MASK) == 0 and count > 0:
+            marker = control_marker(buf, at + RECORDS_AT, ends[i])
+        control_type[i], control_read[i], coordinator_epoch[i], epoch_read[i] = marker
 
 
 def walk(buf, start, positions, ends, legacy):
@@ -113,7 +268,10 @@ def crc_matches(address, positions, ends, stored, out):
         out[i] = (crc ^ np.uint32(0xFFFFFFFF)) == stored[i]
 
 
-COMPILED_FUNCTIONS = ["read_int32", "walk", "crc_matches"]
+COMPILED_FUNCTIONS = [
+    "read_int32", "read_int16", "read_int64", "read_varint", "increment_sequence",
+    "control_marker", "decode_v2", "walk", "crc_matches",
+]  # fmt: skip
 
 
 def _c_crc32c() -> tuple[str, int] | None:

@@ -2,10 +2,10 @@
 
 The parser walks a segment batch by batch in compiled code (`segment_walk`; the framing of
 docs/formats.md#segment-layout: size at byte 8, magic at byte 16), then decodes every v2 header
-field of all batches at once with numpy (docs/formats.md#record-batch-v2), verifies CRC-32C with
-the `crc32c` library's C function called from the compiled loop, and decodes the first record of
-control batches (the transaction marker, docs/formats.md#control-batches) with a vectorised varint
-reader. Record payloads are never decoded and never logged.
+field (docs/formats.md#record-batch-v2) and the first record of control batches (the transaction
+marker, docs/formats.md#control-batches) in one compiled pass over each batch's bytes, and verifies
+CRC-32C with the `crc32c` library's C function called from the compiled loop. Record payloads are
+never decoded and never logged.
 
 Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) reads whole `.log`
 files (packed into input partitions by size, `file_source.pack_files`) and yields Arrow record
@@ -117,22 +117,6 @@ SEGMENT_ARROW_SCHEMA = ARROW_SCHEMA.append(pa.field(ref.SOURCE_FILE, pa.int64())
 # ------------------------------------------------------------------------------------------------
 # Sequence arithmetic (docs/formats.md#sequence-arithmetic)
 # ------------------------------------------------------------------------------------------------
-def increment_sequence(seq: np.ndarray, delta: np.ndarray) -> np.ndarray:
-    """Kafka's `incrementSequence`, vectorised: `s > MAX-k ? k - (MAX - s) - 1 : s + k`.
-
-    Args:
-        seq: base sequences.
-        delta: increments (the last offset delta).
-
-    Returns:
-        int64 array of the wrapped sums.
-
-    """
-    s = np.asarray(seq, dtype=np.int64)
-    k = np.asarray(delta, dtype=np.int64)
-    return np.where(s > MAX_INT - k, k - (MAX_INT - s) - 1, s + k)
-
-
 def decrement_sequence(seq: np.ndarray, delta: np.ndarray) -> np.ndarray:
     """Kafka's `decrementSequence`, vectorised: `s < k ? MAX - (k - s) + 1 : s - k`.
 
@@ -172,7 +156,9 @@ def _batch(
         if value is None:
             arrays.append(pa.nulls(n, field.type))
         elif isinstance(value, np.ndarray):
-            arrays.append(pa.array(value.astype(field.type.to_pandas_dtype()), field.type))
+            arrays.append(
+                pa.array(value.astype(field.type.to_pandas_dtype(), copy=False), field.type)
+            )
         else:
             arrays.append(value if value.type == field.type else value.cast(field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -333,75 +319,22 @@ def _be(hdr: np.ndarray, off: int, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(hdr[:, off : off + width]).view(dtype).ravel()
 
 
-def _varint(buf: np.ndarray, cur: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Decode one zig-zag varint (up to 10 bytes) at every cursor; returns (value, next, ok)."""
-    k = len(cur)
-    raw = np.zeros(k, dtype=np.uint64)
-    done = np.zeros(k, dtype=bool)
-    ok = np.ones(k, dtype=bool)
-    nxt = cur.copy()
-    last = len(buf) - 1
-    for i in range(10):
-        idx = cur + i
-        active = ~done & ok
-        inside = idx < end
-        ok &= ~(active & ~inside)
-        active &= inside
-        b = buf[np.minimum(idx, last)].astype(np.uint64)
-        raw = np.where(active, raw | ((b & np.uint64(0x7F)) << np.uint64(7 * i)), raw)
-        finished = active & ((b & np.uint64(0x80)) == 0)
-        nxt = np.where(finished, idx + 1, nxt)
-        done |= finished
-    ok &= done
-    value = (raw >> np.uint64(1)).astype(np.int64) ^ -((raw & np.uint64(1)).astype(np.int64))
-    return value, nxt, ok
+def _control_types(code: np.ndarray, read: np.ndarray) -> pa.Array:
+    """`control_type` of each marker type (docs/formats.md#control-batches); null where unread."""
+    n = len(code)
+    if not read.any():
+        return pa.nulls(n, pa.string())
+    known = read & ((code == 0) | (code == 1))
+    if (known == read).all():  # only ABORT (0) and COMMIT (1): no Python loop over the rows
+        return _MARKER_NAMES.take(pa.array(code.astype(np.int32), mask=~known))
+    names: list[str | None] = [None] * n
+    for i in np.flatnonzero(read).tolist():
+        names[i] = _MARKER_NAMES[int(code[i])].as_py() if known[i] else f"UNKNOWN({code[i]})"
+    return pa.array(names, pa.string())
 
 
-def _control_markers(
-    buf: np.ndarray, start: np.ndarray, end: np.ndarray
-) -> tuple[list[str | None], np.ndarray, np.ndarray]:
-    """Parse the first record of uncompressed control batches (docs/formats.md#control-batches).
-
-    Returns (control_type per batch, coordinator_epoch values, coordinator_epoch valid mask).
-    """
-    k = len(start)
-    cur = start.astype(np.int64)
-    end = end.astype(np.int64)
-    _, cur, ok = _varint(buf, cur, end)  # record length
-    cur = cur + 1  # attributes int8
-    _, cur, ok2 = _varint(buf, cur, end)  # timestampDelta varlong
-    _, cur, ok3 = _varint(buf, cur, end)  # offsetDelta varint
-    key_len, cur, ok4 = _varint(buf, cur, end)
-    ok &= ok2 & ok3 & ok4
-    key_ok = ok & (key_len >= 4) & (cur + np.maximum(key_len, 0) <= end)
-    last = len(buf) - 1
-
-    def i16(at: np.ndarray) -> np.ndarray:
-        a = buf[np.minimum(at, last)].astype(np.int32)
-        b = buf[np.minimum(at + 1, last)].astype(np.int32)
-        v = (a << 8) | b
-        return np.where(v >= 0x8000, v - 0x10000, v)
-
-    ctype = i16(cur + 2)
-    val_cur = cur + np.maximum(key_len, 0)
-    val_len, val_cur, ok5 = _varint(buf, val_cur, end)
-    is_marker = key_ok & ((ctype == 0) | (ctype == 1))
-    val_ok = is_marker & ok5 & (val_len >= 6) & (val_cur + np.maximum(val_len, 0) <= end)
-    e = np.zeros(k, dtype=np.int64)
-    for j in range(4):
-        e = (e << 8) | buf[np.minimum(val_cur + 2 + j, last)].astype(np.int64)
-    coord = np.where(e >= 1 << 31, e - (1 << 32), e)
-    types: list[str | None] = []
-    for good, t in zip(key_ok.tolist(), ctype.tolist(), strict=True):
-        if not good:
-            types.append(None)
-        elif t == 1:
-            types.append("COMMIT")
-        elif t == 0:
-            types.append("ABORT")
-        else:
-            types.append(f"UNKNOWN({t})")
-    return types, coord, val_ok
+# Kafka's ControlRecordType by its number: 0 ABORT, 1 COMMIT.
+_MARKER_NAMES = pa.array(["ABORT", "COMMIT"], pa.string())
 
 
 def _decode_v2(
@@ -416,64 +349,46 @@ def _decode_v2(
     verify_crc: bool,
     file_id: int | None,
 ) -> pa.RecordBatch:
+    from eos_audit.sources.kafka import segment_walk  # see _frame
+
     n = len(pos)
-    hdr = _headers(buf, pos, RECORD_BATCH_OVERHEAD)
-    base = _be(hdr, 0, ">i8")
-    leader_epoch = _be(hdr, 12, ">i4")
-    magic = hdr[:, 16].astype(np.int32)
-    stored_crc = _be(hdr, 17, ">u4")
-    attributes = _be(hdr, 21, ">i2").astype(np.int32)
-    delta = _be(hdr, 23, ">i4").astype(np.int64)
-    max_ts = _be(hdr, 35, ">i8")
-    producer_id = _be(hdr, 43, ">i8")
-    producer_epoch = _be(hdr, 51, ">i2").astype(np.int32)
-    base_seq = _be(hdr, 53, ">i4").astype(np.int64)
-    count = _be(hdr, 57, ">i4")
-    is_txn = (attributes & 0x10) != 0
-    is_control = (attributes & 0x20) != 0
-    last_seq = np.where(base_seq == -1, -1, increment_sequence(base_seq, delta))
-
-    crc_valid = None
-    if verify_crc:
-        from eos_audit.sources.kafka import segment_walk  # see _frame
-
-        crc_valid = pa.array(segment_walk.crc_valid(mv, buf, pos, ends, stored_crc))
-
-    control_type = pa.nulls(n, pa.string())
-    coord_epoch = pa.nulls(n, pa.int32())
-    # Compressed control batches (never written by Kafka) and emptied ones (compaction)
-    # have no readable marker: their control fields stay null.
-    ctl = np.flatnonzero(is_control & ((attributes & 0x07) == 0) & (count > 0))
-    if len(ctl):
-        types, coord, coord_ok = _control_markers(buf, pos[ctl] + RECORD_BATCH_OVERHEAD, ends[ctl])
-        type_full: list[str | None] = [None] * n
-        for i, t in zip(ctl.tolist(), types, strict=True):
-            type_full[i] = t
-        control_type = pa.array(type_full, pa.string())
-        coord_full = np.zeros(n, dtype=np.int32)
-        mask = np.zeros(n, dtype=bool)
-        coord_full[ctl] = coord.astype(np.int32)
-        mask[ctl] = coord_ok
-        coord_epoch = pa.array(coord_full, pa.int32(), mask=~mask)
-
-    cols = {
+    fields = {
+        name: np.empty(n, dtype=dtype)
+        for name, dtype in (
+            ("base_offset", np.int64),
+            ("last_offset", np.int64),
+            ("partition_leader_epoch", np.int32),
+            ("magic", np.int32),
+            ("stored_crc", np.uint32),
+            ("attributes", np.int16),
+            ("max_timestamp", np.int64),
+            ("producer_id", np.int64),
+            ("producer_epoch", np.int32),
+            ("base_sequence", np.int32),
+            ("last_sequence", np.int32),
+            ("record_count", np.int32),
+            ("control_code", np.int16),
+            ("control_read", np.bool_),
+            ("coordinator_epoch", np.int32),
+            ("epoch_read", np.bool_),
+        )
+    }
+    segment_walk.decode_v2(buf, pos, ends, *fields.values())
+    attributes = fields.pop("attributes")
+    stored_crc = fields.pop("stored_crc")
+    code, code_read = fields.pop("control_code"), fields.pop("control_read")
+    epoch, epoch_read = fields.pop("coordinator_epoch"), fields.pop("epoch_read")
+    cols: dict = {
+        **fields,
         "topic": _const_str(topic, n),
         "partition": pa.array(np.full(n, partition, dtype=np.int32)),
-        "base_offset": base,
-        "last_offset": base + delta,
-        "producer_id": producer_id,
-        "producer_epoch": producer_epoch,
-        "base_sequence": base_seq,
-        "last_sequence": last_seq,
-        "record_count": count,
-        "is_transactional": is_txn,
-        "is_control": is_control,
-        "control_type": control_type,
-        "coordinator_epoch": coord_epoch,
-        "partition_leader_epoch": leader_epoch,
-        "magic": magic,
-        "max_timestamp": max_ts,
-        "crc_valid": crc_valid,
+        "is_transactional": (attributes & segment_walk.TRANSACTIONAL_FLAG) != 0,
+        "is_control": (attributes & segment_walk.CONTROL_FLAG) != 0,
+        "control_type": _control_types(code, code_read),
+        "coordinator_epoch": pa.array(epoch, pa.int32(), mask=~epoch_read),
+        "crc_valid": (
+            pa.array(segment_walk.crc_valid(mv, buf, pos, ends, stored_crc)) if verify_crc else None
+        ),
     }
     return _batch(_located(cols, path, pos, file_id), n, SEGMENT_ARROW_SCHEMA)
 
