@@ -63,21 +63,11 @@ def test_the_compiled_crc_is_crc32cs():
     assert len(computed) > 5
 
 
-_DECODED = (
-    ("base_offset", np.int64), ("last_offset", np.int64), ("leader_epoch", np.int32),
-    ("magic", np.int32), ("stored_crc", np.uint32), ("attributes", np.int16),
-    ("max_timestamp", np.int64), ("producer_id", np.int64), ("producer_epoch", np.int32),
-    ("base_sequence", np.int32), ("last_sequence", np.int32), ("record_count", np.int32),
-    ("control_type", np.int16), ("control_read", np.bool_), ("coordinator_epoch", np.int32),
-    ("epoch_read", np.bool_),
-)  # fmt: skip
-
-
 def _decode(decode, buf: np.ndarray, positions: np.ndarray, ends: np.ndarray) -> dict:
-    out = {name: np.zeros(len(positions), dtype) for name, dtype in _DECODED}
+    out = {name: np.zeros(len(positions), dtype) for name, dtype in segment_walk.DECODE_V2_OUTPUTS}
     decode(buf, positions, ends, *out.values())
     # What a reader keeps of a marker it could not read is nothing: compare only what it reads.
-    out["control_type"] = np.where(out["control_read"], out["control_type"], 0)
+    out["control_code"] = np.where(out["control_read"], out["control_code"], 0)
     out["coordinator_epoch"] = np.where(out["epoch_read"], out["coordinator_epoch"], 0)
     return {name: values.tolist() for name, values in out.items()}
 
@@ -97,7 +87,7 @@ def test_the_compiled_header_decode_reads_what_the_plain_python_reads():
         markers |= {
             (read, type_ in (0, 1), epoch)
             for is_control, read, type_, epoch in zip(
-                control, expected["control_read"], expected["control_type"],
+                control, expected["control_read"], expected["control_code"],
                 expected["epoch_read"], strict=True,
             )
             if is_control

@@ -150,14 +150,27 @@ def control_marker(buf, start, end):
     return control_type, True, read_int32(buf, value_at + 2), True
 
 
+# What `decode_v2` writes, in the order of its arguments after `ends`: one array a field, one
+# element a batch (named as the reader's columns where the field is one).
+DECODE_V2_OUTPUTS = (
+    ("base_offset", np.int64), ("last_offset", np.int64), ("partition_leader_epoch", np.int32),
+    ("magic", np.int32), ("stored_crc", np.uint32), ("attributes", np.int16),
+    ("max_timestamp", np.int64), ("producer_id", np.int64), ("producer_epoch", np.int32),
+    ("base_sequence", np.int32), ("last_sequence", np.int32), ("record_count", np.int32),
+    ("control_code", np.int16), ("control_read", np.bool_), ("coordinator_epoch", np.int32),
+    ("epoch_read", np.bool_),
+)  # fmt: skip
+
+
 def decode_v2(
-    buf, positions, ends, base_offset, last_offset, leader_epoch, magic, stored_crc, attributes,
-    max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence, record_count,
-    control_type, control_read, coordinator_epoch, epoch_read,
+    buf, positions, ends, base_offset, last_offset, partition_leader_epoch, magic, stored_crc,
+    attributes, max_timestamp, producer_id, producer_epoch, base_sequence, last_sequence,
+    record_count, control_code, control_read, coordinator_epoch, epoch_read,
 ):  # fmt: skip
     """Decode the header of each v2 batch (and a control batch's marker) into the arrays given.
 
-    Every output array has one element per batch, written at the batch's index.
+    Every output array has one element per batch, written at the batch's index; their types
+    are `DECODE_V2_OUTPUTS`'s.
 
     Args:
         buf: the segment's bytes (uint8).
@@ -165,7 +178,7 @@ def decode_v2(
         ends: where each ends.
         base_offset: the base offset.
         last_offset: base offset + last offset delta.
-        leader_epoch: the partition leader epoch.
+        partition_leader_epoch: the partition leader epoch.
         magic: the magic byte.
         stored_crc: the CRC the header holds (`crc_valid` compares it).
         attributes: the attributes (int16).
@@ -176,7 +189,7 @@ def decode_v2(
         last_sequence: the base sequence incremented by the last offset delta; -1 where the base
             sequence is -1.
         record_count: the record count.
-        control_type: the marker's control type, where `control_read`.
+        control_code: the marker's control type, where `control_read`.
         control_read: whether the batch is an uncompressed, non-empty control batch whose marker
             key could be read (a compacted or compressed control batch keeps none).
         coordinator_epoch: the marker's coordinator epoch, where `epoch_read`.
@@ -191,7 +204,7 @@ def decode_v2(
         count = read_int32(buf, at + RECORD_COUNT_AT)
         base_offset[i] = base
         last_offset[i] = base + delta
-        leader_epoch[i] = read_int32(buf, at + LEADER_EPOCH_AT)
+        partition_leader_epoch[i] = read_int32(buf, at + LEADER_EPOCH_AT)
         magic[i] = buf[at + MAGIC_AT]
         stored_crc[i] = read_int32(buf, at + CRC_AT) & 0xFFFFFFFF
         attributes[i] = flags
@@ -204,7 +217,7 @@ def decode_v2(
         marker = np.int64(0), False, np.int64(0), False
         if (flags & CONTROL_FLAG) != 0 and (flags & COMPRESSION_MASK) == 0 and count > 0:
             marker = control_marker(buf, at + RECORDS_AT, ends[i])
-        control_type[i], control_read[i], coordinator_epoch[i], epoch_read[i] = marker
+        control_code[i], control_read[i], coordinator_epoch[i], epoch_read[i] = marker
 
 
 def walk(buf, start, positions, ends, legacy):

@@ -57,7 +57,7 @@ MIN_LEGACY_LENGTH = {0: 14, 1: 22}
 # segments default to 1 GiB and a batch never exceeds a segment.
 MAX_PLAUSIBLE_BATCH = 1 << 30
 MAX_INT = 2147483647
-# Rows per Arrow batch handed to Spark; bounds the per-file header matrix too (61 bytes a row).
+# Rows per Arrow batch handed to Spark; bounds the arrays a decode of v2 headers fills too.
 CHUNK_ROWS = 65536
 
 _FRAME = struct.Struct(">qi")
@@ -319,6 +319,10 @@ def _be(hdr: np.ndarray, off: int, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(hdr[:, off : off + width]).view(dtype).ravel()
 
 
+# Kafka's ControlRecordType by its number: 0 ABORT, 1 COMMIT.
+_MARKER_NAMES = pa.array(["ABORT", "COMMIT"], pa.string())
+
+
 def _control_types(code: np.ndarray, read: np.ndarray) -> pa.Array:
     """`control_type` of each marker type (docs/formats.md#control-batches); null where unread."""
     n = len(code)
@@ -331,10 +335,6 @@ def _control_types(code: np.ndarray, read: np.ndarray) -> pa.Array:
     for i in np.flatnonzero(read).tolist():
         names[i] = _MARKER_NAMES[int(code[i])].as_py() if known[i] else f"UNKNOWN({code[i]})"
     return pa.array(names, pa.string())
-
-
-# Kafka's ControlRecordType by its number: 0 ABORT, 1 COMMIT.
-_MARKER_NAMES = pa.array(["ABORT", "COMMIT"], pa.string())
 
 
 def _decode_v2(
@@ -352,27 +352,7 @@ def _decode_v2(
     from eos_audit.sources.kafka import segment_walk  # see _frame
 
     n = len(pos)
-    fields = {
-        name: np.empty(n, dtype=dtype)
-        for name, dtype in (
-            ("base_offset", np.int64),
-            ("last_offset", np.int64),
-            ("partition_leader_epoch", np.int32),
-            ("magic", np.int32),
-            ("stored_crc", np.uint32),
-            ("attributes", np.int16),
-            ("max_timestamp", np.int64),
-            ("producer_id", np.int64),
-            ("producer_epoch", np.int32),
-            ("base_sequence", np.int32),
-            ("last_sequence", np.int32),
-            ("record_count", np.int32),
-            ("control_code", np.int16),
-            ("control_read", np.bool_),
-            ("coordinator_epoch", np.int32),
-            ("epoch_read", np.bool_),
-        )
-    }
+    fields = {name: np.empty(n, dtype) for name, dtype in segment_walk.DECODE_V2_OUTPUTS}
     segment_walk.decode_v2(buf, pos, ends, *fields.values())
     attributes = fields.pop("attributes")
     stored_crc = fields.pop("stored_crc")
