@@ -263,9 +263,12 @@ def input_file_counts_of(records_df: DataFrame) -> DataFrame:
 SESSION_KEYS = ["topic", "partition", "producer_id", "producer_epoch"]
 
 
-def producer_sessions_of(records_df: DataFrame) -> DataFrame:
-    """One summary per producer epoch of an `audit` result (its partial summaries merged)."""
-    s = rows_of(records_df, "producer_sessions")
+def merged_session_columns() -> list[Column]:
+    """The aggregates that merge the partial summaries of one producer epoch.
+
+    Applied grouped by `SESSION_KEYS`; rows of other kinds in a group (these columns null)
+    change nothing.
+    """
     first = F.min(
         F.when(
             F.col("first_sequence_offset").isNotNull(),
@@ -278,7 +281,7 @@ def producer_sessions_of(records_df: DataFrame) -> DataFrame:
             F.struct("last_sequence_offset", "last_sequence"),
         )
     )
-    return s.groupBy(*SESSION_KEYS).agg(
+    return [
         F.min("first_offset").alias("first_offset"),
         F.max("last_offset").alias("last_offset"),
         first["first_sequence"].alias("first_sequence"),
@@ -287,6 +290,15 @@ def producer_sessions_of(records_df: DataFrame) -> DataFrame:
         F.sum("records").alias("records"),
         F.min("first_timestamp").alias("first_timestamp"),
         F.max("last_timestamp").alias("last_timestamp"),
+    ]
+
+
+def producer_sessions_of(records_df: DataFrame) -> DataFrame:
+    """One summary per producer epoch of an `audit` result (its partial summaries merged)."""
+    return (
+        rows_of(records_df, "producer_sessions")
+        .groupBy(*SESSION_KEYS)
+        .agg(*merged_session_columns())
     )
 
 
