@@ -26,7 +26,6 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.instants import epoch_millis
-from eos_audit.schemas import INPUT_FILES
 from eos_audit.session import ensure_code_on_server, replay_arrow_settings, session_has_delta
 from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
@@ -251,38 +250,51 @@ def _stage_list_offsets(
 
 
 def _summary(staged: DataFrame) -> dict:
-    """The run's counts, from the stage, in one small Spark job (the run's one summary step)."""
+    """The run's counts, from the stage, in one small Spark job (the run's one summary step).
+
+    One aggregate grouped by what is counted (the kind of record; a finding's type and
+    severity; a quarantined row's input): its rows are bounded by the finding types, severities
+    and inputs, never by the batches, and are summed up here.
+    """
     findings = F.col("kind") == "findings"
-    key = F.concat_ws("|", F.col("findings.finding_type"), F.col("findings.severity"))
-    by_type = (
-        staged.where(findings)
-        .groupBy(key.alias("k"))
-        .agg(F.count("*").alias("count"))
-        .agg(F.map_from_entries(F.collect_list(F.struct("k", "count"))).alias("by_type"))
-    )
     quarantine = F.col("kind") == "quarantine"
-    totals = staged.agg(
-        # Batches only: a corrupt snapshot or checkpoint line is quarantined too, but it is not
-        # a batch and must not upset the read = audited + quarantined reconciliation.
-        F.count(F.when(quarantine & (F.col("quarantine.input") == "record_batch"), 1)).alias(
-            "quarantined"
-        ),
-        # A seed row that could not be trusted: its producer was replayed without its state.
-        F.count(F.when(quarantine & (F.col("quarantine.input") == SEED_INPUT), 1)).alias(
-            "seeds_quarantined"
-        ),
-        F.coalesce(
-            F.sum(F.col("partition_summary.batches") + F.col("partition_summary.replica_batches")),
-            F.lit(0),
-        ).alias("audited"),
-        F.coalesce(F.sum("partition_summary.batches_skipped"), F.lit(0)).alias("skipped"),
-        *[
-            F.count(F.when(findings & (F.col("findings.severity") == s), 1)).alias(s)
-            for s in SEVERITY_ORDER
-        ],
+    stats = "partition_summary"
+    groups = (
+        staged.where(findings | quarantine | (F.col("kind") == stats))
+        .groupBy(
+            "kind",
+            F.when(findings, F.col("findings.finding_type")).alias("finding_type"),
+            F.when(findings, F.col("findings.severity")).alias("severity"),
+            F.when(quarantine, F.col("quarantine.input")).alias("input"),
+        )
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.col(f"{stats}.batches") + F.col(f"{stats}.replica_batches")).alias("audited"),
+            F.sum(f"{stats}.batches_skipped").alias("skipped"),
+        )
+        .collect()
     )
-    row = totals.crossJoin(by_type).head()
-    return row.asDict(recursive=True)
+    summary: dict = {"quarantined": 0, "seeds_quarantined": 0, "audited": 0, "skipped": 0}
+    summary.update(dict.fromkeys(SEVERITY_ORDER, 0))
+    by_type: dict[str, int] = {}
+    for row in groups:
+        if row["kind"] == "findings":
+            by_type[f"{row['finding_type']}|{row['severity']}"] = row["n"]
+            if row["severity"] in summary:
+                summary[row["severity"]] += row["n"]
+        elif row["kind"] == "quarantine":
+            # Batches only: a corrupt snapshot or checkpoint line is quarantined too, but it is
+            # not a batch and must not upset the read = audited + quarantined reconciliation.
+            if row["input"] == "record_batch":
+                summary["quarantined"] += row["n"]
+            # A seed row that could not be trusted: its producer was replayed without its state.
+            elif row["input"] == SEED_INPUT:
+                summary["seeds_quarantined"] += row["n"]
+        else:
+            summary["audited"] += row["audited"] or 0
+            summary["skipped"] += row["skipped"] or 0
+    summary["by_type"] = by_type
+    return summary
 
 
 def _reached(point: str) -> None:
@@ -452,10 +464,11 @@ def _audit_and_write(
         books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
     for path in books.unreadable:
         log.error("run %s: could not read %s (listed, then unreadable)", run_id, path)
-    frames["input_files"] = spark.createDataFrame(books.rows, INPUT_FILES) if books.rows else None
-
-    # None: known to be empty (no Spark job for nothing).
-    tables = [TableRows(t, frames[t], TABLE_SCHEMAS[t]) for t in DATA_TABLES]
+    # None: known to be empty (no Spark job for nothing); input_files is the driver's rows.
+    tables = [
+        TableRows(t, frames.get(t), TABLE_SCHEMAS[t], books.rows if t == "input_files" else None)
+        for t in DATA_TABLES
+    ]
     with progress.stage(spark, run_id, "writing the tables"):
         writer.replace_runs(tables, run_id, written)
     result.batches_audited = int(summary["audited"])

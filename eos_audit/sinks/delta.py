@@ -106,11 +106,22 @@ class TableWriter(Protocol):
 
 @dataclass(frozen=True)
 class TableRows:
-    """One table's rows of a run: a DataFrame, or None when known to be empty."""
+    """One table's rows of a run: a DataFrame, or None when known to be empty.
+
+    Rows the driver made already (`driver_rows`, one per input file) go straight into the
+    table, as the run's record does, instead of through a Spark job.
+    """
 
     table: str
     df: DataFrame | None
     schema: T.StructType
+    driver_rows: list[tuple] | None = None
+
+    def rows_known(self) -> list[tuple] | None:
+        """The rows to write without Spark: the driver's, or none at all; None for a DataFrame."""
+        if self.df is not None:
+            return None
+        return self.driver_rows or []
 
 
 def _replace_each(
@@ -122,8 +133,9 @@ def _replace_each(
     """`replace_runs` as one `replace_run` per table."""
     out = {}
     for t in tables:
-        if t.df is None:
-            out[t.table] = writer.replace_run_rows(t.table, [], t.schema, run_id)
+        rows = t.rows_known()
+        if rows is not None:
+            out[t.table] = writer.replace_run_rows(t.table, rows, t.schema, run_id)
         else:
             out[t.table] = writer.replace_run(t.table, t.df, t.schema, run_id)
         on_written(t.table, out[t.table])
@@ -245,8 +257,9 @@ class DeltaRsWriter:
         try:
             union.write.mode("overwrite").partitionBy("_table").parquet(str(staging))
             for t in tables:
-                if t.df is None:
-                    out[t.table] = self.replace_run_rows(t.table, [], t.schema, run_id)
+                rows = t.rows_known()
+                if rows is not None:
+                    out[t.table] = self.replace_run_rows(t.table, rows, t.schema, run_id)
                 else:
                     name = column[t.table]
                     out[t.table] = self._stream(
