@@ -89,12 +89,6 @@ def finish_remote(running: subprocess.Popen, stderr_read: str = "") -> subproces
     return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
 
 
-def run_remote(cwd: Path, *args: str, remote: str | None = None, env_remote: str | None = None):
-    """The eos-audit CLI in a subprocess started in `cwd`, run to its end."""
-    with remote_cli(cwd, *args, remote=remote, env_remote=env_remote) as running:
-        return finish_remote(running)
-
-
 def stderr_until(running: subprocess.Popen, line_part: str) -> str:
     """What the run wrote to stderr up to and with the first line containing `line_part`."""
     read = []
@@ -265,18 +259,41 @@ def test_no_server_at_the_remote_url_is_one_line_and_exit_2(tmp_path):
     ]
 
 
-@pytest.mark.cost(25)  # 3 CLI runs
+# The generator, the audit and the score as a notebook or a job's script runs them in turn:
+# `cli.main` three times in one process, over one Spark Connect session (the code shipped once).
+# The generator's output says how to audit what it wrote; each command's exit code is printed.
+_GENERATE_AUDIT_SCORE = """
+import io, re, sys
+from contextlib import redirect_stdout
+from eos_audit import cli
+
+remote = sys.argv[1]
+generated = io.StringIO()
+with redirect_stdout(generated):
+    code = cli.main(["--remote", remote, "generate", "--output", "gen", "--batches", "5000"])
+print(generated.getvalue())
+print("EXIT generate", code)
+audit = re.search(r"^audit it: +eos-audit audit (.*) --warehouse WAREHOUSE$",
+                  generated.getvalue(), re.MULTILINE)
+assert audit, generated.getvalue()
+print("EXIT audit", cli.main(["--remote", remote, "audit", *audit.group(1).split(),
+                              "--warehouse", "wh", "--fail-on", "never"]))
+print("EXIT score", cli.main(["--remote", remote, "score", "--warehouse", "wh",
+                              "--ground-truth", "gen/ground_truth"]))
+"""
+
+
+@pytest.mark.cost(15)  # a client process: three commands over one session
 def test_a_generated_export_over_spark_connect_is_audited_and_scored_perfectly(
     connect_server, tmp_path
 ):
     """The generator, the audit and the score over Connect: every planted fault found, no other."""
-    generated = run_remote(tmp_path, "generate", "--output", "gen", "--batches", "5000",
-                           remote=connect_server)  # fmt: skip
-    audit = re.search(r"^audit it: +eos-audit audit (.*) --warehouse WAREHOUSE$",
-                      generated.stdout, re.MULTILINE)  # fmt: skip
-    assert audit, generated.stdout
-    run_remote(tmp_path, "audit", *audit.group(1).split(), "--warehouse", "wh",
-               "--fail-on", "never", remote=connect_server)  # fmt: skip
-    scored = run_remote(tmp_path, "score", "--warehouse", "wh",
-                        "--ground-truth", "gen/ground_truth", remote=connect_server)  # fmt: skip
-    assert scored.returncode == 0 and "PERFECT" in scored.stdout, scored.stdout
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_REMOTE"))}
+    done = subprocess.run([sys.executable, "-c", _GENERATE_AUDIT_SCORE, connect_server],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    exits = dict(line.split()[1:] for line in done.stdout.splitlines() if line.startswith("EXIT "))
+    assert exits == {"generate": "0", "audit": "0", "score": "0"}, done.stderr[-3000:]
+    assert done.stderr.count(SHIPPED) == 1, done.stderr[-3000:]  # one session, shipped once
+    assert "PERFECT" in done.stdout and "NOT PERFECT" not in done.stdout, done.stdout
