@@ -188,6 +188,33 @@ def test_several_tables_in_one_staging_job_land_as_one_by_one(spark, warehouse):
     )
 
 
+def test_rows_the_driver_made_go_straight_into_their_table(spark, warehouse):
+    """input_files' rows are made on the driver: written as they are, in the tables' order, both
+    beside tables staged in one job and where each table is written on its own."""
+    writer = DeltaRsWriter(str(warehouse), staging_dir=str(warehouse / "_staging" / "run"))
+    other = T.StructType(
+        [T.StructField("run_id", T.StringType(), False), T.StructField("n", T.LongType(), True)]
+    )
+    files = TableRows("files", None, other, driver_rows=[("a", 1), ("a", None)])
+    staged_beside = [
+        TableRows("findings", _findings(spark, "a", 3), FINDINGS),
+        files,
+        TableRows("counts", spark.createDataFrame([("a", 7)], other), other),
+    ]
+    written = []
+    writer.replace_runs(staged_beside, "a", lambda t, where: written.append(t))
+    assert written == ["findings", "files", "counts"]
+    rows = _read(str(warehouse / "files"), "SELECT run_id, n FROM t ORDER BY n")
+    assert rows == [{"run_id": "a", "n": 1}, {"run_id": "a", "n": None}]
+    # One DataFrame: each table on its own; the run's rows replaced, another run's kept.
+    writer.replace_run_rows("files", [("b", 5)], other, "b")
+    alone = [TableRows("findings", _findings(spark, "a", 1), FINDINGS),
+             TableRows("files", None, other, driver_rows=[("a", 9)])]  # fmt: skip
+    writer.replace_runs(alone, "a", lambda t, where: None)
+    rows = _read(str(warehouse / "files"), "SELECT run_id, n FROM t ORDER BY n")
+    assert rows == [{"run_id": "b", "n": 5}, {"run_id": "a", "n": 9}]
+
+
 def test_a_table_written_before_a_new_column_takes_rows_with_it(spark, warehouse):
     """A warehouse an older eos-audit wrote (audit_runs without batches_skipped and
     seeded_from_run) keeps working: the new columns are added, old rows read null."""
