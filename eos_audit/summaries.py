@@ -115,7 +115,7 @@ def producer_sessions(staged: DataFrame, run_id: str) -> DataFrame:
         .unionByName(transactions, allowMissingColumns=True)
     )
     type_count = F.when(F.col("finding_type").isNotNull(), F.struct("finding_type", "n"))
-    joined = rows.groupBy(*SESSION_KEYS).agg(
+    merged = rows.groupBy(*SESSION_KEYS).agg(
         *output_records.merged_session_columns(),
         # At most one entry per finding type; sorted, so the map reads the same in every run.
         F.map_from_entries(F.array_sort(F.collect_list(type_count))).alias("findings"),
@@ -130,7 +130,7 @@ def producer_sessions(staged: DataFrame, run_id: str) -> DataFrame:
         .when(has_findings, F.lit("benign"))
         .otherwise(F.lit("clean")),
     }
-    return joined.select(
+    return merged.select(
         *[
             cast(values.get(f.name, F.col(f.name)), f.dataType).alias(f.name)
             for f in PRODUCER_SESSIONS.fields

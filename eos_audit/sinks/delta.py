@@ -108,8 +108,8 @@ class TableWriter(Protocol):
 class TableRows:
     """One table's rows of a run: a DataFrame, or None when known to be empty.
 
-    Rows the driver made already (`driver_rows`, one per input file) go straight into the
-    table, as the run's record does, instead of through a Spark job.
+    Rows the driver made already (`driver_rows`: input_files has one per input file) go straight
+    into the table, as the run's record does, instead of through a Spark job.
     """
 
     table: str
