@@ -38,7 +38,7 @@ def _audit(spark, export, warehouse):
     return run_audit(spark, inputs, load_config(str(export.conf)), str(warehouse), run_id="gen")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def small_run(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("generated")
     export = write_export(spark, GenerationPlan(**SMALL), root / "export")

@@ -55,14 +55,14 @@ def _write(spark, rows, path) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def exports(spark, tmp_path_factory):
     """Night 1's and night 2's exports (Parquet), written once for the tests of this module."""
     root = tmp_path_factory.mktemp("nights")
     return _write(spark, DAY_1, root / "day-1"), _write(spark, DAY_2, root / "day-2")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def combined(spark, exports, tmp_path_factory):
     """One run over both nights' exports (run "night-2"): what a nightly run of night 2 must
     find. Read only; each test below compares its own nights with it.
@@ -79,7 +79,7 @@ def _night_2(table, run_id, columns, order="base_offset"):
     return _sql(table, f"SELECT {columns} FROM t WHERE {where} ORDER BY {order}")
 
 
-@pytest.mark.cost(14)  # two nights, and the combined run (module-scoped) when it runs first
+@pytest.mark.cost(14)  # two nights, and the combined run (session-scoped) when it runs first
 def test_a_night_seeded_with_yesterdays_state_finds_what_one_run_over_both_finds(
     spark, tmp_path, exports, combined
 ):
@@ -144,7 +144,7 @@ def _run_row(warehouse, run_id):
     return _sql(warehouse / "audit_runs", f"SELECT {columns} FROM t WHERE run_id = '{run_id}'")[0]
 
 
-@pytest.mark.cost(35)  # five nights, and the combined run (module-scoped) when it runs first
+@pytest.mark.cost(35)  # five nights, and the combined run (session-scoped) when it runs first
 def test_since_state_skips_the_reexported_overlap_and_seeds_from_the_latest_finished_run(
     spark, tmp_path, exports, combined
 ):

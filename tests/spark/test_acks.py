@@ -55,7 +55,7 @@ def schema_of(schema: T.StructType) -> list[tuple[str, T.DataType]]:
 # ------------------------------------------------------------------------------------------------
 # Readers
 # ------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def inputs(tmp_path_factory) -> dict[str, list[str]]:
     d = tmp_path_factory.mktemp("acks_inputs")
     naive = [at(s).replace(tzinfo=None) for s in range(3)]
@@ -115,7 +115,7 @@ def inputs(tmp_path_factory) -> dict[str, list[str]]:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def read_all(spark, inputs) -> dict[str, list[dict]]:
     frames = {
         "json": read_acks(spark, [str(JSON_LOG)]),  # auto: .jsonl
