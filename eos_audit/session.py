@@ -351,8 +351,8 @@ def _connect_has_delta(spark: Any) -> bool:
     return _CONNECT_HAS_DELTA[session_id]
 
 
-# The package whose code the server's Python workers run (the replay in `mapInArrow`, the Python
-# data sources that read Kafka's formats).
+# The package whose code the server's Python workers run (the replay and the readers of Kafka's
+# formats, each in a `mapInArrow`).
 _PACKAGE_DATA = {"log4j2.properties"}
 # Spark Connect sessions (by id) known to run this very code on their Python workers.
 _CODE_ON_SERVER: set[str] = set()

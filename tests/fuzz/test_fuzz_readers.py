@@ -1,7 +1,7 @@
 """Property-based fuzzing of the three Kafka readers (issue 12), small enough for every run.
 
 The parsers run without Spark here; `bench/fuzz_corpus.py` runs the same checks over 100k+
-inputs. The last test sends a sample through the Spark data sources, which must agree with the
+inputs. The last test sends a sample through the readers in Spark, which must agree with the
 parsers and never fail a task. The invariants are in `tests/fuzz/corpus.py`.
 """
 

@@ -176,7 +176,7 @@ def test_the_demo_and_its_report_over_spark_connect_equal_a_classic_run(
 
 @pytest.mark.cost(10)  # over Connect, and classic meanwhile
 def test_a_broker_export_over_spark_connect_equals_a_classic_run(connect_server, spark, tmp_path):
-    """Segments: the Python data sources that read Kafka's files run on the server's workers."""
+    """Segments: the readers of Kafka's files run in `mapInArrow` on the server's workers."""
     write_tree(tmp_path / "export", brokers=2, partitions=2, replication=2,
                batches_per_partition=30, seed=7)  # fmt: skip
     # --remote after the command, as it is written in a job's definition.

@@ -20,6 +20,7 @@ from eos_audit.sources.kafka.segments import (
     parse_segment,
     read_segment_files,
     read_segments,
+    segment_schema,
     source_schema,
 )
 from tests.fixtures.segment_builder import (
@@ -265,7 +266,7 @@ def test_empty_input():
 
 
 # ------------------------------------------------------------------------------------------------
-# Spark data source
+# Through Spark
 # ------------------------------------------------------------------------------------------------
 def expected_rows(tree_root) -> list[dict]:
     rows = []
@@ -330,9 +331,11 @@ def test_read_segments_nothing_found(spark, tmp_path):
         read_segments(spark, [str(tmp_path / "missing")])
 
 
-def test_the_data_source_reads_no_file_and_unreadable_files_without_failing(spark, tmp_path):
-    # Issue 12, case 3: a read of no segment was a bare InputPartition and an AttributeError.
-    assert read_segment_files(spark, []).collect() == []
+def test_the_reader_reads_no_file_and_unreadable_files_without_failing(spark, tmp_path):
+    # Issue 12, case 3: a read of no segment was once an AttributeError. Now an empty DataFrame
+    # with the reader's schema.
+    nothing = read_segment_files(spark, [])
+    assert nothing.collect() == [] and nothing.schema == segment_schema()
     folder = tmp_path / "orders-0" / "00000000000000000000.log"
     folder.mkdir(parents=True)  # a directory where a segment should be: cannot be read
     empty = tmp_path / "orders-0" / "00000000000000000009.log"

@@ -1,40 +1,30 @@
-"""The one base of the Kafka data sources, driven without Spark (its reader is plain Python)."""
-
-import json
+"""The one base of the file readers, driven without Spark (what a task runs is plain Python)."""
 
 import pyarrow as pa
 import pytest
 
 from eos_audit.sources.files.file_source import (
-    FileDataSource,
-    FilesPartition,
+    FileFormat,
     SplitSettings,
     byte_size,
     pack_files,
 )
-from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, KafkaSegmentsDataSource
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, KafkaSegmentsFormat
 from tests.fixtures.segment_builder import data_batch
 
 
-def rows(source: FileDataSource) -> list[dict]:
-    reader = source.reader(source.schema())
+def rows(reader: FileFormat, files: list[dict]) -> list[dict]:
+    """What the tasks of a read yield, each group of files as Spark would pack them."""
     out = []
-    for partition in reader.partitions():
-        for batch in reader.read(partition):
+    for group in pack_files(files, SplitSettings()):
+        for batch in reader.read_files(group):
+            assert batch.schema.names == reader.schema().names
             out += pa.Table.from_batches([batch]).to_pylist()
     return out
 
 
-def segments(files, **options):
-    packed = pack_files(files, SplitSettings())
-    return KafkaSegmentsDataSource({"partitions": json.dumps(packed), **options})
-
-
-def test_no_files_is_one_empty_partition():
-    # Issue 12, case 3: Spark reads a bare InputPartition when a reader has none.
-    reader = segments([]).reader(segments([]).schema())
-    (partition,) = reader.partitions()
-    assert isinstance(partition, FilesPartition) and list(reader.read(partition)) == []
+def segments(**options) -> KafkaSegmentsFormat:
+    return KafkaSegmentsFormat(options)
 
 
 def test_good_unreadable_and_unparseable_files(tmp_path, monkeypatch):
@@ -42,7 +32,7 @@ def test_good_unreadable_and_unparseable_files(tmp_path, monkeypatch):
     good.write_bytes(data_batch(0, 2) + data_batch(2, 1))
     missing = tmp_path / "00000000000000000007.log"
     files = [{"path": str(p), "topic": "t", "partition": 0} for p in (good, missing)]
-    out = rows(segments(files, verify_crc="true"))
+    out = rows(segments(verify_crc="true"), files)
     assert [(r["base_offset"], r["crc_valid"], r[SOURCE_ERROR_COL]) for r in out[:2]] == [
         (0, True, None),
         (2, True, None),
@@ -54,7 +44,7 @@ def test_good_unreadable_and_unparseable_files(tmp_path, monkeypatch):
         raise ValueError("a parser bug")
 
     monkeypatch.setattr("eos_audit.sources.kafka.segments.iter_segment", broken)
-    (row,) = rows(segments(files[:1]))
+    (row,) = rows(segments(), files[:1])
     assert row["source"] == f"{good}:0"
     assert "could not parse the file (ValueError: a parser bug)" in row[SOURCE_ERROR_COL]
 
@@ -115,8 +105,9 @@ def test_a_python_worker_freezes_its_heap_once_after_its_first_read(tmp_path, mo
     good.write_bytes(data_batch(0, 2))
     gc.unfreeze()
     try:
-        source = segments([{"path": str(good), "topic": "t", "partition": 0}])
-        assert len(rows(source)) == 1 and len(freezes) == 1 and gc.get_freeze_count() > 0
-        assert len(rows(source)) == 1 and len(freezes) == 1  # once per worker, not per task
+        files = [{"path": str(good), "topic": "t", "partition": 0}]
+        assert len(rows(segments(), files)) == 1 and len(freezes) == 1
+        assert gc.get_freeze_count() > 0
+        assert len(rows(segments(), files)) == 1 and len(freezes) == 1  # once a worker
     finally:
         gc.unfreeze()

@@ -1,9 +1,9 @@
 """Text files as numbered lines: (path, line number, text), read on the executors.
 
 Spark's text and JSON readers split files but cannot say which line a row came from; a
-quarantined JSON line must name it (issue 12, case 4). This data source reads each file in one
-task, finds the line breaks with numpy and hands the lines to Spark as Arrow strings without a
-Python loop over lines. Bytes that are not UTF-8 are replaced (U+FFFD), never fatal.
+quarantined JSON line must name it (issue 12, case 4). This format (`file_source`) reads each
+file in one task, finds the line breaks with numpy and hands the lines to Spark as Arrow strings
+without a Python loop over lines. Bytes that are not UTF-8 are replaced (U+FFFD), never fatal.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.files.file_source import FileFormat, load_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DATA_SOURCE_NAME = "eos_text_lines"
+FORMAT_NAME = "eos_text_lines"
 PATH, LINE, VALUE, ERROR = "path", "line", "value", "_read_error"
 SCHEMA = T.StructType(
     [
@@ -72,10 +72,10 @@ def parse_lines(data: bytes | memoryview, *, path: str) -> Iterator[pa.RecordBat
         )
 
 
-class TextLinesDataSource(FileDataSource):
-    """Spark data source `eos_text_lines`: each file whole in one task."""
+class TextLinesFormat(FileFormat):
+    """The `eos_text_lines` format: each file whole in one task."""
 
-    format_name = DATA_SOURCE_NAME
+    format_name = FORMAT_NAME
     memory_map = True
 
     def schema(self) -> T.StructType:
@@ -122,4 +122,4 @@ def read_text_lines(spark: SparkSession, paths: list[str]) -> DataFrame:
     Returns:
         (path, line, value, _read_error) rows; an unreadable file is one row with the reason.
     """
-    return load_files(spark, TextLinesDataSource, [{"path": f} for f in list_files(paths)])
+    return load_files(spark, TextLinesFormat, [{"path": f} for f in list_files(paths)])

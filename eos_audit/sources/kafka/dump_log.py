@@ -9,10 +9,10 @@ A control record's `endTxnMarker: COMMIT|ABORT coordinatorEpoch: N` sets the con
 batch it belongs to (the first record of a control batch is the marker,
 docs/formats.md#control-batches).
 
-Parsing runs on the executors in the `kafka_dump_log` Python data source, each file whole in one
-task (small files share one: `file_source.pack_files`). Each file is split into lines once; every
-line is classified and its fields extracted with pyarrow.compute regular expressions over the
-whole array of lines, and the relations between lines
+Parsing runs on the executors in the `kafka_dump_log` format (`file_source`), each file whole in
+one task (small files share one: `file_source.pack_files`). Each file is split into lines once;
+every line is classified and its fields extracted with pyarrow.compute regular expressions over
+the whole array of lines, and the relations between lines
 (section of a `Dumping` line, batch of a record line, records of one position) are computed with
 numpy running maxima and cumulative sums. No loop runs over lines in Python.
 
@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from eos_audit.errors import InputNotFoundError
 from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.files.arrow_text import parse_int
-from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.files.file_source import FileFormat, load_files
 from eos_audit.sources.kafka.segments import (
     ARROW_SCHEMA,
     SOURCE_ERROR_COL,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DATA_SOURCE_NAME = "kafka_dump_log"
+FORMAT_NAME = "kafka_dump_log"
 
 _TS = r"(?P<ts_type>CreateTime|LogAppendTime|NoTimestampType): (?P<ts>-?\d+)"
 _TS_ANON = r"(?:CreateTime|LogAppendTime|NoTimestampType): -?\d+"
@@ -280,7 +280,7 @@ def parse_dump_log(
 ) -> pa.Table:
     """Parse one `kafka-dump-log.sh` output file into the reader output schema.
 
-    Pure function (no Spark); the data source calls it on executors.
+    Pure function (no Spark); the reader calls it on executors.
 
     Args:
         data: the file content.
@@ -659,19 +659,19 @@ def _old_rows(
 
 
 # ------------------------------------------------------------------------------------------------
-# Spark data source
+# The format read on the executors
 # ------------------------------------------------------------------------------------------------
-class KafkaDumpLogDataSource(FileDataSource):
-    """Spark data source `kafka_dump_log`: each text file whole in one task.
+class KafkaDumpLogFormat(FileFormat):
+    """The `kafka_dump_log` format: each text file whole in one task.
+
+    Files: `{"path": ...}`.
 
     Options:
-        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
-            `{"path": ...}`.
         topic: topic for every batch (overrides the `Dumping` line).
         partition: partition for every batch (overrides the `Dumping` line).
     """
 
-    format_name = DATA_SOURCE_NAME
+    format_name = FORMAT_NAME
 
     def schema(self) -> T.StructType:
         """The reader output schema (`RECORD_BATCH` + `_source_error`)."""
@@ -738,4 +738,4 @@ def read_dump_log(
     files = _expand(paths)
     options = {"topic": topic or "", "partition": "" if partition is None else str(int(partition))}
     log.info("reading %d kafka-dump-log files", len(files))
-    return load_files(spark, KafkaDumpLogDataSource, [{"path": f} for f in files], **options)
+    return load_files(spark, KafkaDumpLogFormat, [{"path": f} for f in files], **options)

@@ -7,9 +7,9 @@ marker, docs/formats.md#control-batches) in one compiled pass over each batch's 
 CRC-32C with the `crc32c` library's C function called from the compiled loop. Record payloads are
 never decoded and never logged.
 
-Everything runs on the executors: a Spark 4 Python data source (`kafka_segments`) reads whole `.log`
-files (packed into input partitions by size, `file_source.pack_files`) and yields Arrow record
-batches. A batch is located by reference
+Everything runs on the executors: the `kafka_segments` format (`file_source`, in a `mapInArrow`)
+reads whole `.log` files (packed into Spark partitions by size, `file_source.pack_files`) and
+yields Arrow record batches. A batch is located by reference
 (`row_reference`): its file's id, which the driver gave the file, and its byte position; the text
 `<file>:<byte>` is written only where a row is shown (quarantine, findings, `read_segments`).
 
@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.files import row_reference as ref
-from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.files.file_source import FileFormat, load_files
 from eos_audit.sources.kafka.partition_dirs import discover_segment_files
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SOURCE_ERROR_COL = "_source_error"
-DATA_SOURCE_NAME = "kafka_segments"
+FORMAT_NAME = "kafka_segments"
 
 # Header layout of a magic v2 batch (docs/formats.md#record-batch-v2).
 RECORD_BATCH_OVERHEAD = 61
@@ -232,9 +232,9 @@ def _frame(
     The walk is compiled (`segment_walk`). The error is `(position, message, base_offset_or_None)`;
     the walk stops there.
     """
-    # Imported where a file is read, not with this module: Spark imports the module in a fresh
-    # Python process to plan every read (the data source's schema and partitions), and the walk
-    # brings numba, whose import alone is about 0.4 s.
+    # Imported where a file is read, not with this module: the driver imports the module to plan
+    # a read and never walks a segment, and the walk brings numba, whose import alone is about
+    # 0.4 s.
     from eos_audit.sources.kafka import segment_walk
 
     positions, ends, legacy, stop = segment_walk.frames(buf)
@@ -507,7 +507,7 @@ def parse_segment(
 ) -> pa.Table:
     """Parse the bytes of one `.log` segment into a table in the reader output schema.
 
-    Pure function (no Spark): the data source calls `iter_segment` on executors, tests call this.
+    Pure function (no Spark): the reader calls `iter_segment` on executors, tests call this.
 
     Args:
         data: the whole content of a `.log` file.
@@ -529,19 +529,19 @@ def parse_segment(
 
 
 # ------------------------------------------------------------------------------------------------
-# Spark data source
+# The format read on the executors
 # ------------------------------------------------------------------------------------------------
-class KafkaSegmentsDataSource(FileDataSource):
-    """Spark data source `kafka_segments`: whole `.log` files, memory-mapped, packed by size.
+class KafkaSegmentsFormat(FileFormat):
+    """The `kafka_segments` format: whole `.log` files, memory-mapped, packed by size.
+
+    Files: `{"path": ..., "topic": ..., "partition": ...}`, with the file's `file_id`
+    (row_reference) when the driver gave it one, `last_segment` and `bytes`.
 
     Options:
-        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
-            `{"path": ..., "topic": ..., "partition": ...}`, with the file's `file_id`
-            (row_reference) when the driver gave it one, `last_segment` and `bytes`.
         verify_crc: "true" (default) or "false".
     """
 
-    format_name = DATA_SOURCE_NAME
+    format_name = FORMAT_NAME
     memory_map = True
 
     def schema(self) -> T.StructType:
@@ -584,7 +584,7 @@ def segment_schema() -> T.StructType:
 def read_segment_files(
     spark: SparkSession, files: list[dict], *, verify_crc: bool = True
 ) -> DataFrame:
-    """Read explicit `.log` files with known topic/partition through the data source.
+    """Read explicit `.log` files with known topic/partition on the executors.
 
     This is the audit's read: a file given a `file_id` (`row_reference.unique_file_ids`) has its
     rows located by that id and their byte position (`source_file`, `source_row`) and no text,
@@ -600,7 +600,7 @@ def read_segment_files(
 
     """
     return load_files(
-        spark, KafkaSegmentsDataSource, files, verify_crc=str(bool(verify_crc)).lower()
+        spark, KafkaSegmentsFormat, files, verify_crc=str(bool(verify_crc)).lower()
     )
 
 

@@ -8,8 +8,8 @@ and `recovery-point-offset-checkpoint`. An export is usually `<export>/<broker-i
 so the folder above a partition dir names the replica.
 
 Discovery runs on the driver (it lists directories, it reads no data). Every file is read on the
-executors by the `kafka_partition_files` Python data source: snapshots are decoded with one numpy
-structured view per file, checkpoint lines with pyarrow.compute regular expressions.
+executors in the `kafka_partition_files` format (`file_source`): snapshots are decoded with one
+numpy structured view per file, checkpoint lines with pyarrow.compute regular expressions.
 
 Readers of these files return a `FileRead(data, problems)` pair: `data` the parsed rows, `problems`
 one `(source, reason)` row per file or line that could not be used (corrupt snapshot, malformed
@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
 from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.files.arrow_text import parse_int
-from eos_audit.sources.files.file_source import FileDataSource, load_files
+from eos_audit.sources.files.file_source import FileFormat, load_files
 from eos_audit.sources.kafka.partition_dirs import (  # noqa: F401 (re-exported for callers)
     PartitionDir,
     discover_partition_dirs,
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DATA_SOURCE_NAME = "kafka_partition_files"
+FORMAT_NAME = "kafka_partition_files"
 PROBLEM_COL = "_problem"
 
 _SNAPSHOT = re.compile(r"^(\d{20})\.snapshot$")
@@ -123,7 +123,7 @@ _SCHEMAS = {
 }
 
 # The seed batch struct as the contract declares it (names, types and nullability), so the
-# snapshot data source returns exactly the schema Spark expects.
+# snapshot reader returns exactly the schema Spark expects.
 _ARROW_SEED_BATCH = pa.struct(
     [
         pa.field(
@@ -422,19 +422,19 @@ def parse_offset_checkpoint(
 
 
 # ------------------------------------------------------------------------------------------------
-# Spark data source
+# The format read on the executors
 # ------------------------------------------------------------------------------------------------
-class KafkaPartitionFilesDataSource(FileDataSource):
-    """Spark data source `kafka_partition_files` for snapshots and checkpoints.
+class KafkaPartitionFilesFormat(FileFormat):
+    """The `kafka_partition_files` format: snapshots and checkpoints.
+
+    Files: dicts with `path` and the known `topic`, `partition`, `replica` (and
+    `checkpoint_kind` for offset checkpoints).
 
     Options:
         kind: 'snapshot', 'leader_epoch' or 'offset_checkpoint'.
-        partitions: JSON list of input partitions (`file_source.pack_files`), each a list of
-            dicts with `path` and the known `topic`, `partition`, `replica` (and
-            `checkpoint_kind` for offset checkpoints).
     """
 
-    format_name = DATA_SOURCE_NAME
+    format_name = FORMAT_NAME
 
     def schema(self) -> T.StructType:
         """The schema of the requested kind plus `_problem`."""
@@ -466,7 +466,7 @@ class KafkaPartitionFilesDataSource(FileDataSource):
 
 
 def _load(spark: SparkSession, kind: str, files: list[dict]) -> FileRead:
-    df = load_files(spark, KafkaPartitionFilesDataSource, files, kind=kind)
+    df = load_files(spark, KafkaPartitionFilesFormat, files, kind=kind)
     data = df.filter(F.col(PROBLEM_COL).isNull()).select(*_SCHEMAS[kind].fieldNames())
     problems = df.filter(F.col(PROBLEM_COL).isNotNull()).select(
         "source", F.col(PROBLEM_COL).alias("reason")
