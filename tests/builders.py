@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -102,3 +105,14 @@ def seeds_df(spark: SparkSession, seeds: list[dict]) -> DataFrame:
         row.update(s)
         full.append(tuple(row[f.name] for f in NULLABLE_STATE))
     return spark.createDataFrame(full, NULLABLE_STATE)
+
+
+@contextmanager
+def computed_once(df: DataFrame) -> Iterator[DataFrame]:
+    """`df` cached while the block runs: a test that reads an audit's records several times
+    (findings, then quarantine) runs the audit once instead of once an action."""
+    cached = df.cache()
+    try:
+        yield cached
+    finally:
+        cached.unpersist()

@@ -1,21 +1,35 @@
 """The demo's audit, run once for the integration tests that read its warehouse."""
 
+import shutil
+
 import pytest
 
 from eos_audit.config import AuditConfig
 from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
 from eos_audit.pipeline import run_audit
+from tests.run_once import once_per_run
 
 
 @pytest.fixture(scope="session")
 def demo_run(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("demo")
-    export, faults = write_demo_export(root / "export")
-    evidence = write_demo_evidence(root / "export")
-    warehouse = root / "warehouse"
-    inputs = demo_inputs(export, evidence)
-    result = run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-1")
-    return result, faults + evidence.faults, warehouse, inputs
+    """The demo's export audited as run "night-1": (result, faults, warehouse, inputs).
+
+    Audited once for the whole run (tests/run_once.py); the export is shared and read only, and
+    each worker gets a copy of the warehouse of its own, which tests write into (a re-run of
+    night-1, reports).
+    """
+
+    def audit_the_demo(root):
+        export, faults = write_demo_export(root / "export")
+        evidence = write_demo_evidence(root / "export")
+        inputs = demo_inputs(export, evidence)
+        result = run_audit(spark, inputs, AuditConfig(), str(root / "warehouse"), run_id="night-1")
+        return result, faults + evidence.faults, root / "warehouse", inputs
+
+    result, faults, audited, inputs = once_per_run(tmp_path_factory, "demo", audit_the_demo)
+    warehouse = tmp_path_factory.mktemp("demo-warehouse") / "warehouse"
+    shutil.copytree(audited, warehouse)
+    return result, faults, warehouse, inputs
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ from eos_audit.schemas import FINDINGS, GROUND_TRUTH
 from eos_audit.score import EXIT_PERFECT, read_delta, score
 from eos_audit.session import session_has_delta
 from eos_audit.sinks.delta import choose_writer
+from tests.run_once import once_per_run
 
 pytestmark = pytest.mark.slow
 
@@ -40,11 +41,16 @@ def _audit(spark, export, warehouse):
 
 @pytest.fixture(scope="session")
 def small_run(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("generated")
-    export = write_export(spark, GenerationPlan(**SMALL), root / "export")
-    _audit(spark, export, root / "warehouse")
-    report = score(spark, str(root / "warehouse"), str(export.ground_truth))
-    return export, root / "warehouse", report
+    """A small generated export, audited and scored once for the whole run (tests/run_once.py):
+    (export, warehouse, score). Read only."""
+
+    def generate_audit_score(root):
+        export = write_export(spark, GenerationPlan(**SMALL), root / "export")
+        _audit(spark, export, root / "warehouse")
+        return export, root / "warehouse", score(spark, str(root / "warehouse"),
+                                                 str(export.ground_truth))  # fmt: skip
+
+    return once_per_run(tmp_path_factory, "generated", generate_audit_score)
 
 
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))

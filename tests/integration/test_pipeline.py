@@ -1,5 +1,7 @@
 """The whole pipeline in-process: demo export -> audit -> Delta tables -> run record."""
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
@@ -7,6 +9,7 @@ from deltalake import DeltaTable, QueryBuilder
 from eos_audit.config import AuditConfig
 from eos_audit.demo import build_demo_export
 from eos_audit.pipeline import AuditInputs, run_audit
+from tests.run_once import once_per_run
 
 pytestmark = pytest.mark.slow
 
@@ -80,15 +83,21 @@ def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
     assert ids(warehouse) == ids(other)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def evidence_run(spark, demo_run, tmp_path_factory):
     """The demo's export audited with one file of ListOffsets observations and one of send
-    results (acknowledgements), each with a line the run cannot use: one audit for the two tests
-    below, each of which checks what its own evidence did (findings, quarantine rows).
+    results (acknowledgements), each with a line the run cannot use: one audit for the whole run
+    (tests/run_once.py) and the two tests below, each of which checks what its own evidence did
+    (findings, quarantine rows). Read only.
     """
     _, _, _, inputs = demo_run
+    return once_per_run(
+        tmp_path_factory, "evidence", lambda root: _audit_with_evidence(spark, inputs, root)
+    )
+
+
+def _audit_with_evidence(spark, inputs: AuditInputs, root: Path):
     (export,) = inputs.batches
-    root = tmp_path_factory.mktemp("evidence")
     observed = root / "offsets.txt"
     observed.write_text(
         "# observed_at: 2026-11-21T01:00:00Z\npayments:1:15\n"

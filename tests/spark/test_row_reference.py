@@ -22,7 +22,7 @@ from eos_audit.output_records import findings_of, quarantine_of
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.files import row_reference
 from eos_audit.sources.tabular.record_batches import read_tabular
-from tests.builders import data
+from tests.builders import computed_once, data
 
 # Row 1 leaves a sequence gap (SEQUENCE_GAP names it); row 2 has a negative offset (quarantined).
 ROWS = [data(0, 3, seq=0), data(3, 2, seq=9), data(-5, 1, seq=20, pid=2)]
@@ -51,9 +51,10 @@ def _spark_paths(spark, directory) -> list[str]:
 def test_findings_and_quarantine_name_the_row_as_spark_names_its_file(spark, odd_dir):
     _write(odd_dir, "batches 1.parquet", [dict(r, source=None) for r in ROWS])
     texts = _spark_paths(spark, odd_dir)
-    records = engine.audit(read_tabular(spark, [str(odd_dir)], "parquet"), AuditConfig(), "r")
-    gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
-    quarantined = quarantine_of(records).collect()
+    audited = engine.audit(read_tabular(spark, [str(odd_dir)], "parquet"), AuditConfig(), "r")
+    with computed_once(audited) as records:
+        gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
+        quarantined = quarantine_of(records).collect()
     assert [f.source for f in gap] == [next(t for t in texts if t.endswith(":row 1"))]
     assert [q.source for q in quarantined] == [next(t for t in texts if t.endswith(":row 2"))]
     assert '"source":"' + quarantined[0].source + '"' in quarantined[0].raw
@@ -63,10 +64,11 @@ def test_a_source_of_the_row_itself_wins_over_its_location(spark, tmp_path):
     own = [dict(r, source=f"export-{i}") for i, r in enumerate(ROWS)]
     _write(tmp_path / "in", "b.parquet", own)
     batches = read_tabular(spark, [str(tmp_path / "in")], "parquet")
-    records = engine.audit(batches, AuditConfig(), "r")
-    gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
+    with computed_once(engine.audit(batches, AuditConfig(), "r")) as records:
+        gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
+        quarantined = quarantine_of(records).collect()
     assert [f.source for f in gap] == ["export-1"]
-    assert [q.source for q in quarantine_of(records).collect()] == ["export-2"]
+    assert [q.source for q in quarantined] == ["export-2"]
 
 
 def test_files_whose_ids_collide_are_named_by_text(spark, tmp_path, monkeypatch):

@@ -98,7 +98,8 @@ def _wide_seeds(spark, rows):
 
 def test_each_impossible_value_is_quarantined_with_its_reason(spark):
     read = check_seeds(_wide_seeds(spark, [row for row, _ in CASES]))
-    problems = {r["source"]: r["reason"] for r in read.problems.collect()}
+    problem_rows = read.problems.collect()
+    problems = {r["source"]: r["reason"] for r in problem_rows}
     assert {r["producer_id"] for r in read.seeds.collect()} == {
         row["producer_id"] for row, reason in CASES if reason is None
     }
@@ -107,7 +108,7 @@ def test_each_impossible_value_is_quarantined_with_its_reason(spark):
     for source, reason in problems.items():
         pid = int(source.split(" producer ")[1].split(" ")[0])
         assert expected[pid] in reason, (source, reason)
-    assert {r["input"] for r in read.problems.collect()} == {"producer_state"}
+    assert {r["input"] for r in problem_rows} == {"producer_state"}
 
 
 def test_valid_seeds_pass_unchanged_in_the_contract(spark):

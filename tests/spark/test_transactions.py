@@ -8,7 +8,7 @@ from eos_audit import engine
 from eos_audit.config import AuditConfig
 from eos_audit.output_records import findings_of, transactions_of
 from eos_audit.sources.tabular.canonical import to_canonical
-from tests.builders import batches_df, data, marker
+from tests.builders import batches_df, computed_once, data, marker
 
 MIN = 60_000
 
@@ -85,12 +85,10 @@ def test_nothing_else_is_flagged(records):
 
 def test_timeout_is_configurable(spark):
     config = AuditConfig().with_overrides(transactions={"max_timeout_ms": 60 * MIN})
-    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), config, "r")
-    assert (
-        findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count() == 0
-    )
-    hanging = transactions_of(rec).where("hanging").count()
-    assert hanging == 0
+    with computed_once(engine.audit(to_canonical(batches_df(spark, ROWS)), config, "r")) as rec:
+        flagged = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count()
+        hanging = transactions_of(rec).where("hanging").count()
+    assert (flagged, hanging) == (0, 0)
 
 
 def test_transaction_ids_are_deterministic(spark, records):
@@ -103,14 +101,14 @@ def test_export_time_ages_open_transactions(spark):
     """Aged at the export time, producer 3's transaction (open since 25 min) hangs too."""
     batches = to_canonical(batches_df(spark, ROWS))
     export_at = 50 * MIN  # 10 minutes after the last batch of the log
-    rec = engine.audit(batches, AuditConfig(), "r", as_of_ms=export_at)
-    hanging = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
-    by_producer = {r.producer_id: r for r in hanging.collect()}
+    with computed_once(engine.audit(batches, AuditConfig(), "r", as_of_ms=export_at)) as rec:
+        hanging = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
+        by_producer = {r.producer_id: r for r in hanging.collect()}
+        open_rows = transactions_of(rec).where("outcome = 'OPEN'").collect()
     assert sorted(by_producer) == [1, 3]
     assert by_producer[3].evidence["age_ms"] == str(25 * MIN)
     assert by_producer[3].evidence["age_measured_at"] == "export_time"
-    open_rows = transactions_of(rec).where("outcome = 'OPEN'")
-    assert sorted((r.producer_id, r.duration_ms) for r in open_rows.collect()) == [
+    assert sorted((r.producer_id, r.duration_ms) for r in open_rows) == [
         (1, 40 * MIN),
         (3, 25 * MIN),
     ]
@@ -124,11 +122,12 @@ def test_a_marker_whose_type_the_export_does_not_show_closes_its_transaction_as_
         txn(2, 1, 1, 2_000),
         marker(3, "ABORT", pid=1, max_timestamp=3_000),
     ]
-    rec = engine.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
-    actual = transactions_of(rec).select("first_offset", "marker_offset", "outcome")
     expected = spark.createDataFrame(
         [(0, 1, "UNKNOWN"), (2, 3, "ABORT")],
         "first_offset long, marker_offset long, outcome string",
     )
-    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
-    assert findings_of(rec).count() == 0
+    audited = engine.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
+    with computed_once(audited) as rec:
+        actual = transactions_of(rec).select("first_offset", "marker_offset", "outcome")
+        assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+        assert findings_of(rec).count() == 0
