@@ -61,14 +61,6 @@ def test_audit_with_critical_findings_exits_1(spark, export, lenient, tmp_path, 
     assert "one shuffle" in caplog.text  # one log line per stage, with the run id
 
 
-def test_fail_on_never_exits_0(spark, export, lenient, tmp_path, capsys):
-    code = main(
-        ["audit", "--batches", str(export), "--warehouse", str(tmp_path / "wh"),
-         "--conf", str(lenient), "--fail-on", "never"]
-    )  # fmt: skip
-    assert code == 0
-
-
 VALID = {
     "topic": "t",
     "partition": 0,

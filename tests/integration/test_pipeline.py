@@ -70,19 +70,6 @@ def test_rerunning_the_same_run_replaces_its_rows(spark, demo_run):
         assert runs == [{"run_id": "night-1"}], table
 
 
-def test_finding_ids_are_deterministic(spark, demo_run, tmp_path):
-    _, _, warehouse, inputs = demo_run
-    other = tmp_path / "wh2"
-    run_audit(spark, inputs, AuditConfig(), str(other), run_id="other-run")
-
-    def ids(w):
-        return sorted(
-            r["finding_id"] for r in _sql(str(w / "findings"), "SELECT finding_id FROM t")
-        )
-
-    assert ids(warehouse) == ids(other)
-
-
 @pytest.fixture(scope="session")
 def evidence_run(spark, demo_run, tmp_path_factory):
     """The demo's export audited with one file of ListOffsets observations and one of send

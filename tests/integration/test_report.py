@@ -269,6 +269,13 @@ def test_two_nights_give_a_history_and_mark_what_is_new(spark, demo_run, tmp_pat
     shutil.copytree(demo, warehouse, ignore=shutil.ignore_patterns("reports"))
     DeltaTable(str(warehouse / "findings")).delete("finding_type = 'SEQUENCE_GAP'")
     run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="night-2")
+    # Finding ids are deterministic: the same input gives night-2 the ids night-1 got (the
+    # demo's own warehouse, untouched), in another run of another warehouse.
+    night_2 = DeltaTable(str(warehouse / "findings")).to_pyarrow_table(
+        columns=["finding_id"], filters=[("run_id", "=", "night-2")]
+    )
+    night_1 = DeltaTable(str(demo / "findings")).to_pyarrow_table(columns=["finding_id"])
+    assert sorted(night_2.column(0).to_pylist()) == sorted(night_1.column(0).to_pylist())
 
     data, path = report_with_data(spark, warehouse)
     h = data.history
