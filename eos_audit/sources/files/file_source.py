@@ -10,9 +10,9 @@ parsed and what an unreadable file becomes.
 Why `mapInArrow` and not a Spark 4 Python data source (what the readers were before): the same
 Arrow batches cost the JVM more per row from a data source, and Spark plans each read of a data
 source with two Python processes of its own (the source's schema, then its partitions). Measured
-on 2 cores (`bench/bench_segments.py`, 1M batches in 16 segments): the audit's read took
-0.37-0.40 s as a data source and 0.25-0.27 s as `mapInArrow`, the same parse. `mapInArrow` also
-runs on every Spark since 3.3 and over Spark Connect with nothing registered.
+on 2 cores (`bench/bench_segments.py`, 1M batches in 16 segments; `bench/README.md`): the audit's
+read took 0.30-0.40 s as a data source and 0.20-0.23 s as `mapInArrow`, the same parse.
+`mapInArrow` also runs on every Spark since 3.3 and over Spark Connect with nothing registered.
 
 The driver packs the files as Spark packs its own file sources
 (`FilePartition.getFilePartitions`, with the session's `spark.sql.files.maxPartitionBytes`,
