@@ -33,6 +33,21 @@ SESSION_JVM_OPTIONS = (
     "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=100000 -XX:Tier4MinInvocationThreshold=30000 "
     "-XX:Tier4CompileThreshold=120000 -XX:Tier4BackEdgeThreshold=600000"
 )
+
+
+def long_lived_jvm_options(heap_mb: int) -> str:
+    """SESSION_JVM_OPTIONS for a JVM of `heap_mb` (its -Xmx) that lives for the whole suite.
+
+    Its heap is all there from the start, half of it the young generation: the serial collector's
+    cost is the objects that survive a collection, and planning hundreds of queries leaves little
+    alive for long, so fewer, larger young collections cost less. Measured on 2 cores, a warm
+    session auditing the demo's inputs over and over: the collector's thread 0.41 CPU-s an audit
+    with the JDK's sizing (a heap that starts at 1/64 of the machine's memory and grows, a third
+    of it young), 0.13 with this; the whole audit 5.0 against 4.6 CPU-s.
+    """
+    return f"{SESSION_JVM_OPTIONS} -Xms{heap_mb}m -Xmn{heap_mb // 2}m"
+
+
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
 # Spark settings for the suite's hundreds of tiny queries, whose plans are large: compiling
 # generated code costs more than running them (one file took 104 s with it, 58 s without). Spark
@@ -53,6 +68,7 @@ TINY_QUERIES = {
     # less per Python task, eos_audit/session.py).
     **PYTHON_WORKER_SOCKETS,
 }
+SESSION_DRIVER_MB = 2048
 _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
 
@@ -118,14 +134,14 @@ def spark():
     # The session's JVM reads SPARK_SUBMIT_OPTS once, as it starts; subprocesses read it later.
     subprocess_options = os.environ["SPARK_SUBMIT_OPTS"]
     if subprocess_options == SUBPROCESS_JVM_OPTIONS:  # the suite's own, not the caller's
-        os.environ["SPARK_SUBMIT_OPTS"] = SESSION_JVM_OPTIONS
+        os.environ["SPARK_SUBMIT_OPTS"] = long_lived_jvm_options(SESSION_DRIVER_MB)
     try:
         session = (
             SparkSession.builder.master("local[2]")
             .appName("eos-audit-tests")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", "2g")
+            .config("spark.driver.memory", f"{SESSION_DRIVER_MB}m")
             .config(map=TINY_QUERIES)
             .getOrCreate()
         )

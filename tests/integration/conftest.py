@@ -40,8 +40,8 @@ def connect_server(request, tmp_path_factory):
     A test that also asks for the classic session (`spark`, listed after this fixture) gets it
     started while the server's JVM starts: the two starts overlap instead of following each other.
     """
-    from tests.conftest import SESSION_JVM_OPTIONS
-    from tests.fixtures.connect_server import connect_server
+    from tests.conftest import long_lived_jvm_options
+    from tests.fixtures.connect_server import DRIVER_MB, connect_server
 
     def start_the_classic_session_too() -> None:
         if "spark" in request.fixturenames:
@@ -49,5 +49,6 @@ def connect_server(request, tmp_path_factory):
 
     # The server lives as long as the suite's session and runs as many queries: its JVM flags.
     work = tmp_path_factory.mktemp("connect-server")
-    with connect_server(work, SESSION_JVM_OPTIONS, start_the_classic_session_too) as url:
+    options = long_lived_jvm_options(DRIVER_MB)
+    with connect_server(work, options, start_the_classic_session_too) as url:
         yield url
