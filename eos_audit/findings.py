@@ -26,7 +26,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from eos_audit.schemas import FINDINGS
-from eos_audit.sql_text import cast
+from eos_audit.sql_text import cast, string_literal
 
 if TYPE_CHECKING:  # config derives its defaults from this module; no import cycle at run time
     from eos_audit.config import AuditConfig
@@ -483,7 +483,9 @@ def configured_severity(finding_type: str, config: AuditConfig) -> str:
 
 def sentence(template: str, *cols: Column) -> Column:
     """A readable sentence from a printf template; nulls print as 'none'."""
-    return F.format_string(template, *[F.coalesce(c.cast("string"), F.lit("none")) for c in cols])
+    # As contract_reader.format_reason: one literal, and ifnull rather than a coalesce of a list.
+    none = F.lit("none")
+    return F.format_string(template, *[F.ifnull(c.cast("string"), none) for c in cols])
 
 
 def finding_struct(
@@ -554,8 +556,7 @@ def _sql_literal(value: object) -> str:
             if value
             else ("CAST(array() AS ARRAY<STRING>)")
         )
-    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
-    return f"'{text}'"
+    return string_literal(str(value))
 
 
 def _lookup(code: Column, table: dict[int, object]) -> Column:
@@ -629,7 +630,7 @@ def _build(
                     kind.code
                 )
     none = F.lit("none")
-    strings = [F.coalesce(c.cast("string"), none) for c in arguments.values()]
+    strings = [F.ifnull(c.cast("string"), none) for c in arguments.values()]
     filled["detail"] = F.printf(_lookup(code, formats), *strings)
     if evidence_names:
         entries = []

@@ -18,7 +18,7 @@ from eos_audit.replay.rows import ControlType
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.replay.state import OUTPUTS as KERNEL_OUTPUTS
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
-from eos_audit.sql_text import cast
+from eos_audit.sql_text import cast, cast_text, ident, sql_type, string_literal
 
 # Every output an audit's records hold: the kernel's, then the batches quarantined as they were
 # read and each input file's counts of batches (the input_files table).
@@ -89,6 +89,13 @@ OUTPUT_RECORD = T.StructType(
 )
 
 
+# Every output's struct is nullable throughout (`_nullable`), so its SQL type text, whose fields
+# Spark parses as nullable, names exactly that type. Records are built from SQL text where their
+# values are columns of known names: one call into Spark instead of a few per field (sql_text).
+def _output_type(name: str) -> str:
+    return sql_type(STRUCTS[name])
+
+
 def record(kind: str, value: Column, nulls: dict[str, Column] | None = None) -> Column:
     """One output record: `kind` and that output's struct, every other struct null.
 
@@ -100,23 +107,31 @@ def record(kind: str, value: Column, nulls: dict[str, Column] | None = None) -> 
     nulls = nulls or typed_nulls()
     fields = [F.lit(kind).alias("kind")]
     for field in OUTPUT_RECORD.fields[1:]:
-        struct = value.cast(field.dataType) if field.name == kind else nulls[field.name]
+        struct = value.cast(_output_type(kind)) if field.name == kind else nulls[field.name]
         fields.append(struct.alias(field.name))
     return F.struct(*fields)
 
 
+def record_text(kind: str, value: str) -> list[str]:
+    """`record` as select expressions: `value`, SQL text of `kind`'s struct, and typed nulls."""
+    return [
+        f"{string_literal(kind)} AS kind",
+        *[
+            f"{cast_text(value if f.name == kind else 'NULL', f.dataType)} AS {ident(f.name)}"
+            for f in OUTPUT_RECORD.fields[1:]
+        ],
+    ]
+
+
 def typed_nulls() -> dict[str, Column]:
     """A null of each output's struct type, by output name (built once, used in every record)."""
-    return {f.name: F.lit(None).cast(f.dataType) for f in OUTPUT_RECORD.fields[1:]}
+    return {f.name: F.expr(cast_text("NULL", f.dataType)) for f in OUTPUT_RECORD.fields[1:]}
 
 
 def name_of(code: Column, enum: type) -> Column:
-    """An enum code as its name; NONE (0) and null as null."""
-    out = F.lit(None).cast("string")
-    for member in reversed(list(enum)):
-        if member.value != 0:
-            out = F.when(code == member.value, F.lit(member.name)).otherwise(out)
-    return out
+    """An enum code as its name; NONE (0), a code of no member and null as null."""
+    names = ", ".join(f"{m.value}, {string_literal(m.name)}" for m in enum if m.value != 0)
+    return F.try_element_at(F.expr(f"map({names})"), code)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -315,23 +330,17 @@ def problem_records(problems_df: DataFrame, run_id: str) -> DataFrame:
     Returns:
         Output records of kind quarantine, to union with `audit`'s.
     """
-    quarantine = F.struct(
-        F.sha2(F.concat_ws("|", F.col("input"), F.col("source"), F.col("reason")), 256)
-        .substr(1, 32)
-        .alias("quarantine_id"),
-        F.lit(run_id).alias("run_id"),
-        F.col("input"),
-        F.col("reason"),
-        F.col("source"),
-        F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("long").alias("partition"),
-        F.lit(None).cast("long").alias("base_offset"),
-        F.lit(None).cast("string").alias("raw"),
-    ).cast(QUARANTINE_N)
-    return problems_df.select(record("quarantine", quarantine).alias("r")).select("r.*")
+    quarantine_id = "substring(sha2(concat_ws('|', `input`, `source`, `reason`), 256), 1, 32)"
+    quarantine = (
+        f"named_struct('quarantine_id', {quarantine_id}, "
+        f"'run_id', {string_literal(run_id)}, 'input', `input`, 'reason', `reason`, "
+        "'source', `source`, 'topic', CAST(NULL AS string), 'partition', CAST(NULL AS bigint), "
+        "'base_offset', CAST(NULL AS bigint), 'raw', CAST(NULL AS string))"
+    )
+    return problems_df.selectExpr(*record_text("quarantine", quarantine))
 
 
 def finding_records_of(findings_df: DataFrame) -> DataFrame:
     """Output records of kind findings for rows already in the findings contract."""
-    finding = F.struct(*[F.col(n) for n in FINDINGS.fieldNames()])
-    return findings_df.select(record("findings", finding).alias("r")).select("r.*")
+    fields = ", ".join(f"{string_literal(n)}, {ident(n)}" for n in FINDINGS.fieldNames())
+    return findings_df.selectExpr(*record_text("findings", f"named_struct({fields})"))

@@ -77,3 +77,12 @@ def cast_as(field: T.StructField, present: bool = True) -> str:
 def cast_text(value: str, data_type: T.DataType) -> str:
     """The SQL expression `value` cast to `data_type`, e.g. ``CAST(NULL AS bigint)``."""
     return f"CAST({value} AS {sql_type(data_type)})"
+
+
+def string_literal(value: str) -> str:
+    """`value` as a Spark SQL string literal, quote and backslash escaped.
+
+    Spark's parser reads backslash escapes in string literals (spark.sql.parser.
+    escapedStringLiterals is false by default): backslashes and quotes are escaped.
+    """
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit.sql_text import cast
+from eos_audit.sql_text import cast, ident
 
 try:  # the compiled kernel reads the wire through `field_value`, compiled into its callers
     from numba.extending import register_jitable as _compilable
@@ -326,24 +326,25 @@ def wire_rows(rows_df: DataFrame) -> DataFrame:
         rows_df: rows in `REPLAY_SCHEMA`.
     """
 
+    # SQL text: one call into Spark per column instead of a few per function (sql_text).
     def long_or_zero(name: str) -> Column:
-        return F.coalesce(F.col(name).cast("long"), F.lit(0))
+        return F.expr(f"coalesce(CAST({ident(name)} AS bigint), 0)")
 
-    def flag(condition: Column, name: str) -> Column:
-        return F.when(condition, F.lit(BIT_FIELDS[name].bit)).otherwise(F.lit(0)).cast("long")
+    def flag(condition: str, name: str) -> Column:
+        bit = BIT_FIELDS[name].bit
+        return F.expr(f"CAST(CASE WHEN {condition} THEN {bit} ELSE 0 END AS bigint)")
 
-    crc = F.when(F.col("crc_valid"), F.lit(2)).when(~F.col("crc_valid"), F.lit(1)).otherwise(0)
+    crc = F.expr("CASE WHEN crc_valid THEN 2 WHEN NOT crc_valid THEN 1 ELSE 0 END")
     bits = {
         "kind": _bits_column(F.col("kind").cast("long"), "kind"),
         "crc_valid": _bits_column(crc.cast("long"), "crc_valid"),
         "source_file": _bits_column(long_or_zero("source_file"), "source_file"),
         **{name: _bits_column(long_or_zero(name), name) for name in NULLABLE},
-        "is_transactional": flag(F.coalesce(F.col("is_transactional"), F.lit(False)),
-                                 "is_transactional"),
-        "is_control": flag(F.coalesce(F.col("is_control"), F.lit(False)), "is_control"),
-        "quarantined": flag(F.col("quarantine_reason").isNotNull(), "quarantined"),
-        "has_source_file": flag(F.col("source_file").isNotNull(), "has_source_file"),
-        **{null_flag(name): flag(F.col(name).isNull(), null_flag(name)) for name in NULLABLE},
+        "is_transactional": flag("coalesce(is_transactional, false)", "is_transactional"),
+        "is_control": flag("coalesce(is_control, false)", "is_control"),
+        "quarantined": flag("quarantine_reason IS NOT NULL", "quarantined"),
+        "has_source_file": flag("source_file IS NOT NULL", "has_source_file"),
+        **{null_flag(name): flag(f"{ident(name)} IS NULL", null_flag(name)) for name in NULLABLE},
     }  # fmt: skip
     words = _words(bits, Column.bitwiseOR)
     plain = [cast(F.col(name), WIRE_SCHEMA[name].dataType) for name in PLAIN_FIELDS]

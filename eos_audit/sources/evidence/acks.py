@@ -65,6 +65,7 @@ from eos_audit.sources.tabular.canonical import (
     reason_when,
 )
 from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
+from eos_audit.sql_text import string_literal
 
 __all__ = [
     "ACKS",
@@ -139,7 +140,9 @@ def normalize_error_name(text: Column) -> Column:
     """
     text = F.trim(text)
     from_class = cr.exception_error_name(F.regexp_replace(text, _WRAPPER, ""))
-    aliases = F.create_map(*[F.lit(x) for kv in _EXCEPTION_ERRORS.items() for x in kv])
+    # One SQL map literal: one call into Spark, not two per entry (eos_audit.sql_text).
+    entries = ", ".join(string_literal(x) for kv in _EXCEPTION_ERRORS.items() for x in kv)
+    aliases = F.expr(f"map({entries})")
     name = F.when(
         from_class != "", F.coalesce(F.try_element_at(aliases, from_class), from_class)
     ).otherwise(F.upper(text))
