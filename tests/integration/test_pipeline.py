@@ -70,6 +70,11 @@ def test_rerunning_the_same_run_replaces_its_rows(spark, demo_run):
         assert runs == [{"run_id": "night-1"}], table
 
 
+# A run id as a user may give one, with a quote and a backslash: the rows the run makes of its
+# unusable evidence carry it in SQL text (eos_audit.sql_text.string_literal).
+EVIDENCE_RUN_ID = "ops' re-run \\ 2026-11-21"
+
+
 @pytest.fixture(scope="session")
 def evidence_run(spark, demo_run, tmp_path_factory):
     """The demo's export audited with one file of ListOffsets observations and one of send
@@ -106,7 +111,7 @@ def _audit_with_evidence(spark, inputs: AuditInputs, root: Path):
         AuditInputs(batches=(str(export),), list_offsets=(str(observed),), acks=(str(acks),)),
         AuditConfig(),
         str(warehouse),
-        run_id="with-evidence",
+        run_id=EVIDENCE_RUN_ID,
     )
     return result, warehouse
 
@@ -226,8 +231,11 @@ def test_list_offsets_errors_are_counted_per_partition(demo_run):
 
 def test_unusable_acknowledgements_are_quarantined_not_counted_as_batches(evidence_run):
     result, warehouse = evidence_run
-    rejected = _sql(str(warehouse / "quarantine"), "SELECT input, reason FROM t ORDER BY input")
+    rejected = _sql(
+        str(warehouse / "quarantine"), "SELECT input, reason, run_id FROM t ORDER BY input"
+    )
     assert [r["input"] for r in rejected] == ["acks", "list_offsets", "record_batch"]
+    assert {r["run_id"] for r in rejected} == {EVIDENCE_RUN_ID} == {result.run_id}
     assert "offset" in rejected[0]["reason"]
     assert result.batches_quarantined == 1  # the demo's bad batch row only
     # The one usable send result (offset 0, in the log) gives no ACKED_* finding: the only one is
