@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.errors import SinkError
-from eos_audit.sql_text import cast_as, cast_text, ident
+from eos_audit.sql_text import cast_as, cast_text, ident, string_literal
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,17 @@ def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
 
 
 def _quote(run_id: str) -> str:
+    """`run_id` as a string literal of delta-rs's predicates (standard SQL: a quote doubled)."""
     return "'" + run_id.replace("'", "''") + "'"
+
+
+def spark_run_predicate(run_id: str) -> str:
+    """The rows of `run_id`, as the Spark writer's replaceWhere.
+
+    Spark's parser reads backslash escapes and takes `'a''b'` for two literals joined ('ab'), so
+    the run id is escaped its way, not delta-rs's (`_quote`).
+    """
+    return f"run_id = {string_literal(run_id)}"
 
 
 @dataclass
@@ -171,7 +181,7 @@ class SparkDeltaWriter:
             _conform(df, schema)
             .write.format("delta")
             .mode("overwrite")
-            .option("replaceWhere", f"run_id = {_quote(run_id)}")
+            .option("replaceWhere", spark_run_predicate(run_id))
             # A newer eos-audit may add (nullable) columns to a table an older one created.
             .option("mergeSchema", "true")
         )

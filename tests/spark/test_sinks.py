@@ -127,6 +127,15 @@ def test_spark_delta_writer_round_trip(spark, warehouse):
     assert back.where(F.col("run_id") == "a").schema["finding_id"].nullable is False
 
 
+@pytest.mark.parametrize("run_id", ["night-1", "ops' re-run", "a\\b", "it''s", "\\'; x"])
+def test_the_spark_writers_replace_where_selects_exactly_the_runs_rows(spark, run_id):
+    """What Spark's parser makes of the replaceWhere (runs without Delta's jars too)."""
+    others = ["night-2", "ops re-run", "its"]
+    runs = spark.createDataFrame([(r,) for r in [run_id, *others]], "run_id string")
+    selected = runs.where(F.expr(sinks_delta.spark_run_predicate(run_id)))
+    assert [r.run_id for r in selected.collect()] == [run_id]
+
+
 class CommitFailedError(Exception):
     """delta-rs's name for a lost optimistic-concurrency race."""
 
