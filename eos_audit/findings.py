@@ -26,7 +26,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from eos_audit.schemas import FINDINGS
-from eos_audit.sql_text import cast, string_literal
+from eos_audit.sql_text import cast, lookup
 
 if TYPE_CHECKING:  # config derives its defaults from this module; no import cycle at run time
     from eos_audit.config import AuditConfig
@@ -547,26 +547,6 @@ def coded_finding_struct(
     )  # fmt: skip
 
 
-def _sql_literal(value: object) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, (list, tuple)):
-        return (
-            f"array({', '.join(_sql_literal(v) for v in value)})"
-            if value
-            else ("CAST(array() AS ARRAY<STRING>)")
-        )
-    return string_literal(str(value))
-
-
-def _lookup(code: Column, table: dict[int, object]) -> Column:
-    """`table[code]`, as one SQL map literal: one expression whatever the number of types."""
-    if not table:
-        return F.lit(None)
-    entries = ", ".join(f"{k}, {_sql_literal(v)}" for k, v in table.items())
-    return F.try_element_at(F.expr(f"map({entries})"), code)
-
-
 def _build(
     code: Column,
     kinds: list[FindingType],
@@ -589,18 +569,18 @@ def _build(
     if "batch_timestamp" in values and "batch_time" not in values:
         # The same instant as a timestamp, derived here so that every finding has both alike.
         filled["batch_time"] = F.timestamp_millis(values["batch_timestamp"])
-    filled["finding_type"] = _lookup(code, {k.code: k.name for k in kinds})
-    filled["spec_ref"] = _lookup(code, {k.code: k.spec_ref for k in kinds})
+    filled["finding_type"] = lookup(code, {k.code: k.name for k in kinds})
+    filled["spec_ref"] = lookup(code, {k.code: k.spec_ref for k in kinds})
     if severity is None:
         levels = {k.code: configured_severity(k.name, config) for k in kinds}
-        severity = _lookup(code, levels)
+        severity = lookup(code, levels)
         if "cause" in values:
             severity = F.when(values["cause"].isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(
                 severity
             )
     filled["severity"] = severity
     if "kafka_error" not in values:
-        filled["kafka_error"] = _lookup(
+        filled["kafka_error"] = lookup(
             code, {k.code: k.kafka_error for k in kinds if k.kafka_error is not None}
         )
 
@@ -631,7 +611,7 @@ def _build(
                 )
     none = F.lit("none")
     strings = [F.ifnull(c.cast("string"), none) for c in arguments.values()]
-    filled["detail"] = F.printf(_lookup(code, formats), *strings)
+    filled["detail"] = F.printf(lookup(code, formats), *strings)
     if evidence_names:
         entries = []
         for name, by_column in evidence_columns.items():
@@ -643,7 +623,7 @@ def _build(
                     else F.when(code.isin(*codes), column).otherwise(value)
                 )
             entries += [F.lit(name), value.cast("string")]
-        wanted = _lookup(code, evidence_names)
+        wanted = lookup(code, evidence_names)
         filled["evidence"] = F.when(
             wanted.isNotNull(),
             F.map_filter(

@@ -18,7 +18,7 @@ from eos_audit.replay.rows import ControlType
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.replay.state import OUTPUTS as KERNEL_OUTPUTS
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
-from eos_audit.sql_text import cast, cast_text, ident, sql_type, string_literal
+from eos_audit.sql_text import cast, cast_text, ident, lookup, sql_type, string_literal
 
 # Every output an audit's records hold: the kernel's, then the batches quarantined as they were
 # read and each input file's counts of batches (the input_files table).
@@ -130,8 +130,7 @@ def typed_nulls() -> dict[str, Column]:
 
 def name_of(code: Column, enum: type) -> Column:
     """An enum code as its name; NONE (0), a code of no member and null as null."""
-    names = ", ".join(f"{m.value}, {string_literal(m.name)}" for m in enum if m.value != 0)
-    return F.try_element_at(F.expr(f"map({names})"), code)
+    return lookup(code, {m.value: m.name for m in enum if m.value != 0})
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ expressions (`CAST(x AS INT)` is `Column.cast("int")`).
 from __future__ import annotations
 
 from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 
@@ -86,3 +87,37 @@ def string_literal(value: str) -> str:
     escapedStringLiterals is false by default): backslashes and quotes are escaped.
     """
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def literal(value: object) -> str:
+    """A Python value as a Spark SQL literal: NULL, an integer, a string, or an array of them.
+
+    An empty list is an empty array of strings (`array()` alone would be an array of nulls).
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "CAST(array() AS ARRAY<STRING>)"
+        return f"array({', '.join(literal(v) for v in value)})"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return string_literal(str(value))
+
+
+def lookup(key: Column, table: dict) -> Column:
+    """`table[key]`, null for a key not in it, as one SQL map literal.
+
+    One call into Spark however large the table (`F.create_map` of literals is two per entry).
+
+    Args:
+        key: the column to look up.
+        table: keys and values as `literal` writes them; an empty table gives null.
+
+    Returns:
+        The value for each row's key, or null.
+    """
+    if not table:
+        return F.lit(None)
+    entries = ", ".join(f"{literal(k)}, {literal(v)}" for k, v in table.items())
+    return F.try_element_at(F.expr(f"map({entries})"), key)

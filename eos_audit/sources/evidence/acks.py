@@ -65,7 +65,7 @@ from eos_audit.sources.tabular.canonical import (
     reason_when,
 )
 from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
-from eos_audit.sql_text import string_literal
+from eos_audit.sql_text import lookup
 
 __all__ = [
     "ACKS",
@@ -140,11 +140,8 @@ def normalize_error_name(text: Column) -> Column:
     """
     text = F.trim(text)
     from_class = cr.exception_error_name(F.regexp_replace(text, _WRAPPER, ""))
-    # One SQL map literal: one call into Spark, not two per entry (eos_audit.sql_text).
-    entries = ", ".join(string_literal(x) for kv in _EXCEPTION_ERRORS.items() for x in kv)
-    aliases = F.expr(f"map({entries})")
     name = F.when(
-        from_class != "", F.coalesce(F.try_element_at(aliases, from_class), from_class)
+        from_class != "", F.coalesce(lookup(from_class, _EXCEPTION_ERRORS), from_class)
     ).otherwise(F.upper(text))
     return F.when((name != "") & (name != "NONE"), name)
 

@@ -67,6 +67,7 @@ from eos_audit.sources.tabular.contract_reader import (  # noqa: F401 (re-export
     SOURCE_ERROR,
     parse_utc_time,
 )
+from eos_audit.sql_text import lookup
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +231,7 @@ def to_contract(
         source.alias("_source"),
         cr.upstream_reason(df),
     )
-    aliases = F.create_map(*[F.lit(x) for kv in _SPEC_ALIASES.items() for x in kv])
-    parsed = parsed.withColumn("_spec", F.try_element_at(aliases, F.col("_raw_spec")))
+    parsed = parsed.withColumn("_spec", lookup(F.col("_raw_spec"), _SPEC_ALIASES))
 
     # Stage 2: the checks.
     topic, partition, offset, epoch = (
