@@ -4,6 +4,8 @@ dump-log file, and the audit of `s3://...` equals the audit of the same files on
 from __future__ import annotations
 
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -12,7 +14,7 @@ from deltalake import DeltaTable
 from moto.server import ThreadedMotoServer
 
 from eos_audit.config import AuditConfig
-from eos_audit.errors import InputNotFoundError
+from eos_audit.errors import ConfigError, InputNotFoundError
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
 from eos_audit.sources.files.input_files import InputUnreadableError, dedupe_paths
 from tests.fixtures.segment_builder import (
@@ -163,11 +165,56 @@ def test_an_unreachable_store_is_named(spark, s3, tmp_path, monkeypatch):
     port = closed.getsockname()[1]
     closed.close()
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    # One attempt per request: with the SDK's three, each request takes about 1.6 s to give up.
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     with pytest.raises(InputUnreadableError, match=f"cannot read input s3://{BUCKET}/export: "):
         run_audit(
             spark, AuditInputs(batches=(f"s3://{BUCKET}/export",), batches_format="segments"),
             AuditConfig(), str(tmp_path / "wh"),
         )  # fmt: skip
+
+
+class _SlowDown(BaseHTTPRequestHandler):
+    """An S3 endpoint that answers every request `503 Slow Down` (an error the SDK retries)."""
+
+    requests = 0
+
+    def _answer(self) -> None:
+        type(self).requests += 1
+        body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
+        self.send_response(503)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_PUT = do_POST = _answer  # noqa: N815 (http.server's names)
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+def test_aws_max_attempts_is_the_attempts_of_each_request(spark, s3, tmp_path, monkeypatch):
+    """As in the AWS SDKs and CLI: AWS_MAX_ATTEMPTS=2 tries each request twice, 1 once."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowDown)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    uri = f"s3://{BUCKET}/export"
+    counts = {}
+    try:
+        for attempts in (1, 2):
+            monkeypatch.setenv("AWS_MAX_ATTEMPTS", str(attempts))
+            _SlowDown.requests = 0
+            with pytest.raises(InputUnreadableError, match=f"cannot read input {uri}: "):
+                run_audit(spark, AuditInputs(batches=(uri,)), AuditConfig(), str(tmp_path / "wh"))
+            counts[attempts] = _SlowDown.requests
+    finally:
+        server.shutdown()
+    assert counts[1] >= 1 and counts[2] == 2 * counts[1], counts
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "none")
+    with pytest.raises(ConfigError, match="AWS_MAX_ATTEMPTS='none': .* a whole number, 1 or more"):
+        run_audit(spark, AuditInputs(batches=(uri,)), AuditConfig(), str(tmp_path / "wh"))
 
 
 def test_run_id_follows_the_listing_and_uris_are_read_once(s3):

@@ -5,17 +5,18 @@ executors by eos-audit's own readers (`file_source`), not by Spark's. A local pa
 volume included) is listed and opened exactly as before, with `os`; a URI of an object store or
 HDFS (`s3://`, `s3a://`, `gs://`, `abfss://`, `hdfs://`...) goes through `pyarrow.fs`, which takes
 its credentials, region and endpoint from the standard environment (for S3: the AWS SDK's chain,
-`AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` for S3-compatible stores).
+`AWS_ENDPOINT_URL` / `AWS_ENDPOINT_URL_S3` for S3-compatible stores, `AWS_MAX_ATTEMPTS` for the
+attempts of each request).
 
 The functions here mirror `os` / `os.path` (`listdir`, `walk`, `isfile`...): the listing code of
 the sources calls them with a path or a URI alike. A URI is kept as written in every row (`source`,
 `input_files.path`), so findings name the object the user gave.
 
-Executors re-create the filesystem from the URI (filesystem objects are not shipped). The endpoint
-and region the driver resolved are passed to them in the reader's options (`settings()`), because
-the executors' environment is the cluster's, not the driver's session: the driver's configuration
-decides which store is read. Credentials are never passed: each process takes its own from its
-environment (instance profile, workload identity, `AWS_ACCESS_KEY_ID`...).
+Executors re-create the filesystem from the URI (filesystem objects are not shipped). The endpoint,
+region and attempts the driver resolved are passed to them in the reader's options (`settings()`),
+because the executors' environment is the cluster's, not the driver's session: the driver's
+configuration decides which store is read. Credentials are never passed: each process takes its
+own from its environment (instance profile, workload identity, `AWS_ACCESS_KEY_ID`...).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
+
+from eos_audit.errors import ConfigError
 
 # URI schemes read through pyarrow.fs, and the scheme pyarrow knows them by (Hadoop's `s3a://`
 # spelling of S3, `gcs://` of GCS, `abfs://` of ABFS).
@@ -41,9 +44,13 @@ _SCHEMES = {
     "hdfs": "hdfs",
     "viewfs": "viewfs",
 }
-# The driver's S3 endpoint and region (non-secret), handed to the executors.
+# The driver's S3 endpoint, region and attempts per request (non-secret), handed to the executors.
 _ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 _REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+# The AWS SDKs' and CLI's variable for the attempts of a request, the first included. Unset, the
+# SDK's standard retries apply (3 attempts, with backoff): a store that cannot be reached takes
+# about 1.6 s per request to be given up.
+_MAX_ATTEMPTS_VARIABLE = "AWS_MAX_ATTEMPTS"
 
 
 def is_remote(path: str) -> bool:
@@ -53,28 +60,51 @@ def is_remote(path: str) -> bool:
 
 
 def settings() -> dict[str, str]:
-    """The driver's S3 endpoint and region from its environment, for the executors (no secrets)."""
+    """The driver's S3 endpoint, region and attempts from its environment, for the executors.
+
+    No secrets: each process takes its credentials from its own environment.
+
+    Raises:
+        ConfigError: AWS_MAX_ATTEMPTS is set to something other than a whole number from 1.
+    """
     out = {}
     endpoint = next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None)
     region = next((os.environ[v] for v in _REGION_VARIABLES if os.environ.get(v)), None)
+    attempts = os.environ.get(_MAX_ATTEMPTS_VARIABLE, "").strip()
     if endpoint:
         out["s3_endpoint"] = endpoint
     if region:
         out["s3_region"] = region
+    if attempts:
+        if not attempts.isdigit() or int(attempts) < 1:
+            raise ConfigError(
+                f"{_MAX_ATTEMPTS_VARIABLE}={attempts!r}: the attempts of each request to the "
+                "object store must be a whole number, 1 or more (unset: the AWS SDK's 3)"
+            )
+        out["s3_max_attempts"] = str(int(attempts))
     return out
 
 
 @lru_cache(maxsize=32)
-def _filesystem(root: str, s3_endpoint: str, s3_region: str) -> tuple[pafs.FileSystem, str]:
+def _filesystem(
+    root: str, s3_endpoint: str, s3_region: str, s3_max_attempts: str
+) -> tuple[pafs.FileSystem, str]:
     """The filesystem of `scheme://authority` and the pyarrow path of its root.
 
     Cached: an S3 filesystem costs a region lookup and a connection pool.
     """
-    if root.startswith("s3://") and s3_endpoint:
-        # An S3-compatible store: its endpoint and the region it answers for. Without an
-        # endpoint, `from_uri` below asks AWS for the bucket's own region.
-        region = {"region": s3_region} if s3_region else {}
-        return pafs.S3FileSystem(endpoint_override=s3_endpoint, **region), root[len("s3://") :]
+    if root.startswith("s3://") and (s3_endpoint or s3_max_attempts):
+        bucket = root[len("s3://") :]
+        options: dict = {}
+        if s3_endpoint:  # an S3-compatible store, answering for the region it is given
+            options["endpoint_override"] = s3_endpoint
+        if s3_region:
+            options["region"] = s3_region
+        elif not s3_endpoint:  # AWS itself: the bucket's own region, as `from_uri` asks it
+            options["region"] = pafs.resolve_s3_region(bucket)
+        if s3_max_attempts:
+            options["retry_strategy"] = pafs.AwsStandardS3RetryStrategy(int(s3_max_attempts))
+        return pafs.S3FileSystem(**options), bucket
     fs, path = pafs.FileSystem.from_uri(root + "/")
     return fs, path.rstrip("/")
 
@@ -98,6 +128,7 @@ def resolve(uri: str, config: dict[str, str] | None = None) -> tuple[pafs.FileSy
             f"{scheme}://{parts.netloc}",
             config.get("s3_endpoint", ""),
             config.get("s3_region", ""),
+            config.get("s3_max_attempts", ""),
         )
     except ValueError as exc:
         raise OSError(f"cannot open filesystem of {uri}: {exc}") from exc
