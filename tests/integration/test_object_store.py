@@ -178,9 +178,11 @@ class _SlowDown(BaseHTTPRequestHandler):
     """An S3 endpoint that answers every request `503 Slow Down` (an error the SDK retries)."""
 
     requests = 0
+    counting = threading.Lock()  # the server answers each connection in a thread of its own
 
     def _answer(self) -> None:
-        type(self).requests += 1
+        with self.counting:
+            type(self).requests += 1
         body = b"<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>"
         self.send_response(503)
         self.send_header("Content-Type", "application/xml")

@@ -76,7 +76,7 @@ def settings() -> dict[str, str]:
     if region:
         out["s3_region"] = region
     if attempts:
-        if not attempts.isdigit() or int(attempts) < 1:
+        if not attempts.isdecimal() or int(attempts) < 1:
             raise ConfigError(
                 f"{_MAX_ATTEMPTS_VARIABLE}={attempts!r}: the attempts of each request to the "
                 "object store must be a whole number, 1 or more (unset: the AWS SDK's 3)"
