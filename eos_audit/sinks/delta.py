@@ -147,16 +147,16 @@ def _conform(df: DataFrame, schema: T.StructType) -> DataFrame:
     return df.selectExpr(*[cast_as(f) for f in schema.fields])
 
 
-def _quote(run_id: str) -> str:
-    """`run_id` as a string literal of delta-rs's predicates (standard SQL: a quote doubled)."""
-    return "'" + run_id.replace("'", "''") + "'"
+def _delta_rs_run_predicate(run_id: str) -> str:
+    """The rows of `run_id`, as delta-rs's overwrite predicate (standard SQL: a quote doubled)."""
+    return "run_id = '" + run_id.replace("'", "''") + "'"
 
 
 def spark_run_predicate(run_id: str) -> str:
     """The rows of `run_id`, as the Spark writer's replaceWhere.
 
     Spark's parser reads backslash escapes and takes `'a''b'` for two literals joined ('ab'), so
-    the run id is escaped its way, not delta-rs's (`_quote`).
+    the run id is escaped its way, not delta-rs's (`_delta_rs_run_predicate`).
     """
     return f"run_id = {string_literal(run_id)}"
 
@@ -325,7 +325,7 @@ class DeltaRsWriter:
                 target,
                 pa.RecordBatchReader.from_batches(arrow_schema, batches()),
                 mode="overwrite",
-                predicate=f"run_id = {_quote(run_id)}",
+                predicate=_delta_rs_run_predicate(run_id),
                 # A newer eos-audit may add (nullable) columns to a table an older one created.
                 schema_mode="merge",
             )
@@ -349,7 +349,7 @@ class DeltaRsWriter:
                 target,
                 data,
                 mode="overwrite",
-                predicate=f"run_id = {_quote(run_id)}",
+                predicate=_delta_rs_run_predicate(run_id),
                 schema_mode="merge",
             ),
             target,
