@@ -89,13 +89,6 @@ OUTPUT_RECORD = T.StructType(
 )
 
 
-# Every output's struct is nullable throughout (`_nullable`), so its SQL type text, whose fields
-# Spark parses as nullable, names exactly that type. Records are built from SQL text where their
-# values are columns of known names: one call into Spark instead of a few per field (sql_text).
-def _output_type(name: str) -> str:
-    return sql_type(STRUCTS[name])
-
-
 def record(kind: str, value: Column, nulls: dict[str, Column] | None = None) -> Column:
     """One output record: `kind` and that output's struct, every other struct null.
 
@@ -106,14 +99,19 @@ def record(kind: str, value: Column, nulls: dict[str, Column] | None = None) -> 
     """
     nulls = nulls or typed_nulls()
     fields = [F.lit(kind).alias("kind")]
+    # Every output's struct is nullable throughout (`_nullable`), so its SQL type text, whose
+    # fields Spark parses as nullable, names exactly that type: one call into Spark to cast.
     for field in OUTPUT_RECORD.fields[1:]:
-        struct = value.cast(_output_type(kind)) if field.name == kind else nulls[field.name]
+        struct = value.cast(sql_type(field.dataType)) if field.name == kind else nulls[field.name]
         fields.append(struct.alias(field.name))
     return F.struct(*fields)
 
 
 def record_text(kind: str, value: str) -> list[str]:
-    """`record` as select expressions: `value`, SQL text of `kind`'s struct, and typed nulls."""
+    """`record` as select expressions: `value`, SQL text of `kind`'s struct, and typed nulls.
+
+    For values that are columns of known names: one call into Spark instead of a few per field.
+    """
     return [
         f"{string_literal(kind)} AS kind",
         *[
