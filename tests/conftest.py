@@ -13,30 +13,28 @@ from eos_audit.session import PYTHON_WORKER_SOCKETS
 
 REPO = Path(__file__).resolve().parent.parent
 
-# JVM flags for the JVMs the suite starts in subprocesses: each CLI and spark-submit run (they
-# inherit the environment; spark-submit reads SPARK_SUBMIT_OPTS) and the test cluster's daemons and
-# executors. Such a JVM lives a minute and plans each query once, so C2's optimising compiles cost
-# more CPU than they save: measured on 2 cores, test_cli, test_acked_writes and test_producer_rules
-# (-n 2) took 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with these; the cluster
-# test 259 and 139 CPU-s.
-# The session below lives for the whole suite: the serial collector, and C2 only for code that is
-# really hot (a method called 100,000 times, a loop run 600,000 times, against the JDK's 5,000 and
-# 40,000+). Its hundreds of small, different queries otherwise kept C2 compiling all along: the JIT
-# compiler threads were 217 of the suite's ~1,000 CPU-s. Measured on 2 cores: tests/spark (-n 2)
-# 199 s and 388 CPU-s with only the serial collector, 158 s and 300 CPU-s with these; the whole
-# suite 8:23 against 7:17. C1 alone did as well on tests/spark but the 1M-batch test's audit was
-# 33% slower; with these it is within 16% and still gets C2 for its hot loops. Results are the same
-# either way; the production entry points (run.sh, spark-submit.sh, the bundle) keep the JVM's
-# defaults. A SPARK_SUBMIT_OPTS set by the caller wins.
-SUBPROCESS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-SESSION_JVM_OPTIONS = (
-    "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=100000 -XX:Tier4MinInvocationThreshold=30000 "
-    "-XX:Tier4CompileThreshold=120000 -XX:Tier4BackEdgeThreshold=600000"
-)
+# JVM flags for every JVM the suite starts: the session below, the Spark Connect server, and those
+# of subprocesses (each CLI and spark-submit run inherits the environment, and spark-submit reads
+# SPARK_SUBMIT_OPTS; the test cluster's daemons and executors). The serial collector, and C1 only:
+# hundreds of small, different queries, each planned once, give C2's optimising compiles little to
+# win back. Measured on 2 cores: test_cli, test_acked_writes and test_producer_rules in subprocess
+# JVMs (-n 2) 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with C1; the cluster test
+# 259 and 139 CPU-s. For the session and the server (2026-11-27, two runs each way, alternated):
+# tests/spark, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5 and 91.3 s)
+# against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 20x the
+# JDK's), the Spark Connect block (-m connect, one worker) 107 and 110 CPU-s against 114 and 116;
+# the 1M-batch test 29 s either way. C1 needs room for its code: the JDK reserves 48 MB for a JVM
+# without C2, and the session filled 64-74 MB over a run, the server 57 MB, one demo in a fresh JVM
+# 39 MB. A full code cache disables the compiler ("CodeCache is full. Compiler has been disabled")
+# and the JVM interprets what it has not compiled yet: that is why C1 alone measured slower here
+# before. The space is only reserved; the JVM commits what it uses. Results are the same either
+# way; the production entry points (run.sh, spark-submit.sh, the bundle) keep the JVM's defaults.
+# A SPARK_SUBMIT_OPTS set by the caller wins.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 
 
 def long_lived_jvm_options(heap_mb: int) -> str:
-    """SESSION_JVM_OPTIONS for a JVM of `heap_mb` (its -Xmx) that lives for the whole suite.
+    """JVM_OPTIONS for a JVM of `heap_mb` (its -Xmx) that lives for the whole suite.
 
     Its heap is all there from the start, half of it the young generation: the serial collector's
     cost is the objects that survive a collection, and planning hundreds of queries leaves little
@@ -45,10 +43,10 @@ def long_lived_jvm_options(heap_mb: int) -> str:
     with the JDK's sizing (a heap that starts at 1/64 of the machine's memory and grows, a third
     of it young), 0.13 with this; the whole audit 5.0 against 4.6 CPU-s.
     """
-    return f"{SESSION_JVM_OPTIONS} -Xms{heap_mb}m -Xmn{heap_mb // 2}m"
+    return f"{JVM_OPTIONS} -Xms{heap_mb}m -Xmn{heap_mb // 2}m"
 
 
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SUBPROCESS_JVM_OPTIONS)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
 # Spark settings for the suite's hundreds of tiny queries, whose plans are large: compiling
 # generated code costs more than running them (one file took 104 s with it, 58 s without). Spark
 # guarantees the interpreted and generated paths agree. The suite's session uses them, and so do
@@ -138,7 +136,7 @@ def spark():
 
     # The session's JVM reads SPARK_SUBMIT_OPTS once, as it starts; subprocesses read it later.
     subprocess_options = os.environ["SPARK_SUBMIT_OPTS"]
-    if subprocess_options == SUBPROCESS_JVM_OPTIONS:  # the suite's own, not the caller's
+    if subprocess_options == JVM_OPTIONS:  # the suite's own, not the caller's
         os.environ["SPARK_SUBMIT_OPTS"] = long_lived_jvm_options(SESSION_DRIVER_MB)
     try:
         session = (

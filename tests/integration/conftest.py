@@ -47,7 +47,7 @@ def connect_server(request, tmp_path_factory):
         if "spark" in request.fixturenames:
             request.getfixturevalue("spark")
 
-    # The server lives as long as the suite's session and runs as many queries: its JVM flags.
+    # The server lives as long as the suite's session: its flags and heap (tests/conftest.py).
     work = tmp_path_factory.mktemp("connect-server")
     options = long_lived_jvm_options(DRIVER_MB)
     with connect_server(work, options, start_the_classic_session_too) as url:

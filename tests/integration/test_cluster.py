@@ -90,7 +90,7 @@ def standalone_master(tmp_path_factory) -> Iterator[tuple[str, int]]:
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
-        # The suite's flags for short-lived JVMs (tests/conftest.py) for the master, the workers
+        # The suite's JVM flags (tests/conftest.py) for the master, the workers
         # and the executors they start (which inherit a worker's environment).
         "JAVA_TOOL_OPTIONS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
     }

@@ -32,7 +32,7 @@ from deltalake import DeltaTable, QueryBuilder
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.conftest import SUBPROCESS_JVM_OPTIONS
+from tests.conftest import JVM_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "constraints.txt"
@@ -199,8 +199,8 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     job.write_text("import sys\nfrom eos_audit.__main__ import main\nsys.exit(main())\n")
     # The suite's own JIT and GC flags, never a caller's SPARK_SUBMIT_OPTS (which may configure
     # log4j): they change no log level, and the report's JVM took 35 CPU-s without them, 21 with.
-    assert "log4j" not in SUBPROCESS_JVM_OPTIONS
-    env["SPARK_SUBMIT_OPTS"] = SUBPROCESS_JVM_OPTIONS
+    assert "log4j" not in JVM_OPTIONS
+    env["SPARK_SUBMIT_OPTS"] = JVM_OPTIONS
     submitted = _run([str(venv / "bin" / "spark-submit"), "--master", "local[1]", str(job),
                       "report", "--warehouse", "wh"], work, env)  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr[-3000:]
