@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 # JVMs (-n 2) 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with C1; the cluster test
 # 259 and 139 CPU-s. For the session and the server (2026-11-27, two runs each way, alternated):
 # tests/spark, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5 and 91.3 s)
-# against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 20x the
+# against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 8-20x the
 # JDK's), the Spark Connect block (-m connect, one worker) 107 and 110 CPU-s against 114 and 116;
 # the 1M-batch test 29 s either way. C1 needs room for its code: the JDK reserves 48 MB for a JVM
 # without C2, and the session filled 64-74 MB over a run, the server 57 MB, one demo in a fresh JVM
