@@ -405,12 +405,26 @@ def _probe_server_code(spark: Any) -> str | None:
     return row[0] if row is not None else None
 
 
+# One timestamp for every entry of the shipped zip (the earliest a zip can hold), so the same code
+# is the same bytes whenever and wherever it is zipped.
+_ZIP_ENTRY_TIME = (1980, 1, 1, 0, 0, 0)
+
+
 def _package_zip(directory: Path, digest: str) -> Path:
-    """The package's sources as a zip for `addArtifacts(pyfile=True)`; named by its digest."""
+    """The package's sources as a zip for `addArtifacts(pyfile=True)`; named by its digest.
+
+    The same code gives the same bytes (fixed entry times and modes): a server without artifact
+    isolation between sessions (`spark.sql.artifact.isolation.enabled=false`) keeps the files
+    every session adds in one folder, and Spark refuses a file that "exists and does not match
+    contents" of the one a second client ships under the same name.
+    """
     path = directory / f"eos_audit-{digest[:16]}.zip"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+    with zipfile.ZipFile(path, "w") as archive:
         for name, file in _package_files(resources.files("eos_audit")):
-            archive.writestr(f"eos_audit/{name}", file.read_bytes())
+            entry = zipfile.ZipInfo(f"eos_audit/{name}", date_time=_ZIP_ENTRY_TIME)
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, file.read_bytes())
     return path
 
 

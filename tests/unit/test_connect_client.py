@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from pathlib import Path
 
@@ -70,6 +71,20 @@ def test_the_shipped_zip_imports_without_the_installed_package_and_is_the_same_c
     where, digest = shipped.stdout.split()
     assert where.startswith(str(archive))
     assert digest == session.package_digest()
+
+
+def test_the_shipped_zip_is_the_same_bytes_each_time_it_is_made(tmp_path, monkeypatch):
+    """Two clients of one version ship one file name: a server that keeps every session's files
+    in one folder refuses the second if its bytes differ ("exists and does not match")."""
+    digest = session.package_digest()
+    (tmp_path / "first").mkdir()
+    (tmp_path / "second").mkdir()
+    first = session._package_zip(tmp_path / "first", digest)
+    clock = time.time
+    monkeypatch.setattr(time, "time", lambda: clock() + 3600)  # zipped an hour later
+    second = session._package_zip(tmp_path / "second", digest)
+    assert first.name == second.name
+    assert first.read_bytes() == second.read_bytes()
 
 
 def test_an_unusable_remote_url_is_refused_at_once_without_its_token():
