@@ -13,23 +13,23 @@ from eos_audit.session import PYTHON_WORKER_SOCKETS
 
 REPO = Path(__file__).resolve().parent.parent
 
-# JVM flags for every JVM the suite starts: the session below, the Spark Connect server, and those
-# of subprocesses (each CLI and spark-submit run inherits the environment, and spark-submit reads
-# SPARK_SUBMIT_OPTS; the test cluster's daemons and executors). The serial collector, and C1 only:
-# hundreds of small, different queries, each planned once, give C2's optimising compiles little to
-# win back. Measured on 2 cores: test_cli, test_acked_writes and test_producer_rules in subprocess
-# JVMs (-n 2) 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with C1; the cluster test
-# 259 and 139 CPU-s. For the session and the server (2026-11-27, two runs each way, alternated):
-# tests/spark, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5 and 91.3 s)
-# against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 8-20x the
-# JDK's), the Spark Connect block (-m connect, one worker) 107 and 110 CPU-s against 114 and 116;
-# the 1M-batch test 29 s either way. C1 needs room for its code: the JDK reserves 48 MB for a JVM
-# without C2, and the session filled 64-74 MB over a run, the server 57 MB, one demo in a fresh JVM
-# 39 MB. A full code cache disables the compiler ("CodeCache is full. Compiler has been disabled")
-# and the JVM interprets what it has not compiled yet: that is why C1 alone measured slower here
-# before. The space is only reserved; the JVM commits what it uses. Results are the same either
-# way; the production entry points (run.sh, spark-submit.sh, the bundle) keep the JVM's defaults.
-# A SPARK_SUBMIT_OPTS set by the caller wins.
+# JVM flags for every JVM the suite starts: the session below (which serves Spark Connect too), and
+# those of subprocesses (each CLI and spark-submit run inherits the environment, and spark-submit
+# reads SPARK_SUBMIT_OPTS; the test cluster's daemons and executors). The serial collector, and C1
+# only: hundreds of small, different queries, each planned once, give C2's optimising compiles
+# little to win back. Measured on 2 cores: test_cli, test_acked_writes and test_producer_rules in
+# subprocess JVMs (-n 2) 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with C1; the
+# cluster test 259 and 139 CPU-s. For the session and the server (2026-11-27, two runs each way,
+# alternated): tests/spark, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5 and
+# 91.3 s) against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 8-20x
+# the JDK's), the Spark Connect block (-m connect, one worker, then with a server JVM of its own)
+# 107 and 110 CPU-s against 114 and 116; the 1M-batch test 29 s either way. C1 needs room for its
+# code: the JDK reserves 48 MB for a JVM without C2, and the session filled 64-74 MB over a run,
+# that server 57 MB, one demo in a fresh JVM 39 MB. A full code cache disables the compiler
+# ("CodeCache is full. Compiler has been disabled") and the JVM interprets what it has not compiled
+# yet: that is why C1 alone measured slower here before. The space is only reserved; the JVM commits
+# what it uses. Results are the same either way; the production entry points (run.sh,
+# spark-submit.sh, the bundle) keep the JVM's defaults. A SPARK_SUBMIT_OPTS set by the caller wins.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 
 
@@ -110,34 +110,37 @@ def _cost(item: pytest.Item) -> float:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first, by their `cost` marker; then the other end-to-end runs (`slow`),
-    then the rest. The Spark Connect tests count as one block, at their sum.
+    then the rest.
 
     pytest-xdist's worksteal hands each worker a contiguous half of this order and a worker that
     runs out steals the tail of the other's queue. A long test near the end would run alone at
-    the end; at the head it runs while the other worker gets through the short ones. The Spark
-    Connect tests stay together at the head of one worker's share, so one worker starts their
-    server, and only one. The order is stable otherwise.
+    the end; at the head it runs while the other worker gets through the short ones. The order is
+    stable otherwise.
     """
-    connect = sum(_cost(i) for i in items if "connect" in i.keywords)
-
-    def key(item: pytest.Item) -> tuple[float, int]:
-        cost = connect if "connect" in item.keywords else _cost(item)
-        return -cost, 0 if "slow" in item.keywords else 1
-
-    items.sort(key=key)
+    items.sort(key=lambda item: (-_cost(item), 0 if "slow" in item.keywords else 1))
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """A local[2] session: UI off, few shuffle partitions, UTC; stopped at the end of the run."""
+def spark(tmp_path_factory):
+    """A local[2] session: UI off, few shuffle partitions, UTC; stopped at the end of the run.
+
+    Its JVM also serves Spark Connect (tests/fixtures/connect_server.py; the `connect_server`
+    fixture gives the URL).
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    # The session's JVM reads SPARK_SUBMIT_OPTS once, as it starts; subprocesses read it later.
+    from tests.fixtures.connect_server import plan_connect_server
+
+    server = plan_connect_server(tmp_path_factory.mktemp("connect-server"))
+    # The JVM reads its environment once, as it starts: SPARK_SUBMIT_OPTS (subprocesses read it
+    # later) and PYSPARK_PYTHON, which the Spark Connect server's Python workers run.
+    classic_python = os.environ["PYSPARK_PYTHON"]
     subprocess_options = os.environ["SPARK_SUBMIT_OPTS"]
     if subprocess_options == JVM_OPTIONS:  # the suite's own, not the caller's
         os.environ["SPARK_SUBMIT_OPTS"] = long_lived_jvm_options(SESSION_DRIVER_MB)
+    os.environ["PYSPARK_PYTHON"] = str(server.workers_python)
     try:
         session = (
             SparkSession.builder.master("local[2]")
@@ -146,10 +149,15 @@ def spark():
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", f"{SESSION_DRIVER_MB}m")
             .config(map=TINY_QUERIES)
+            .config(map=server.confs())
             .getOrCreate()
         )
     finally:
         os.environ["SPARK_SUBMIT_OPTS"] = subprocess_options
+        os.environ["PYSPARK_PYTHON"] = classic_python
+    # pyspark read PYSPARK_PYTHON for the classic session's workers as the context started, when
+    # it named the server's: they run the suite's interpreter, with eos_audit.
+    session.sparkContext.pythonExec = classic_python
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -33,22 +33,11 @@ def demo_run(spark, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def connect_server(request, tmp_path_factory):
-    """A Spark Connect server from pyspark's own jars (tests/fixtures/connect_server.py), for the
-    whole run; started only by the tests that ask for it, stopped by its process id at the end.
+def connect_server(spark) -> str:
+    """The sc:// URL of the Spark Connect server in this worker's session JVM, from pyspark's own
+    jars (tests/fixtures/connect_server.py)."""
+    from tests.fixtures.connect_server import listening
 
-    A test that also asks for the classic session (`spark`, listed after this fixture) gets it
-    started while the server's JVM starts: the two starts overlap instead of following each other.
-    """
-    from tests.conftest import long_lived_jvm_options
-    from tests.fixtures.connect_server import DRIVER_MB, connect_server
-
-    def start_the_classic_session_too() -> None:
-        if "spark" in request.fixturenames:
-            request.getfixturevalue("spark")
-
-    # The server lives as long as the suite's session: its flags and heap (tests/conftest.py).
-    work = tmp_path_factory.mktemp("connect-server")
-    options = long_lived_jvm_options(DRIVER_MB)
-    with connect_server(work, options, start_the_classic_session_too) as url:
-        yield url
+    port = int(spark.conf.get("spark.connect.grpc.binding.port"))
+    assert listening(port), f"the session's Spark Connect plugin does not listen on {port}"
+    return f"sc://127.0.0.1:{port}"

@@ -1,11 +1,12 @@
 """The audit, the demo and the report over Spark Connect write what a classic session writes.
 
-One Spark Connect server (tests/fixtures/connect_server.py, from pyspark's own jars) serves the
-module. Its Python workers do not have eos_audit: each run must ship the client's code
-(`addArtifacts`). The CLI runs as the user runs it, `eos-audit --remote sc://...` (or
-`SPARK_REMOTE`) in a subprocess with no JVM of its own, from a folder of its own and with
-relative paths, which must reach the server as absolute ones. The same audit runs meanwhile on the
-suite's classic session (the server does the Connect run's work), and every table must be equal.
+The Spark Connect server is the plugin pyspark's own jars bring, in the JVM of the pytest worker's
+session (tests/fixtures/connect_server.py). Its Python workers do not have eos_audit, and each
+Connect session's artifacts are its own: each run must ship the client's code (`addArtifacts`).
+The CLI runs as the user runs it, `eos-audit --remote sc://...` (or `SPARK_REMOTE`) in a
+subprocess with no JVM of its own, from a folder of its own and with relative paths, which must
+reach the server as absolute ones. The same audit runs meanwhile on the suite's classic session,
+and every table must be equal.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def remote_cli(
     """The eos-audit CLI in a subprocess started in `cwd`, with --remote or SPARK_REMOTE.
 
     Started, not awaited: the classic run it is compared with runs meanwhile in this process (the
-    server and this process's session are separate JVMs, so each waits less on the other). A run
+    client's Python and this one's planning overlap, and the JVM runs both). A run
     the block did not finish (`finish_remote`) is killed as the block ends, and any run after
     RUN_TIMEOUT_S (so a test waiting on its output does not wait for ever).
     """
