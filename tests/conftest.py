@@ -131,16 +131,15 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from tests.fixtures.connect_server import plan_connect_server
+    from tests.fixtures.connect_server import CONNECT_SERVER, python_without_eos_audit
 
-    server = plan_connect_server(tmp_path_factory.mktemp("connect-server"))
     # The JVM reads its environment once, as it starts: SPARK_SUBMIT_OPTS (subprocesses read it
     # later) and PYSPARK_PYTHON, which the Spark Connect server's Python workers run.
     classic_python = os.environ["PYSPARK_PYTHON"]
     subprocess_options = os.environ["SPARK_SUBMIT_OPTS"]
     if subprocess_options == JVM_OPTIONS:  # the suite's own, not the caller's
         os.environ["SPARK_SUBMIT_OPTS"] = long_lived_jvm_options(SESSION_DRIVER_MB)
-    os.environ["PYSPARK_PYTHON"] = str(server.workers_python)
+    os.environ["PYSPARK_PYTHON"] = str(python_without_eos_audit(tmp_path_factory.mktemp("connect")))
     try:
         session = (
             SparkSession.builder.master("local[2]")
@@ -149,7 +148,7 @@ def spark(tmp_path_factory):
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", f"{SESSION_DRIVER_MB}m")
             .config(map=TINY_QUERIES)
-            .config(map=server.confs())
+            .config(map=CONNECT_SERVER)
             .getOrCreate()
         )
     finally:
