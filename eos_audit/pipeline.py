@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -37,7 +38,7 @@ from eos_audit.sources.files import filesystems
 from eos_audit.sources.files.input_files import dedupe_paths, list_table_files
 from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
 from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
-from eos_audit.sources.tabular.producer_state import seed_inputs
+from eos_audit.sources.tabular.producer_state import Keep, seed_inputs
 from eos_audit.summaries import partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
@@ -139,10 +140,11 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
     return f"run-{digest}"
 
 
-def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
+def read_inputs(spark: SparkSession, inputs: AuditInputs, keep: Keep | None = None) -> BatchRead:
     """Read every input of a run through the format registry; every seed is checked.
 
-    Seeds (the export's snapshots, --producer-state) that fail `check_seeds` join the problems.
+    Seeds (the export's snapshots, --producer-state) that fail `check_seeds` join the problems;
+    `keep` materializes the checked seeds (see `check_seeds`).
     """
     read = read_batches(
         spark,
@@ -154,7 +156,7 @@ def read_inputs(spark: SparkSession, inputs: AuditInputs) -> BatchRead:
             partition=inputs.dump_partition,
         ),
     )
-    seeds = seed_inputs(spark, read.seeds, inputs.producer_state)
+    seeds = seed_inputs(spark, read.seeds, inputs.producer_state, keep)
     read.seeds = seeds.seeds
     if seeds.problems is not None:
         read.problems = (
@@ -421,10 +423,15 @@ def _audit_and_write(
         *list_table_files(inputs.list_offsets, "list_offsets"),
         *list_table_files(inputs.acks, "acks"),
     ]
-    read = read_inputs(spark, inputs)
+    checked_seeds = (stage.subdir(f"seeds-{n}") for n in itertools.count())
+
+    def keep(seeds: DataFrame) -> DataFrame:
+        return checked_once(spark, seeds, next(checked_seeds))
+
+    read = read_inputs(spark, inputs, keep)
     covered = None
     if inputs.since_state:
-        state = warehouse_state(spark, warehouse, config.output.catalog_schema, run_id)
+        state = warehouse_state(spark, warehouse, config.output.catalog_schema, run_id, keep)
         if state is not None:
             # Snapshot files in the export seed only the partitions the run's state does not
             # cover: where it does, it already holds everything up to its offset.

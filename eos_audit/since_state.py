@@ -27,7 +27,7 @@ from eos_audit.errors import ConfigError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
 from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sinks.run_status import FINISHED
-from eos_audit.sources.tabular.producer_state import check_seeds
+from eos_audit.sources.tabular.producer_state import Keep, check_seeds
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,10 @@ def state_of_run(spark: SparkSession, producer_state: str, run_id: str) -> DataF
 
 
 def latest_state(
-    spark: SparkSession, producer_state: str, exclude_run_id: str | None = None
+    spark: SparkSession,
+    producer_state: str,
+    exclude_run_id: str | None = None,
+    keep: Keep | None = None,
 ) -> SeedState | None:
     """The latest finished run's state in a `producer_state` table, or None when there is none.
 
@@ -88,6 +91,7 @@ def latest_state(
         spark: the session.
         producer_state: the table (a path, or catalog_schema.producer_state).
         exclude_run_id: the run being made, which must not seed itself.
+        keep: see `check_seeds`.
 
     Raises:
         ConfigError: the table has rows of several runs but no `audit_runs` table beside it to
@@ -129,6 +133,7 @@ def latest_state(
             F.coalesce(F.col("topic"), F.lit("null")),
             F.coalesce(F.col("partition").cast("string"), F.lit("null")),
         ),
+        keep=keep,
     )
     seeds = checked.seeds
     covered = (
@@ -140,12 +145,17 @@ def latest_state(
 
 
 def warehouse_state(
-    spark: SparkSession, warehouse: str, catalog_schema: str, run_id: str
+    spark: SparkSession,
+    warehouse: str,
+    catalog_schema: str,
+    run_id: str,
+    keep: Keep | None = None,
 ) -> SeedState | None:
     """--since-state: the state the warehouse's latest finished run (not this one) ended in.
 
     Returns None on the first night (no `producer_state` table yet, or no finished run), which
-    is logged: every batch is audited, and producers met mid-stream start unknown.
+    is logged: every batch is audited, and producers met mid-stream start unknown. `keep`: see
+    `check_seeds`.
     """
     if catalog_schema:
         location = f"{catalog_schema}.producer_state"
@@ -153,7 +163,7 @@ def warehouse_state(
     else:
         location = str(Path(warehouse) / "producer_state")
         exists = _is_delta_dir(location)
-    state = latest_state(spark, location, exclude_run_id=run_id) if exists else None
+    state = latest_state(spark, location, exclude_run_id=run_id, keep=keep) if exists else None
     if state is None:
         log.info(
             "run %s: --since-state: no finished run's producer_state in %s yet (a first night): "

@@ -20,6 +20,7 @@ file, line and text, as in `--batches`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -191,7 +192,13 @@ def _batch_reason(batches: Column) -> Column:
     return F.when(F.size(found) > 0, found[0])
 
 
-def check_seeds(df: DataFrame | None, location: Column | None = None) -> SeedRead:
+# Materializes a DataFrame once (the pipeline stages it, `eos_audit.pipeline.checked_once`).
+Keep = Callable[[DataFrame], DataFrame]
+
+
+def check_seeds(
+    df: DataFrame | None, location: Column | None = None, keep: Keep | None = None
+) -> SeedRead:
     """Split seed rows into those every check passes and quarantine problems.
 
     Args:
@@ -200,6 +207,9 @@ def check_seeds(df: DataFrame | None, location: Column | None = None) -> SeedRea
             read); None: nothing.
         location: where a row is, for the quarantine's `source`; default its `_seed_location`,
             else its `source` with the producer it is about.
+        keep: applied to the checked rows before they are split: the run stages them, so that
+            the valid rows, the problems and what the run derives from them (the offsets a state
+            covers) read the checks' result instead of each planning the checks again.
 
     Returns:
         The valid rows in the `PRODUCER_STATE` contract and (input, source, reason) rows.
@@ -231,6 +241,8 @@ def check_seeds(df: DataFrame | None, location: Column | None = None) -> SeedRea
             )
         )
     checked = df.select("*", reason.alias("_seed_reason"), location.alias("_seed_where"))
+    if keep is not None:
+        checked = keep(checked)
     good = checked.where(F.col("_seed_reason").isNull())
     valid = good.select(
         *[
@@ -356,8 +368,10 @@ def read_seed_files(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     return _as_longs(df.withColumn(cr.DEFAULT_SOURCE, location), batches)
 
 
-def read_producer_state(spark: SparkSession, paths: tuple[str, ...] | list[str]) -> SeedRead:
-    """The `--producer-state` inputs, checked (`check_seeds`).
+def read_producer_state(
+    spark: SparkSession, paths: tuple[str, ...] | list[str], keep: Keep | None = None
+) -> SeedRead:
+    """The `--producer-state` inputs, checked (`check_seeds`, with `keep`).
 
     Each path is Parquet or JSON lines in the producer_state contract, or a `producer_state`
     Delta table an earlier run wrote (its latest finished run's rows: the state that run's replay
@@ -375,7 +389,7 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...] | list[str])
             from eos_audit.sinks.warehouse import check_table
 
             check_table(path, "--producer-state")
-            state = latest_state(spark, path)
+            state = latest_state(spark, path, keep=keep)
             if state is not None:
                 read = read.add(SeedRead(state.seeds, state.problems))
             continue
@@ -385,12 +399,15 @@ def read_producer_state(spark: SparkSession, paths: tuple[str, ...] | list[str])
                 f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
                 "contract (schemas/producer_state.json), or a producer_state Delta table"
             )
-        read = read.add(check_seeds(read_seed_files(spark, path, fmt)))
+        read = read.add(check_seeds(read_seed_files(spark, path, fmt), keep=keep))
     return read
 
 
 def seed_inputs(
-    spark: SparkSession, export_seeds: DataFrame | None, paths: tuple[str, ...] | list[str]
+    spark: SparkSession,
+    export_seeds: DataFrame | None,
+    paths: tuple[str, ...] | list[str],
+    keep: Keep | None = None,
 ) -> SeedRead:
     """Every seed a run is given, checked: the export's snapshots and `--producer-state`.
 
@@ -398,5 +415,6 @@ def seed_inputs(
         spark: the session.
         export_seeds: the seeds a record-batch input gave (segment exports' `.snapshot` files).
         paths: the `--producer-state` paths.
+        keep: see `check_seeds`.
     """
-    return check_seeds(export_seeds).add(read_producer_state(spark, paths))
+    return check_seeds(export_seeds, keep=keep).add(read_producer_state(spark, paths, keep))
