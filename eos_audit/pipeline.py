@@ -2,7 +2,10 @@
 
 The audit's output records (findings, quarantine rows, partition statistics) are computed by one
 Spark job and staged as Parquet, partitioned by kind; each table is then written from its slice of
-the stage, so the expensive shuffle and sorts run exactly once per run.
+the stage, so the expensive shuffle and sorts run exactly once per run. The evidence beside the
+batches (acknowledgements, ListOffsets observations) and every seed are parsed and checked once
+and staged too (`checked_once`), before the readers that split them into valid and quarantined
+rows.
 """
 
 from __future__ import annotations
