@@ -35,7 +35,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +54,7 @@ from eos_audit.generate.plan import (
     GenerationPlan,
 )
 from eos_audit.schemas import ACKS, GROUND_TRUTH, LIST_OFFSETS, RECORD_BATCH
-from eos_audit.session import default_parallelism, session_has_delta
+from eos_audit.session import default_parallelism, jit_sized_code, session_has_delta
 from eos_audit.sinks.delta import choose_writer
 
 log = logging.getLogger(__name__)
@@ -180,19 +180,12 @@ def start_offset(tp: Column | int) -> Column | int:
     return FIRST_OFFSET * (tp + 1)
 
 
-def slots(
-    spark: SparkSession,
-    plan: GenerationPlan,
-    placed: Callable[[DataFrame], DataFrame] | None = None,
-) -> DataFrame:
+def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     """One row per batch slot with every column the batches, acks and ground truth come from.
 
     Args:
         spark: the session.
         plan: what to generate.
-        placed: applied to the slots once their faults are placed (`PLACED_COLUMNS`), before
-            the batch fields and the ground truth are derived from them: `write_export` persists
-            them there, so that each half compiles to generated code the JIT compiles.
 
     Returns:
         The slots, lazily: `keep` says whether the slot holds a batch, `truth` names the finding
@@ -329,8 +322,6 @@ def slots(
             "is_reset_after": end_block & (end == RESET) & (s >= mid_slot),
         }
     ).select(*PLACED_COLUMNS)
-    if placed is not None:
-        df = placed(df)
     is_zombie, bumped = F.col("is_zombie"), F.col("is_bumped")
     is_reset_after = F.col("is_reset_after")
     records = F.col("records")
@@ -726,40 +717,37 @@ def write_export(
     # once and kept (spilled to disk when memory is short), each write reads them instead of
     # computing (and planning) the slots' long expressions again. Only the columns those three
     # read are kept, not the slots' intermediate ones.
-    # The slots are computed in two halves, each kept: placing the faults, then deriving the
-    # batch fields and the ground truth from them. As one stage of generated code, the slots'
-    # expressions made a method of 13-14 kB of bytecode, above the 8,000 bytes HotSpot compiles
-    # (-XX:+DontCompileHugeMethods, on by default): every slot ran in the JVM's bytecode
-    # interpreter. Each half stays below it (tests/spark/test_generate.py checks). Measured at
-    # 1M batches: 20 CPU-s as one stage, 17 in two halves in a fresh session (where compiling
-    # the code is most of it), 12 against 8 in a warm one. The placed slots (kept first) are
-    # released as soon as the first write has kept the slots.
-    kept: list[DataFrame] = []
-
-    def keep(df: DataFrame) -> DataFrame:
-        kept.append(df.persist(StorageLevel.MEMORY_AND_DISK))
-        return kept[-1]
-
+    # As one stage of generated code, the slots' expressions make a method of 13-14 kB of
+    # bytecode, above the 8,000 bytes HotSpot compiles: the generation runs with Spark's limit at
+    # the JIT's (`session.jit_sized_code`), so that stage runs each operator's own code, split into
+    # small methods, instead of one interpreted method. Measured at 1M batches on 2 cores (warm
+    # session): the export in 7.1-7.6 s, against 9.2-9.4 s when the placed half of the slots was
+    # kept as well so that each half stayed below the limit.
+    slots_df: DataFrame | None = None
     try:
-        slots_df = keep(slots(spark, plan, placed=keep).select(*EXPORTED_SLOT_COLUMNS))
-        observations_df = observations(spark, plan)
-        log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
-        batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
-        kept[0].unpersist()  # the placed slots
-        acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))
-        observations_df.drop("truth", "tp").write.mode("overwrite").parquet(
-            str(export.list_offsets)
-        )
-        writer = choose_writer(
-            spark, str(out), "auto", "", has_delta=session_has_delta(spark),
-            staging_dir=str(out / "_staging"),
-        )  # fmt: skip
-        writer.replace_run(
-            "ground_truth", ground_truth_of(slots_df, observations_df, gen_id), GROUND_TRUTH, gen_id
-        )
+        with jit_sized_code(spark):
+            slots_df = slots(spark, plan).select(*EXPORTED_SLOT_COLUMNS)
+            slots_df = slots_df.persist(StorageLevel.MEMORY_AND_DISK)
+            observations_df = observations(spark, plan)
+            log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
+            batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
+            acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))
+            observations_df.drop("truth", "tp").write.mode("overwrite").parquet(
+                str(export.list_offsets)
+            )
+            writer = choose_writer(
+                spark, str(out), "auto", "", has_delta=session_has_delta(spark),
+                staging_dir=str(out / "_staging"),
+            )  # fmt: skip
+            writer.replace_run(
+                "ground_truth",
+                ground_truth_of(slots_df, observations_df, gen_id),
+                GROUND_TRUTH,
+                gen_id,
+            )
     finally:
-        for df in kept:
-            df.unpersist()
+        if slots_df is not None:
+            slots_df.unpersist()
     export.conf.write_text(conf_text(plan))
     manifest = {
         "generation_id": gen_id,

@@ -16,6 +16,7 @@ from eos_audit.generate.spark_export import (
     write_export,
 )
 from eos_audit.schemas import RECORD_BATCH
+from eos_audit.session import jit_sized_code
 from eos_audit.sources.formats import BatchOptions, read_batches
 from tests.spark.test_plan import (  # the JIT's limit, and code generation on for one test
     HUGE_METHOD_BYTES,
@@ -23,6 +24,7 @@ from tests.spark.test_plan import (  # the JIT's limit, and code generation on f
     generated_code,  # noqa: F401 - a fixture
 )
 
+HUGE_METHOD_LIMIT = "spark.sql.codegen.hugeMethodLimit"
 SMALL = dict(block_batches=12, session_blocks=3, topics=2, partitions=2, producers=8)
 
 
@@ -83,24 +85,18 @@ def test_faults_land_where_their_findings_point(spark):
 
 
 @pytest.mark.usefixtures("generated_code")
-def test_each_half_of_the_slots_compiles_to_methods_the_jit_compiles(spark):
-    # write_export keeps the placed slots, then derives the batch fields and the ground truth
-    # from them: as one stage, the slots made a 13-14 kB method, which HotSpot leaves to its
-    # bytecode interpreter (the 1M-batch export took ~20 CPU-s). Only code is generated here.
-    plan = GenerationPlan(batches=1_000_000)
-    placed = []
-
-    def keep(df):
-        placed.append(df.persist())
-        return placed[-1]
-
-    try:
-        derived = slots(spark, plan, placed=keep).select(*EXPORTED_SLOT_COLUMNS)
-        assert 0 < _largest_generated_method(derived) < HUGE_METHOD_BYTES
-        placed[0].unpersist()
-        assert 0 < _largest_generated_method(placed[0]) < HUGE_METHOD_BYTES
-    finally:
-        placed[0].unpersist()
+def test_the_slots_run_as_code_the_jit_compiles(spark):
+    # As one stage of whole-stage generated code, the slots make a method (13-14 kB) above the
+    # bytecode HotSpot compiles: run that way, every slot would go through the JVM's interpreter.
+    # Only code is generated here.
+    derived = slots(spark, GenerationPlan(batches=1_000_000)).select(*EXPORTED_SLOT_COLUMNS)
+    assert _largest_generated_method(derived) > HUGE_METHOD_BYTES
+    # write_export generates with Spark's limit at the JIT's, so Spark runs such a stage as each
+    # operator's own code (split into small methods), and gives the session its setting back.
+    before = spark.conf.get(HUGE_METHOD_LIMIT, None)
+    with jit_sized_code(spark):
+        assert int(spark.conf.get(HUGE_METHOD_LIMIT)) <= HUGE_METHOD_BYTES
+    assert spark.conf.get(HUGE_METHOD_LIMIT, None) == before
 
 
 @pytest.fixture(scope="module")
