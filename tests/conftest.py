@@ -75,18 +75,41 @@ SESSION_DRIVER_MB = 2048
 _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
 
-def cache_jvm_function_lookups() -> None:
-    """Make pyspark look each `functions` method up once per JVM, not on every call.
+# The classes (and their static methods) pyspark looks up by name on the JVM view, on a classic
+# session, for nearly every DataFrame and Column call: counted over warm demo audits, per audit,
+# 275 lookups of `PythonUtils` (each list of columns) and 138 of `functions` (each column named by
+# a string), 72 of the classic SparkSession. A short name is tried against each of the view's
+# wildcard imports first, and each miss is a class search through every jar on the classpath:
+# Java Flight Recorder put 13% of the Py4J threads' samples there.
+_HOT_JVM_CLASSES = {
+    "PythonUtils": ("toSeq",),
+    "functions": ("col",),
+    "org.apache.spark.sql.classic.SparkSession": ("getActiveSession",),
+}
 
-    On a classic session every `F.col`, `F.lit`, `F.when`, ... finds the JVM class
+
+def cache_jvm_lookups(jvm) -> None:
+    """Make pyspark find JVM classes and methods once per JVM, not on every call.
+
+    On a classic session, every `F.col`, `F.lit`, `F.when`, ... finds the JVM class
     `org.apache.spark.sql.functions`, then the method, by reflection before calling it: three Py4J
-    round trips where the call is one (pyspark 4.2, `functions.builtin._get_jvm_function`). A
-    small audit makes about 1,400 such calls. Measured on 2 cores (2026-11-27, alternated, two runs
-    each): tests/spark, test_seed_trust and test_kafka_export (-n 2) took 139 and 135 CPU-s (74
-    and 72 s) with the lookups cached, 153 and 146 (82 and 78 s) without. The method found is the
-    same one, so results are too. Only the suite's own processes: eos_audit never patches
-    pyspark. Where pyspark has no such function, nothing changes.
+    round trips where the call is one (pyspark 4.2, `functions.builtin._get_jvm_function`), about
+    1,400 times in a small audit; and the hot classes above are looked up by name each time. Here
+    the functions' lookup is cached by name, and the hot classes and methods are kept on `jvm`
+    (a py4j JVM view: an attribute set on it, or on a class it returned, is found before py4j
+    asks the JVM). The classes and methods found are the same ones, so results are too.
+
+    Measured on 2 cores (2026-11-27), warm demo audits on the suite's settings, eight each, two
+    processes each way: 3.06 and 3.27 CPU-s an audit (JVM and Python) as pyspark does it, 2.95
+    and 2.98 with the functions cached, 2.69 and 2.78 with the classes too. Only the suite's own
+    processes: eos_audit never patches pyspark. Where pyspark has no such function, it is left.
     """
+    for name, methods in _HOT_JVM_CLASSES.items():
+        java_class = getattr(jvm, name)
+        vars(jvm)[name] = java_class
+        for method in methods:
+            vars(java_class)[method] = getattr(java_class, method)
+
     from pyspark.sql.functions import builtin
 
     lookup = getattr(builtin, "_get_jvm_function", None)
@@ -187,7 +210,7 @@ def spark(tmp_path_factory):
     # it named the server's: they run the suite's interpreter, with eos_audit.
     session.sparkContext.pythonExec = classic_python
     session.sparkContext.setLogLevel("ERROR")
-    cache_jvm_function_lookups()
+    cache_jvm_lookups(session.sparkContext._jvm)
     yield session
     session.stop()
 
