@@ -21,6 +21,7 @@ No case may raise anything else: that would be an internal error (exit 3).
 
 from __future__ import annotations
 
+import atexit
 import json
 import random
 import re
@@ -54,7 +55,11 @@ def template_table() -> Path:
     """A small Delta table written by delta-rs: three appends and an overwrite of one run."""
     from deltalake import write_deltalake
 
-    root = Path(tempfile.mkdtemp(prefix="eos-fuzz-table-")) / "t"
+    work = tempfile.mkdtemp(prefix="eos-fuzz-table-")
+    # Made once per process and kept for its cases: removed as the process ends, so runs leave
+    # nothing behind in the temporary folder (each run left one per worker before).
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    root = Path(work) / "t"
     for run in range(3):
         rows = pa.table({"run_id": [f"r{run}"] * 4, "value": list(range(4))})
         write_deltalake(str(root), rows, mode="append")
