@@ -102,10 +102,16 @@ def cache_jvm_lookups(jvm) -> None:
     Measured on 2 cores (2026-11-27), warm demo audits on the suite's settings, eight each, two
     processes each way: 3.06 and 3.27 CPU-s an audit (JVM and Python) as pyspark does it, 2.95
     and 2.98 with the functions cached, 2.69 and 2.78 with the classes too. Only the suite's own
-    processes: eos_audit never patches pyspark. Where pyspark has no such function, it is left.
+    processes: eos_audit never patches pyspark. A class or function another pyspark does not
+    have is left to pyspark's own lookup.
     """
+    from py4j.protocol import Py4JError
+
     for name, methods in _HOT_JVM_CLASSES.items():
-        java_class = getattr(jvm, name)
+        try:
+            java_class = getattr(jvm, name)
+        except Py4JError:  # not in this Spark: nothing to keep
+            continue
         vars(jvm)[name] = java_class
         for method in methods:
             vars(java_class)[method] = getattr(java_class, method)
