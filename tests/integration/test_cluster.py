@@ -26,7 +26,7 @@ from deltalake import DeltaTable
 
 from eos_audit.config import AuditConfig
 from eos_audit.pipeline import AuditInputs, run_audit
-from tests.conftest import TINY_QUERIES
+from tests.conftest import TINY_QUERIES, submit_conf_args
 from tests.fixtures.segment_builder import write_tree
 
 # Two to four minutes on 2 cores (three JVMs and their Python workers): `./run.sh test` starts it
@@ -152,10 +152,8 @@ def test_a_standalone_cluster_writes_the_tables_a_local_run_writes(
         "SPARK_MASTER": master_url,
         # The suite's settings for tiny queries (tests/conftest.py): the test is about where the
         # work runs, not about generated code, which the wheel's demo runs.
-        "EXTRA_SUBMIT_ARGS": " ".join(
-            ["--executor-memory 768m --total-executor-cores 2"]
-            + [f"--conf {key}={value}" for key, value in TINY_QUERIES.items()]
-        ),
+        "EXTRA_SUBMIT_ARGS": "--executor-memory 768m --total-executor-cores 2 "
+        + " ".join(submit_conf_args(TINY_QUERIES)),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
     # The local run goes on the suite's session while the cluster runs the same audit: most of

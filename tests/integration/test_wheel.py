@@ -32,7 +32,7 @@ from deltalake import DeltaTable, QueryBuilder
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.conftest import JVM_OPTIONS, TINY_QUERIES
+from tests.conftest import JVM_OPTIONS, TINY_QUERIES, submit_conf_args
 
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "constraints.txt"
@@ -204,10 +204,10 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     # The suite's settings for tiny queries too (no log level among them): the demo wrote its
     # report with Spark's defaults already. Measured (this report, 2 cores, two runs each way):
     # 15.0 and 14.8 CPU-s with Spark's defaults, 13.2 and 12.9 with these.
-    tiny = [arg for key, value in TINY_QUERIES.items() for arg in ("--conf", f"{key}={value}")]
     assert not any("log" in key for key in TINY_QUERIES)
-    submitted = _run([str(venv / "bin" / "spark-submit"), "--master", "local[1]", *tiny,
-                      str(job), "report", "--warehouse", "wh"], work, env)  # fmt: skip
+    submitted = _run([str(venv / "bin" / "spark-submit"), "--master", "local[1]",
+                      *submit_conf_args(TINY_QUERIES), str(job), "report", "--warehouse", "wh"],
+                     work, env)  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     assert "report:" in submitted.stdout
     spark_info = [line for line in submitted.stderr.splitlines() if " INFO " in line
