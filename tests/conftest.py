@@ -72,14 +72,12 @@ TINY_QUERIES = {
     **PYTHON_WORKER_SOCKETS,
 }
 SESSION_DRIVER_MB = 2048
+_KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
 
 def submit_conf_args(settings: dict[str, str]) -> list[str]:
     """`settings` as spark-submit's arguments: `--conf key=value` for each."""
     return [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
-
-
-_KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
 
 
 # The classes (and their static methods) pyspark looks up by name on the JVM view, on a classic
