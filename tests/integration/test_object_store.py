@@ -201,7 +201,7 @@ class _SlowDown(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.cost(5)  # three runs, each waiting on the SDK's retries
+@pytest.mark.cost(5)  # two runs that wait on the SDK's retries
 def test_aws_max_attempts_is_the_attempts_of_each_request(spark, s3, tmp_path, monkeypatch):
     """As in the AWS SDKs and CLI: AWS_MAX_ATTEMPTS=2 tries each request twice, 1 once."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowDown)
