@@ -165,6 +165,36 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         warm_up.wait()
 
 
+# The suite's session is the one Spark session of each process (`spark` below), known by its name.
+SUITE_APP_NAME = "eos-audit-tests"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Fail a test that left this process a Spark session other than the suite's.
+
+    A test that runs the CLI in process (`cli.main`) without the `spark` fixture makes the CLI
+    start a session of its own (eos_audit's local settings, `getOrCreate`) when it is the first
+    on its worker to need one. That session then serves every later test of the worker: without
+    the suite's settings for tiny queries and without the Spark Connect server, whose tests then
+    fail at `bound_port`. Which test comes first depends on the order xdist hands out: measured,
+    `pytest -n 2 tests/integration` failed that way, while the whole suite passed. Here the test
+    that started such a session fails itself, with what to do. (A test that only reuses the
+    suite's session passes: nothing here can tell it lacks the fixture.)
+    """
+    result = yield
+    context = sys.modules.get("pyspark.core.context")
+    active = context.SparkContext._active_spark_context if context else None
+    if active is not None and active.appName != SUITE_APP_NAME:
+        pytest.fail(
+            f"this process's Spark session is {active.appName!r}, not the suite's: this test (or "
+            "one before it on this worker, failed with this message) ran Spark without the "
+            "`spark` fixture; request it, so that the test runs on the suite's session",
+            pytrace=False,
+        )
+    return result
+
+
 def _cost(item: pytest.Item) -> float:
     """The seconds a test's `cost` marker says it takes (0 without one)."""
     mark = item.get_closest_marker("cost")
@@ -206,7 +236,7 @@ def spark(tmp_path_factory):
     try:
         session = (
             SparkSession.builder.master("local[2]")
-            .appName("eos-audit-tests")
+            .appName(SUITE_APP_NAME)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.memory", f"{SESSION_DRIVER_MB}m")

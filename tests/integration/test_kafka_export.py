@@ -270,7 +270,7 @@ def test_cli_audits_dump_log_text(spark, tmp_path, capsys):
     ("fixture", "marker_offset"), [("klog_txn_3_0_default.txt", 4), ("v2_0_batches.txt", 3)]
 )
 def test_dump_without_deep_iteration_closes_transactions_with_an_unknown_outcome(
-    tmp_path, capsys, fixture, marker_offset
+    spark, tmp_path, capsys, fixture, marker_offset
 ):
     """Default kafka-dump-log.sh output shows a marker's batch but not its type (issue 27)."""
     warehouse = tmp_path / "wh"
