@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Generator
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,7 @@ SUITE_APP_NAME = "eos-audit-tests"
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """Fail a test that left this process a Spark session other than the suite's.
 
     A test that runs the CLI in process (`cli.main`) without the `spark` fixture makes the CLI
@@ -183,6 +184,7 @@ def pytest_runtest_call(item: pytest.Item):
     suite's session passes: nothing here can tell it lacks the fixture.)
     """
     result = yield
+    # pyspark's own record of the process's one SparkContext (nothing is imported or started here).
     context = sys.modules.get("pyspark.core.context")
     active = context.SparkContext._active_spark_context if context else None
     if active is not None and active.appName != SUITE_APP_NAME:
