@@ -6,6 +6,12 @@
 #   ./run.sh bench [ARGS...]          the benchmarks in bench/ (see bench/README.md)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# Python caches bytecode for .venv and this repository (git ignores both) even where the
+# environment sets PYTHONDONTWRITEBYTECODE: the venv is installed without compiling (pip's
+# compiling of its ~7,000 files is a third of a fresh set-up, and most are never imported), so
+# each module is compiled once, when first imported, instead of by every process that imports it
+# (the suite starts about 150: pytest's workers, Spark's Python workers, the CLI runs).
+unset PYTHONDONTWRITEBYTECODE
 
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
 
@@ -45,7 +51,7 @@ ensure_env() {
     fi
     echo "run.sh: installing eos-audit and its pinned dependencies into .venv (first run takes a few minutes)" >&2
     .venv/bin/python -m pip install --quiet --upgrade pip >&2
-    .venv/bin/python -m pip install --quiet -c constraints.txt -e ".[local,dev]" >&2
+    .venv/bin/python -m pip install --quiet --no-compile -c constraints.txt -e ".[local,dev]" >&2
     echo "$want" > "$stamp"
 }
 
