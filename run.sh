@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 # environment sets PYTHONDONTWRITEBYTECODE: the venv is installed without compiling (pip's
 # compiling of its ~7,000 files is a third of a fresh set-up, and most are never imported), so
 # each module is compiled once, when first imported, instead of by every process that imports it
-# (the suite starts about 150: pytest's workers, Spark's Python workers, the CLI runs).
+# (a run of the suite starts more than 100: pytest's workers, Spark's Python workers, the CLIs).
 unset PYTHONDONTWRITEBYTECODE
 
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
