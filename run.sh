@@ -55,6 +55,13 @@ ensure_env() {
     echo "$want" > "$stamp"
 }
 
+ensure_jars() {
+    # The real parts the suite runs on the JVM (Kafka brokers and tools, delta-spark, hadoop-aws),
+    # pinned in tests/jars.py and fetched once into .jars/ through Maven (or pyspark's Ivy). A set
+    # that cannot be fetched is said here; its tests then fail in CI and skip elsewhere, saying so.
+    .venv/bin/python -m tests.jars fetch || echo "run.sh: some jars could not be fetched (above)" >&2
+}
+
 ensure_browser() {
     # The report's browser test (tests/integration/test_report_browser.py) needs Chromium and
     # ChromeDriver. As root (CI) they are installed from Debian's packages; otherwise, or if that
@@ -77,8 +84,9 @@ case "$cmd" in
     # worksteal: a worker that runs out takes tests queued on the other, so neither idles at the end.
     # The browser's packages (apt) install while the venv's do (pip): both mostly wait on the
     # network and disk, so a fresh machine's set-up takes about the longer of the two. Without
-    # the browser its test is skipped, as before: its install never fails the command.
-    test)  check_java; ensure_browser & browser=$!; ensure_env; wait "$browser" || true
+    # the browser its test is skipped, as before: its install never fails the command. The jars
+    # follow the venv (their fetch runs its Python): about 30 s on a fresh machine, then nothing.
+    test)  check_java; ensure_browser & browser=$!; ensure_env; ensure_jars; wait "$browser" || true
            exec .venv/bin/python -m pytest -n "${EOS_AUDIT_TEST_WORKERS:-2}" --dist worksteal "$@" ;;
     audit) check_java; ensure_env; exec .venv/bin/eos-audit audit "$@" ;;
     bench) check_java; ensure_env; exec .venv/bin/python -m bench.run "$@" ;;

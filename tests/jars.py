@@ -1,0 +1,219 @@
+"""The Java parts the suite runs for real, pinned here and fetched once into `.jars/` (git ignores it).
+
+Each set is a list of Maven coordinates whose runtime dependencies are copied into
+`.jars/<set>/`: Apache Kafka's release jars (the broker with its KRaft controller, and the tools:
+`DumpLogSegments`, `kafka-transactions`, `GetOffsetShell`, the transactional copier) for a 4.x and
+a 3.9 release, delta-spark's jars for Spark's own Delta writer, and hadoop-aws for Spark's `s3a://`
+readers. They come through the machine's Maven client (`mvn dependency:copy-dependencies`, which
+also fills the local Maven repository that spark-submit's `--packages` looks in first, so
+`./spark-submit.sh` then runs offline), or, where there is no `mvn`, through the Ivy that pyspark
+ships (`pyspark/jars/ivy-*.jar`). Both use the client's own default repository: no registry host
+is written here.
+
+    python -m tests.jars fetch [SET ...]   # every set, or the ones named; quick when present
+    python -m tests.jars path SET          # the folder of a fetched set
+
+A set is complete when its folder holds the `.complete` stamp written after the copy, with the
+coordinates it was fetched for: a changed pin fetches again, an interrupted fetch is retried.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+JARS = REPO / ".jars"
+
+# The Kafka releases the suite's brokers run. 4.x: transactions v2 (KIP-890, an epoch bump at every
+# marker) on a cluster formatted at its release version; 3.9: the last 3.x, transactions v1 and
+# ZooKeeper-era tooling output. Their `kafka-dump-log.sh` texts are two generations apart.
+KAFKA_4 = "4.1.1"
+KAFKA_3 = "3.9.1"
+# Spark's Delta writer: delta-spark's jars for the Spark that constraints.txt pins (4.2). The Python
+# package is 4.4.1 there, but Maven serves delta-spark_2.13 only up to 4.4.0 (4.4.1's jar and pom
+# are not found); the package's Python side only configures a session, the writer is the jars.
+DELTA_SPARK = "4.4.0"
+# Spark's s3a:// connector, the version of the Hadoop client pyspark ships (pyspark/jars).
+HADOOP_AWS = "3.5.0"
+# Kafka 4's broker logs through log4j 2 and 3.9's through reload4j; slf4j's binding for log4j 2 is
+# not among Kafka 4's runtime dependencies (the release tarball adds it).
+LOG4J_SLF4J = "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"
+
+
+@dataclass(frozen=True)
+class JarSet:
+    """Maven coordinates (group:artifact:version) whose runtime closure is one folder of jars."""
+
+    name: str
+    coordinates: tuple[str, ...]
+
+    @property
+    def folder(self) -> Path:
+        """Where the set's jars are copied."""
+        return JARS / self.name
+
+    @property
+    def stamp(self) -> str:
+        """What `.complete` holds once the set is fetched: its coordinates."""
+        return "\n".join(self.coordinates) + "\n"
+
+    def present(self) -> bool:
+        """Whether the set was fetched completely, for these coordinates."""
+        stamp = self.folder / ".complete"
+        return stamp.is_file() and stamp.read_text() == self.stamp
+
+    def classpath(self) -> str:
+        """The set as a Java class path (a folder wildcard)."""
+        return str(self.folder / "*")
+
+    def jars(self) -> list[Path]:
+        """The set's jar files."""
+        return sorted(self.folder.glob("*.jar"))
+
+
+def _kafka(version: str, *extra: str) -> tuple[str, ...]:
+    return (
+        f"org.apache.kafka:kafka_2.13:{version}",
+        f"org.apache.kafka:kafka-tools:{version}",
+        *extra,
+    )
+
+
+SETS = {
+    jar_set.name: jar_set
+    for jar_set in (
+        JarSet(f"kafka-{KAFKA_4}", _kafka(KAFKA_4, LOG4J_SLF4J)),
+        JarSet(f"kafka-{KAFKA_3}", _kafka(KAFKA_3)),
+        JarSet(f"delta-spark-{DELTA_SPARK}", (f"io.delta:delta-spark_2.13:{DELTA_SPARK}",)),
+        JarSet(f"hadoop-aws-{HADOOP_AWS}", (f"org.apache.hadoop:hadoop-aws:{HADOOP_AWS}",)),
+    )
+}
+KAFKA_4_JARS = SETS[f"kafka-{KAFKA_4}"]
+KAFKA_3_JARS = SETS[f"kafka-{KAFKA_3}"]
+DELTA_SPARK_JARS = SETS[f"delta-spark-{DELTA_SPARK}"]
+HADOOP_AWS_JARS = SETS[f"hadoop-aws-{HADOOP_AWS}"]
+
+# What a test says when a set is missing on a contributor's machine (in CI it fails instead).
+HOW_TO_FETCH = (
+    "fetch it with `.venv/bin/python -m tests.jars fetch` (needs Maven's `mvn`, or Java for "
+    "pyspark's Ivy, and access to Maven Central); `./run.sh test` does it"
+)
+
+
+class FetchError(RuntimeError):
+    """A set could not be fetched; the message says which and why."""
+
+
+def _pom(coordinates: tuple[str, ...]) -> str:
+    dependencies = "".join(
+        "<dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version>"
+        "</dependency>".format(*coordinate.split(":"))
+        for coordinate in coordinates
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        "<groupId>eos-audit.tests</groupId><artifactId>jars</artifactId><version>0</version>"
+        f"<dependencies>{dependencies}</dependencies></project>"
+    )
+
+
+def _fetch_with_maven(jar_set: JarSet, into: Path, work: Path) -> None:
+    (work / "pom.xml").write_text(_pom(jar_set.coordinates))
+    command = [
+        "mvn", "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+        "-DincludeScope=runtime", f"-DoutputDirectory={into}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise FetchError(f"mvn could not fetch {jar_set.name}: {_last_lines(done)}")
+
+
+def _ivy_jar() -> Path:
+    import pyspark
+
+    found = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar")))
+    if not found:
+        raise FetchError("neither mvn nor pyspark's Ivy (pyspark/jars/ivy-*.jar) was found")
+    return Path(found[-1])
+
+
+def _fetch_with_ivy(jar_set: JarSet, into: Path, work: Path) -> None:
+    ivy = _ivy_jar()
+    for coordinate in jar_set.coordinates:
+        group, artifact, version = coordinate.split(":")
+        command = [
+            "java", "-jar", str(ivy), "-cache", str(work / "cache"),
+            "-dependency", group, artifact, version, "-confs", "runtime",
+            "-retrieve", f"{into}/[artifact]-[revision](-[classifier]).[ext]", "-types", "jar",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise FetchError(f"Ivy could not fetch {coordinate}: {_last_lines(done)}")
+
+
+def _last_lines(done: subprocess.CompletedProcess[str]) -> str:
+    text = (done.stdout + done.stderr).strip().splitlines()
+    return " | ".join(line.strip() for line in text[-3:]) or f"exit {done.returncode}"
+
+
+def fetch(jar_set: JarSet) -> Path:
+    """Fetch `jar_set` into its folder unless it is already there; return the folder.
+
+    Raises:
+        FetchError: neither client could fetch it.
+    """
+    if jar_set.present():
+        return jar_set.folder
+    JARS.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=JARS, prefix=f".{jar_set.name}-") as work:
+        into = Path(work) / "jars"
+        into.mkdir()
+        if shutil.which("mvn"):
+            _fetch_with_maven(jar_set, into, Path(work))
+        else:
+            _fetch_with_ivy(jar_set, into, Path(work))
+        if not any(into.glob("*.jar")):
+            raise FetchError(f"fetching {jar_set.name} gave no jar")
+        (into / ".complete").write_text(jar_set.stamp)
+        shutil.rmtree(jar_set.folder, ignore_errors=True)
+        into.rename(jar_set.folder)  # whole or not at all: a reader never sees half a set
+    return jar_set.folder
+
+
+def required() -> bool:
+    """Whether a missing real part fails the run instead of skipping (in CI, `CI=true`)."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def main(argv: list[str]) -> int:
+    """`fetch [SET ...]` or `path SET`; see the module's docstring."""
+    if not argv or argv[0] not in ("fetch", "path"):
+        print("usage: python -m tests.jars fetch [SET ...] | path SET", file=sys.stderr)
+        return 2
+    names = argv[1:] or list(SETS)
+    unknown = [name for name in names if name not in SETS]
+    if unknown:
+        print(f"unknown jar set(s) {unknown}; known: {sorted(SETS)}", file=sys.stderr)
+        return 2
+    if argv[0] == "path":
+        print(SETS[names[0]].folder)
+        return 0
+    failed = 0
+    for name in names:
+        try:
+            fetch(SETS[name])
+        except FetchError as error:
+            print(f"tests.jars: {error}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
