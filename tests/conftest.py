@@ -74,6 +74,7 @@ TINY_QUERIES = {
 }
 SESSION_DRIVER_MB = 2048
 _KERNEL_WARM_UP = pytest.StashKey[subprocess.Popen]()
+_REAL_KAFKA = pytest.StashKey[subprocess.Popen]()
 
 
 def submit_conf_args(settings: dict[str, str]) -> list[str]:
@@ -158,12 +159,54 @@ def pytest_configure(config: pytest.Config) -> None:
     )  # fmt: skip
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Start the real-Kafka scenarios in the xdist controller (`_start_real_kafka`)."""
+    if not hasattr(session.config, "workerinput"):
+        _start_real_kafka(session.config)
+
+
+def _start_real_kafka(config: pytest.Config) -> None:
+    """Play the real-Kafka scenarios in the background from the start of an xdist run.
+
+    `tests/kafka/scenarios.py` takes about a minute of brokers and clients, mostly waiting on
+    them; run in a process of its own while the workers start on other tests, the tests that
+    audit its exports find it done instead of building it on one worker while the other waits
+    (it takes `once_per_run`'s lock, in the folder the workers share). Only where xdist runs,
+    the jars are there and the selection can include those tests (`-m` not excluding `kafka`).
+    """
+    from tests.jars import KAFKA_3_JARS, KAFKA_4_JARS
+
+    markers = config.option.markexpr or ""
+    if not config.getoption("numprocesses", None) or (markers and "kafka" not in markers):
+        return
+    if "not kafka" in markers or not (KAFKA_4_JARS.present() and KAFKA_3_JARS.present()):
+        return
+    run_folder = config._tmp_path_factory.getbasetemp()  # noqa: SLF001 - xdist's own base
+    log = (run_folder / "real-kafka.log").open("w")
+    config.stash[_REAL_KAFKA] = subprocess.Popen(
+        [sys.executable, "-m", "tests.kafka.scenarios", str(run_folder)], cwd=REPO,
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    log.close()
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Stop the kernel's warm-up if the run ended before it did."""
+    """Stop the kernel's warm-up and the real-Kafka scenarios if the run ended before they did.
+
+    The scenarios' process stops its brokers on SIGTERM.
+    """
     warm_up = config.stash.get(_KERNEL_WARM_UP, None)
     if warm_up is not None and warm_up.poll() is None:
         warm_up.kill()
         warm_up.wait()
+    scenarios = config.stash.get(_REAL_KAFKA, None)
+    if scenarios is not None and scenarios.poll() is None:
+        scenarios.terminate()
+        try:
+            scenarios.wait(60)
+        except subprocess.TimeoutExpired:
+            scenarios.kill()
+            scenarios.wait()
 
 
 # The suite's session is the one Spark session of each process (`spark` below), known by its name.

@@ -1,4 +1,4 @@
-"""The Java parts the suite runs for real, pinned here and fetched once into `.jars/` (git ignores it).
+"""The Java parts the suite runs for real, pinned here and fetched once into `.jars/` (git-ignored).
 
 Each set is a list of Maven coordinates whose runtime dependencies are copied into
 `.jars/<set>/`: Apache Kafka's release jars (the broker with its KRaft controller, and the tools:
@@ -40,6 +40,13 @@ KAFKA_3 = "3.9.1"
 # package is 4.4.1 there, but Maven serves delta-spark_2.13 only up to 4.4.0 (4.4.1's jar and pom
 # are not found); the package's Python side only configures a session, the writer is the jars.
 DELTA_SPARK = "4.4.0"
+# Of its runtime closure only Delta's own jars go on Spark's class path: the rest is Spark's own
+# libraries in older versions (hadoop-client 3.4, Parquet 1.16, Jackson 2.13, scala-library, log4j)
+# or what Unity Catalog and the Delta kernel need. Measured: delta-spark and delta-storage alone
+# write, replace (replaceWhere), merge schemas and read Delta tables on pyspark 4.2. The closure is
+# still fetched: it fills the local Maven repository that `./spark-submit.sh`'s `--packages`
+# resolves from offline (~/.m2, Ivy's "local-m2-cache").
+DELTA_SPARK_CLASSPATH = ("delta-spark_2.13", "delta-storage")
 # Spark's s3a:// connector, the version of the Hadoop client pyspark ships (pyspark/jars).
 HADOOP_AWS = "3.5.0"
 # Kafka 4's broker logs through log4j 2 and 3.9's through reload4j; slf4j's binding for log4j 2 is
@@ -53,6 +60,8 @@ class JarSet:
 
     name: str
     coordinates: tuple[str, ...]
+    # The artifacts (by name) whose jars `jars()` and `classpath()` give; empty: every jar.
+    on_classpath: tuple[str, ...] = ()
 
     @property
     def folder(self) -> Path:
@@ -70,12 +79,35 @@ class JarSet:
         return stamp.is_file() and stamp.read_text() == self.stamp
 
     def classpath(self) -> str:
-        """The set as a Java class path (a folder wildcard)."""
+        """The set as a Java class path (a folder wildcard, or its `on_classpath` jars)."""
+        if self.on_classpath:
+            return os.pathsep.join(str(jar) for jar in self.jars())
         return str(self.folder / "*")
 
     def jars(self) -> list[Path]:
-        """The set's jar files."""
-        return sorted(self.folder.glob("*.jar"))
+        """The set's jar files (only its `on_classpath` artifacts' when it names them)."""
+        found = sorted(self.folder.glob("*.jar"))
+        if not self.on_classpath:
+            return found
+        return [jar for jar in found if _artifact(jar.name) in self.on_classpath]
+
+
+def _artifact(jar_name: str) -> str:
+    """The artifact of a copied jar's name, `<artifact>-<version>[-<classifier>].jar`."""
+    parts = jar_name.removesuffix(".jar").split("-")
+    first_version = next((i for i, part in enumerate(parts) if part[:1].isdigit()), len(parts))
+    return "-".join(parts[:first_version])
+
+
+def in_local_maven_repository(coordinate: str) -> bool:
+    """Whether `group:artifact:version`'s pom and jar are in the local Maven repository (~/.m2).
+
+    That is where spark-submit's `--packages` looks first (Ivy's "local-m2-cache"); `mvn` fills it
+    when it fetches a set, pyspark's Ivy does not.
+    """
+    group, artifact, version = coordinate.split(":")
+    folder = Path.home() / ".m2" / "repository" / Path(*group.split(".")) / artifact / version
+    return all((folder / f"{artifact}-{version}.{ext}").is_file() for ext in ("pom", "jar"))
 
 
 def _kafka(version: str, *extra: str) -> tuple[str, ...]:
@@ -91,7 +123,11 @@ SETS = {
     for jar_set in (
         JarSet(f"kafka-{KAFKA_4}", _kafka(KAFKA_4, LOG4J_SLF4J)),
         JarSet(f"kafka-{KAFKA_3}", _kafka(KAFKA_3)),
-        JarSet(f"delta-spark-{DELTA_SPARK}", (f"io.delta:delta-spark_2.13:{DELTA_SPARK}",)),
+        JarSet(
+            f"delta-spark-{DELTA_SPARK}",
+            (f"io.delta:delta-spark_2.13:{DELTA_SPARK}",),
+            on_classpath=DELTA_SPARK_CLASSPATH,
+        ),
         JarSet(f"hadoop-aws-{HADOOP_AWS}", (f"org.apache.hadoop:hadoop-aws:{HADOOP_AWS}",)),
     )
 }

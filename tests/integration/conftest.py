@@ -1,5 +1,6 @@
 """The demo's audit, run once for the integration tests that read its warehouse."""
 
+import os
 import shutil
 
 import pytest
@@ -39,3 +40,31 @@ def connect_server(spark) -> str:
     from tests.fixtures.connect_server import bound_port
 
     return f"sc://127.0.0.1:{bound_port(spark)}"
+
+
+@pytest.fixture(scope="session")
+def real_kafka(tmp_path_factory):
+    """The real-Kafka scenarios' exports (`tests/kafka/scenarios.py`), played once for the run.
+
+    Without the Kafka jars (`tests/jars.py`) the tests that need them skip saying how to fetch
+    them, except in CI (`CI=true`), where a real part that cannot start fails the run.
+    """
+    from tests.jars import HOW_TO_FETCH, KAFKA_3_JARS, KAFKA_4_JARS, required
+    from tests.kafka import scenarios
+
+    missing = [jars.name for jars in (KAFKA_4_JARS, KAFKA_3_JARS) if not jars.present()]
+    if missing or not shutil.which("javac"):
+        reason = (
+            f"the Kafka jars {missing} are not fetched: {HOW_TO_FETCH}"
+            if missing
+            else "javac (a JDK 17+) is needed to compile the suite's Java producer"
+        )
+        if required():
+            pytest.fail(f"CI needs real Kafka: {reason}", pytrace=False)
+        pytest.skip(reason)
+    # A build that the background process of an xdist run (tests/conftest.py) could not finish
+    # left its error: reported here instead of playing every scenario again.
+    failed = tmp_path_factory.getbasetemp().parent / f"{scenarios.RUN_NAME}.error"
+    if "PYTEST_XDIST_WORKER" in os.environ and failed.exists():
+        pytest.fail(f"the real-Kafka scenarios failed: {failed.read_text()}", pytrace=False)
+    return once_per_run(tmp_path_factory, scenarios.RUN_NAME, scenarios.build)

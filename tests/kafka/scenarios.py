@@ -1,0 +1,390 @@
+"""What real Kafka brokers wrote in known situations: the logs the real-Kafka tests audit.
+
+`build(folder)` starts a Kafka 4.x and a Kafka 3.9 cluster (`tests/jars.py` pins them), plays
+every scenario against them with Kafka's Java producer and librdkafka, copies each broker's
+partition folders as an operator exports them, prints each exported segment with that release's
+`kafka-dump-log.sh` (default and `--deep-iteration`), writes the same batches as Parquet decoded by
+kafka-python (a third, independent reader), records what Kafka's own tools said (find-hanging),
+stops the brokers and returns a `Built` manifest of where everything is. It runs once per test
+run: in the background from the start of an xdist run (`tests/conftest.py`), or in the first test
+that needs it (`tests.run_once.once_per_run`, which this module's `__main__` takes part in).
+
+Each scenario's topic is its own, so the scenarios share two clusters:
+
+| topic | cluster | what happens |
+|---|---|---|
+| `clean` | both | idempotent and transactional traffic of both clients, commits and aborts, |
+| | | a transactional producer restarted with the same transactional.id |
+| `retained` | 4.x | short segments and retention move the log start past live producers |
+| `crash` | 4.x | the broker is SIGKILLed inside a transaction and restarted: the abort |
+| `hanging` | 4.x | a producer dies inside a transaction with a one-day transaction.timeout.ms |
+| `zombie` | both | a second producer with the same transactional.id fences the first |
+| `compacted` | 4.x | transactions on a compacted topic, after the cleaner ran |
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.jars import KAFKA_3_JARS, KAFKA_4_JARS, JarSet
+from tests.kafka.clients import (
+    ClientError,
+    JavaClient,
+    compile_client,
+    rdkafka_producer,
+    rdkafka_send,
+)
+from tests.kafka.cluster import Cluster, dump_log
+
+RUN_NAME = "real-kafka"
+
+
+@dataclass
+class Export:
+    """One scenario's export on one cluster, in the three forms the audit reads."""
+
+    scenario: str
+    release: str
+    segments: str  # <export>/<node-id>/<topic>-<partition>/ with checkpoints
+    dump: str  # kafka-dump-log.sh of every segment, default output
+    dump_deep: str  # the same with --deep-iteration
+    parquet: str  # the batches as decoded by kafka-python, schemas/record_batch.json
+    batches: int  # batches in the export (every partition)
+    facts: dict = field(default_factory=dict)  # what the brokers and Kafka's tools said
+
+
+@dataclass
+class Built:
+    """Every export of the run, by (scenario, release)."""
+
+    exports: dict[tuple[str, str], Export]
+    seconds: float
+
+
+def _wait_for(what: str, check, timeout: float = 60.0, every: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout:.0f} s for {what}")
+        time.sleep(every)
+
+
+def _checkpointed(cluster: Cluster, topic: str) -> bool:
+    """Whether every broker's recovery-point checkpoint names `topic`'s partitions."""
+    for broker in cluster.brokers:
+        checkpoint = broker.log_dir / "recovery-point-offset-checkpoint"
+        if not checkpoint.exists() or f"{topic} " not in checkpoint.read_text():
+            return False
+    return True
+
+
+def _export(cluster: Cluster, into: Path, scenario: str, topic: str, **facts) -> Export:
+    """Copy `topic`'s folders once the checkpoints name them, then write the other two forms."""
+    _wait_for(f"{topic}'s checkpoints", lambda: _checkpointed(cluster, topic))
+    time.sleep(1.2)  # one more checkpoint interval: the files hold the log as it is now
+    release = cluster.jars.name
+    folder = into / f"{scenario}-{release}"
+    segments = cluster.export(folder / "segments", topic)
+    return _forms(cluster.jars, scenario, release, folder, segments, facts)
+
+
+def _forms(
+    jars: JarSet, scenario: str, release: str, folder: Path, segments: Path, facts: dict
+) -> Export:
+    logs = sorted(segments.glob("*/*/*.log"))
+    (folder / "dump").mkdir()
+    (folder / "dump-deep").mkdir()
+    (folder / "dump" / "dump.txt").write_text(dump_log(jars, logs))
+    (folder / "dump-deep" / "dump.txt").write_text(dump_log(jars, logs, "--deep-iteration"))
+    batches = write_parquet(logs, folder / "parquet")
+    return Export(
+        scenario, release, str(segments), str(folder / "dump"), str(folder / "dump-deep"),
+        str(folder / "parquet"), batches, facts,
+    )
+
+
+def write_parquet(logs: list[Path], into: Path) -> int:
+    """The batches of `logs` as kafka-python decodes them, in the record_batch contract."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.fixtures.segment_builder import kafka_python_view, split_entries
+
+    rows = []
+    for log in logs:
+        topic, _, partition = log.parent.name.rpartition("-")
+        if log.parent.parent.name != sorted(p.name for p in log.parent.parent.parent.iterdir())[0]:
+            continue  # one replica of each partition: the first broker's
+        for position, entry in split_entries(log.read_bytes()):
+            view = kafka_python_view(entry)
+            rows.append(
+                {
+                    "topic": topic,
+                    "partition": int(partition),
+                    **{key: view[key] for key in PARQUET_FIELDS},
+                    "last_sequence": None,
+                    "source": f"{log}:{position}",
+                }
+            )
+    into.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), into / "batches.parquet")
+    return len(rows)
+
+
+PARQUET_FIELDS = (
+    "base_offset", "last_offset", "producer_id", "producer_epoch", "base_sequence",
+    "record_count", "is_transactional", "is_control", "control_type", "coordinator_epoch",
+    "partition_leader_epoch", "magic", "max_timestamp", "crc_valid",
+)
+
+
+# --- the scenarios ---------------------------------------------------------------------------
+
+
+def clean(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """Idempotent and transactional traffic of both clients; a transactional producer restarted."""
+    cluster.create_topic("clean", partitions=3)
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("idem")
+    for i in range(9):
+        java.send("idem", "clean", i % 3, 3)
+    java.producer("tx", transactional_id="clean-java-tx")
+    java.do("init tx")
+    java.transaction("tx", [("clean", 0, 2), ("clean", 1, 2)], "commit")
+    java.transaction("tx", [("clean", 1, 1), ("clean", 2, 3)], "abort")
+    java.transaction("tx", [("clean", 0, 2), ("clean", 2, 1)], "commit")
+    java.close()
+    # The same transactional.id in a new process: initTransactions bumps the epoch.
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("tx", transactional_id="clean-java-tx")
+    java.do("init tx")
+    java.transaction("tx", [("clean", 0, 1), ("clean", 1, 2)], "commit")
+    java.transaction("tx", [("clean", 2, 2)], "abort")
+    java.close()
+    idempotent = rdkafka_producer(cluster.bootstrap)
+    for i in range(4):
+        rdkafka_send(idempotent, "clean", i % 3, 2)
+    transactional = rdkafka_producer(cluster.bootstrap, transactional_id="clean-rd-tx")
+    transactional.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        transactional.begin_transaction()
+        rdkafka_send(transactional, "clean", 1, 2)
+        rdkafka_send(transactional, "clean", 2, 1)
+        getattr(transactional, f"{outcome}_transaction")(30)
+    del idempotent, transactional
+    return _export(cluster, into, "clean", "clean")
+
+
+def retained(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """Retention moves the log start past producers that go on writing."""
+    cluster.create_topic(
+        "retained", partitions=1, segment_ms="500", retention_ms="2500",
+        file_delete_delay_ms="0",
+    )
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("idem")
+    java.producer("tx", transactional_id="retained-tx")
+    java.do("init tx")
+
+    def log_start() -> int:
+        folder = cluster.brokers[0].log_dir / "retained-0"
+        return min(int(path.stem) for path in folder.glob("*.log"))
+
+    started = time.monotonic()
+    while log_start() == 0 or time.monotonic() - started < 4:
+        java.send("idem", "retained", 0, 2)
+        java.transaction("tx", [("retained", 0, 1)], "commit")
+        time.sleep(0.3)
+        if time.monotonic() - started > 60:
+            raise TimeoutError("retention did not move the log start of retained-0 in 60 s")
+    for _ in range(3):  # the producers go on past the new log start
+        java.send("idem", "retained", 0, 2)
+        java.transaction("tx", [("retained", 0, 1)], "commit")
+    java.close()
+    return _export(cluster, into, "retained", "retained", log_start=log_start())
+
+
+def crash(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """The only broker SIGKILLed inside a transaction; on restart the coordinator aborts it."""
+    cluster.create_topic("crash", partitions=2)
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("idem")
+    java.send("idem", "crash", 0, 2)
+    java.producer("tx", transactional_id="crash-tx", transaction_timeout_ms="4000")
+    java.do("init tx")
+    java.transaction("tx", [("crash", 0, 2), ("crash", 1, 2)], "commit")
+    java.do("begin tx")
+    java.send("tx", "crash", 0, 3)
+    java.send("tx", "crash", 1, 1)
+    java.halt()  # the producer dies with its transaction open ...
+    broker = cluster.brokers[0]
+    broker.kill()  # ... and so does the broker, before anything else happens
+    broker.start()
+    # The coordinator aborts the transaction once its timeout passes: ABORT markers in both
+    # partitions, read back as the last batch of each.
+    _wait_for("the coordinator's abort", lambda: _ends_with_marker(cluster, "crash", 2), 60)
+    return _export(cluster, into, "crash", "crash")
+
+
+def _ends_with_marker(cluster: Cluster, topic: str, partitions: int) -> bool:
+    from tests.fixtures.segment_builder import kafka_python_view, split_entries
+
+    for partition in range(partitions):
+        folder = cluster.brokers[0].log_dir / f"{topic}-{partition}"
+        last = sorted(folder.glob("*.log"))[-1]
+        entries = split_entries(last.read_bytes())
+        if not entries or not kafka_python_view(entries[-1][1])["is_control"]:
+            return False
+    return True
+
+
+def hanging(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """A producer dies inside a transaction whose timeout is a day: it stays open."""
+    cluster.create_topic("hanging", partitions=1)
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("tx", transactional_id="hanging-tx", transaction_timeout_ms="86400000")
+    java.do("init tx")
+    java.transaction("tx", [("hanging", 0, 2)], "commit")
+    java.do("begin tx")
+    java.send("tx", "hanging", 0, 2)
+    java.halt()
+    # Kafka's own tools on the live cluster: the open transaction as the partition leader
+    # describes it (its producer and start offset), and what find-hanging concludes about it.
+    producers = cluster.tool(
+        "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", cluster.bootstrap,
+        "describe-producers", "--topic", "hanging", "--partition", "0",
+    )
+    find_hanging = cluster.tool(
+        "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", cluster.bootstrap,
+        "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0",
+    )
+    return _export(
+        cluster, into, "hanging", "hanging",
+        describe_producers=producers, find_hanging=find_hanging, exported_at_ms=_now_ms(),
+    )
+
+
+def zombie(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """Two producers with one transactional.id: the second's initTransactions fences the first."""
+    cluster.create_topic("zombie", partitions=1)
+    old = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    old.producer("tx", transactional_id="zombie-tx")
+    old.do("init tx")
+    old.transaction("tx", [("zombie", 0, 2)], "commit")
+    old.do("begin tx")
+    old.send("tx", "zombie", 0, 2)
+    new = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    new.producer("tx", transactional_id="zombie-tx")
+    new.do("init tx")  # fences the old producer and aborts its open transaction
+    new.transaction("tx", [("zombie", 0, 3)], "commit")
+    try:
+        old.send("tx", "zombie", 0, 1)
+        old.do("commit tx")
+        fenced = "accepted"  # the broker took the zombie's writes: the test says so
+    except ClientError as error:
+        fenced = error.kind
+    old.halt()
+    new.close()
+    return _export(cluster, into, "zombie", "zombie", zombie_outcome=fenced)
+
+
+def compacted(cluster: Cluster, classes: Path, into: Path) -> Export:
+    """Transactions on a compacted topic, exported after the cleaner ran."""
+    cluster.create_topic(
+        "compacted", partitions=1, cleanup_policy="compact", segment_ms="300",
+        min_cleanable_dirty_ratio="0.01", delete_retention_ms="0", min_compaction_lag_ms="0",
+        file_delete_delay_ms="0",
+    )
+    java = JavaClient(cluster.jars, classes, cluster.bootstrap)
+    java.producer("idem")
+    java.producer("tx", transactional_id="compacted-tx")
+    java.do("init tx")
+    for round_ in range(6):
+        java.transaction("tx", [("compacted", 0, 4)], "abort" if round_ % 3 == 1 else "commit")
+        java.send("idem", "compacted", 0, 3)
+        time.sleep(0.35)  # a new segment for each round: the cleaner works on rolled ones
+    java.close()
+
+    def cleaned() -> bool:
+        checkpoint = cluster.brokers[0].log_dir / "cleaner-offset-checkpoint"
+        return checkpoint.exists() and "compacted 0 " in checkpoint.read_text()
+
+    _wait_for("the log cleaner", cleaned, 60)
+    return _export(cluster, into, "compacted", "compacted")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# The scenarios of each release (transactions v2 on 4.x, v1 on 3.9).
+SCENARIOS_4 = (clean, retained, hanging, zombie, compacted, crash)
+SCENARIOS_3 = (clean, zombie)
+
+
+def build(folder: Path) -> Built:
+    """Play every scenario on real brokers and export them under `folder`; see the module."""
+    started = time.monotonic()
+    exports: dict[tuple[str, str], Export] = {}
+    for jars, scenarios in ((KAFKA_4_JARS, SCENARIOS_4), (KAFKA_3_JARS, SCENARIOS_3)):
+        if not jars.present():
+            raise FileNotFoundError(f"the jars of {jars.name} are not in {jars.folder}")
+        classes = compile_client(jars, folder / "classes" / jars.name)
+        cluster = Cluster.create(jars, folder / "clusters" / jars.name)
+        try:
+            for scenario in scenarios:
+                export = scenario(cluster, classes, folder / "exports")
+                exports[(export.scenario, export.release)] = export
+        except BaseException as error:
+            raise RuntimeError(f"{error}\nbroker log:\n{cluster.brokers[0].log_tail()}") from error
+        finally:
+            cluster.stop()
+        shutil.rmtree(folder / "clusters" / jars.name, ignore_errors=True)
+    return Built(exports, time.monotonic() - started)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m tests.kafka.scenarios RUN_FOLDER`: build into RUN_FOLDER/real-kafka once.
+
+    Takes part in `once_per_run`'s lock, so a test that asks while this runs waits for it.
+    """
+    import fcntl
+    import pickle
+    import signal
+
+    # The run that started this may end first (pytest_unconfigure): SIGTERM unwinds through
+    # `build`'s finally, which stops the brokers.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    run_folder = Path(argv[0])
+    folder = run_folder / RUN_NAME
+    with (run_folder / f"{RUN_NAME}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = folder / ".built.pickle"
+        if built.exists():
+            return 0
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            value = build(folder)
+        except Exception as error:  # noqa: BLE001 - the test that asks builds again and fails
+            (run_folder / f"{RUN_NAME}.error").write_text(f"{type(error).__name__}: {error}\n")
+            return 1
+        built.write_bytes(pickle.dumps(value))
+    print(json.dumps({"seconds": value.seconds, "exports": len(value.exports)}))
+    return 0
+
+
+if __name__ == "__main__":
+    # The module by its own name, not as __main__: what `build` returns is pickled for the
+    # workers, which find its classes in `tests.kafka.scenarios`.
+    from tests.kafka.scenarios import main as scenarios_main
+
+    sys.exit(scenarios_main(sys.argv[1:]))

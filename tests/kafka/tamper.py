@@ -1,0 +1,53 @@
+"""Changes to real segment files, as corruption, a bad copy or a broker bug would make them.
+
+Each works on the batches of one `.log` file by their framing (base offset at 0, length at 8,
+CRC-32C at 17 over the bytes from the attributes at 21 to the end: the RecordBatch v2 header).
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crc32c
+
+from tests.fixtures.segment_builder import kafka_python_view, split_entries
+
+
+def batches(segment: Path) -> list[tuple[int, bytes, dict]]:
+    """(position, bytes, kafka-python's view) of each batch of `segment`."""
+    entries = split_entries(segment.read_bytes())
+    return [(pos, entry, kafka_python_view(entry)) for pos, entry in entries]
+
+
+def restamped(entry: bytes, base_offset: int) -> bytes:
+    """`entry` moved to `base_offset`, its CRC computed again (as a broker appending it would)."""
+    body = bytearray(entry)
+    struct.pack_into(">q", body, 0, base_offset)
+    struct.pack_into(">I", body, 17, crc32c.crc32c(bytes(body[21:])))
+    return bytes(body)
+
+
+def remove_batch(segment: Path, position: int) -> None:
+    """Cut the batch at `position` out of `segment`: its offsets and sequences are gone."""
+    data = segment.read_bytes()
+    size = 12 + struct.unpack_from(">i", data, position + 8)[0]
+    segment.write_bytes(data[:position] + data[position + size :])
+
+
+def append(segment: Path, entry: bytes) -> None:
+    """Append `entry` (already restamped) at the end of `segment`."""
+    with segment.open("ab") as out:
+        out.write(entry)
+
+
+def flip_byte(segment: Path, position: int) -> None:
+    """Invert one byte of `segment` (inside a batch's records: only its CRC can tell)."""
+    data = bytearray(segment.read_bytes())
+    data[position] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+
+def next_offset(segment: Path) -> int:
+    """The offset after the last batch of `segment`."""
+    return batches(segment)[-1][2]["last_offset"] + 1
