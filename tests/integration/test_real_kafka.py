@@ -240,3 +240,53 @@ def test_the_cleaner_ran_on_the_compacted_topic(real_kafka):
     # transactions: fewer records remain than the offsets the log spans.
     spanned = views[-1]["last_offset"] + 1 - views[0]["base_offset"]
     assert sum(v["record_count"] for v in views) < spanned
+
+
+@pytest.mark.cost(15)
+def test_an_unclean_leader_election_is_replica_divergence_and_a_list_offsets_truncation(
+    spark, real_kafka, tmp_path
+):
+    export = real_kafka.exports[("failover", RELEASE_4)]
+    facts = export.facts
+    # What the brokers did: broker 2 alone took offsets 6-11 (latest 12); broker 3, elected
+    # uncleanly, wrote a new producer's batch at offset 6 (latest 7); broker 2 rejoined and
+    # truncated to it.
+    assert (facts["acknowledged_before"], facts["high"], facts["new_offset"]) == (6, 12, 6)
+    assert facts["after"] == facts["settled"] == 7
+    run_audit(
+        spark, AuditInputs(batches=(export.segments,), list_offsets=(facts["list_offsets"],)),
+        AuditConfig(), str(tmp_path / "wh"),
+    )  # fmt: skip
+    found = sql(
+        tmp_path / "wh", "findings",
+        "SELECT finding_type, severity, cause, base_offset, previous_offset, detail FROM t "
+        "ORDER BY finding_type, detail",
+    )  # fmt: skip
+    # The copy taken before broker 2 rejoined is the most complete replica: both replicas as they
+    # ended hold another batch at offset 6, below its high watermark (12).
+    assert [(f["finding_type"], f["severity"], f["base_offset"]) for f in found] == [
+        ("LIST_OFFSETS_REGRESSION", "CRITICAL", 7),
+        ("REPLICA_DIVERGENCE", "CRITICAL", 6),
+        ("REPLICA_DIVERGENCE", "CRITICAL", 6),
+    ]
+    regression = found[0]
+    assert (regression["cause"], regression["previous_offset"]) == ("TRUNCATION", 12)
+    assert ["Replica 2 " in found[1]["detail"], "Replica 3 " in found[2]["detail"]] == [True, True]
+    # The three forms of the replicas' batches agree on the log rules (the replica comparison
+    # needs the segment folders: a dump or a table names no replica).
+    texts = [audit(spark, getattr(export, form))[0] for form in ("dump", "dump_deep", "parquet")]
+    assert texts[0] == texts[1] == texts[2] == []
+
+
+@pytest.mark.parametrize("release, most_epochs", [(RELEASE_4, 3), (RELEASE_3, 2)])
+def test_the_clusters_ran_transactions_v2_and_v1(real_kafka, release, most_epochs):
+    # Transactions v2 (KIP-890, Kafka 4's default) bump the producer epoch at every marker; v1
+    # keeps one epoch per initTransactions (the restarted producer's session is the second).
+    export = real_kafka.exports[("clean", release)]
+    epochs: dict[int, set[int]] = {}
+    for log in sorted(Path(export.segments).glob("*/*/*.log")):
+        for _, _, view in tamper.batches(log):
+            if view["is_control"]:
+                epochs.setdefault(view["producer_id"], set()).add(view["producer_epoch"])
+    busiest = max(len(e) for e in epochs.values())
+    assert busiest >= most_epochs if release == RELEASE_4 else busiest == most_epochs, epochs

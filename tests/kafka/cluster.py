@@ -88,6 +88,7 @@ class Broker:
     controller_port: int
     voters: str
     settings: dict[str, str] = field(default_factory=dict)
+    broker: bool = True  # False: a controller only, with no client listener
     process: subprocess.Popen | None = None
 
     @property
@@ -106,23 +107,25 @@ class Broker:
         return f"{self.node_id}@" in self.voters
 
     def _properties(self) -> str:
-        roles = "broker,controller" if self.is_controller else "broker"
-        listeners = f"PLAINTEXT://127.0.0.1:{self.port}"
+        roles = [role for role, has in (("broker", self.broker), ("controller",
+                 self.is_controller)) if has]  # fmt: skip
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"] if self.broker else []
         if self.is_controller:
-            listeners += f",CONTROLLER://127.0.0.1:{self.controller_port}"
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
         values = {
-            "process.roles": roles,
+            "process.roles": ",".join(roles),
             "node.id": str(self.node_id),
             "controller.quorum.voters": self.voters,
-            "listeners": listeners,
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join(listeners),
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.log_dir),
             **BROKER_SETTINGS,
             **self.settings,
         }
+        if self.broker:
+            values["advertised.listeners"] = f"PLAINTEXT://127.0.0.1:{self.port}"
+            values["inter.broker.listener.name"] = "PLAINTEXT"
         return "".join(f"{key}={value}\n" for key, value in values.items())
 
     def format(self, cluster_id: str) -> None:
@@ -162,7 +165,7 @@ class Broker:
         )
         log.close()
         deadline = time.monotonic() + timeout
-        while not _listening(self.port):
+        while not _listening(self.port if self.broker else self.controller_port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise KafkaStartError(
@@ -212,19 +215,34 @@ class Cluster:
 
     @classmethod
     def create(
-        cls, jars: JarSet, root: Path, size: int = 1, settings: dict[str, str] | None = None
+        cls,
+        jars: JarSet,
+        root: Path,
+        size: int = 1,
+        settings: dict[str, str] | None = None,
+        dedicated_controller: bool = False,
     ) -> Cluster:
-        """Format and start `size` brokers under `root` (`root/node-<id>/`)."""
+        """Format and start `size` brokers under `root` (`root/node-<id>/`).
+
+        Node 1 is the quorum's controller, and a broker too unless `dedicated_controller`: then
+        the brokers are nodes 2 to size + 1, and any of them can die without the quorum.
+        """
         controller_port = free_port()
         voters = f"1@127.0.0.1:{controller_port}"
         cluster_id = _cluster_id()
+        first = 2 if dedicated_controller else 1
         brokers = [
             Broker(
                 jars, root / f"node-{node}", node, free_port(),
                 controller_port if node == 1 else 0, voters, dict(settings or {}),
             )
-            for node in range(1, size + 1)
+            for node in range(first, first + size)
         ]
+        if dedicated_controller:
+            brokers.insert(0, Broker(
+                jars, root / "node-1", 1, 0, controller_port, voters, dict(settings or {}),
+                broker=False,
+            ))  # fmt: skip
         cluster = cls(jars, root, brokers, cluster_id)
         try:
             for broker in brokers:
@@ -238,7 +256,9 @@ class Cluster:
     @property
     def bootstrap(self) -> str:
         """The client bootstrap list of every running broker."""
-        return ",".join(b.bootstrap for b in self.brokers if b.process is not None)
+        return ",".join(
+            b.bootstrap for b in self.brokers if b.broker and b.process is not None
+        )
 
     def broker(self, node_id: int) -> Broker:
         """The broker with this node id."""
@@ -271,7 +291,7 @@ class Cluster:
         as they are (its active segment included).
         """
         for broker in self.brokers:
-            if node_ids is not None and broker.node_id not in node_ids:
+            if not broker.broker or (node_ids is not None and broker.node_id not in node_ids):
                 continue
             target = into / str(broker.node_id)
             target.mkdir(parents=True, exist_ok=True)

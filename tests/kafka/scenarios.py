@@ -20,6 +20,7 @@ Each scenario's topic is its own, so the scenarios share two clusters:
 | `hanging` | 4.x | a producer dies inside a transaction with a one-day transaction.timeout.ms |
 | `zombie` | both | a second producer with the same transactional.id fences the first |
 | `compacted` | 4.x | transactions on a compacted topic, after the cleaner ran |
+| `failover` | 4.x, two brokers of their own | an unclean leader election (`failover`) |
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ def _wait_for(what: str, check, timeout: float = 60.0, every: float = 0.25):
 def _checkpointed(cluster: Cluster, topic: str) -> bool:
     """Whether every broker's recovery-point checkpoint names `topic`'s partitions."""
     for broker in cluster.brokers:
+        if not broker.broker:
+            continue
         checkpoint = broker.log_dir / "recovery-point-offset-checkpoint"
         if not checkpoint.exists() or f"{topic} " not in checkpoint.read_text():
             return False
@@ -99,7 +102,9 @@ def _export(cluster: Cluster, into: Path, scenario: str, topic: str, **facts) ->
 def _forms(
     jars: JarSet, scenario: str, release: str, folder: Path, segments: Path, facts: dict
 ) -> Export:
-    logs = sorted(segments.glob("*/*/*.log"))
+    # A dump and a table hold one replica of each partition: the first broker's folder.
+    first = sorted(path.name for path in segments.iterdir() if path.is_dir())[0]
+    logs = sorted((segments / first).glob("*/*.log"))
     (folder / "dump").mkdir()
     (folder / "dump-deep").mkdir()
     (folder / "dump" / "dump.txt").write_text(dump_log(jars, logs))
@@ -118,11 +123,10 @@ def write_parquet(logs: list[Path], into: Path) -> int:
 
     from tests.fixtures.segment_builder import kafka_python_view, split_entries
 
+    PARQUET_TYPES = _parquet_types()  # noqa: N806 - a constant, made where pyarrow is imported
     rows = []
     for log in logs:
         topic, _, partition = log.parent.name.rpartition("-")
-        if log.parent.parent.name != sorted(p.name for p in log.parent.parent.parent.iterdir())[0]:
-            continue  # one replica of each partition: the first broker's
         for position, entry in split_entries(log.read_bytes()):
             view = kafka_python_view(entry)
             rows.append(
@@ -135,8 +139,26 @@ def write_parquet(logs: list[Path], into: Path) -> int:
                 }
             )
     into.mkdir(parents=True)
-    pq.write_table(pa.Table.from_pylist(rows), into / "batches.parquet")
+    # Typed as the contract says: a column that is null in every row (no control batch in a
+    # partition) still has its type.
+    schema = pa.schema(
+        [("topic", pa.string()), ("partition", pa.int32())]
+        + [(name, PARQUET_TYPES.get(name, pa.int64())) for name in PARQUET_FIELDS]
+        + [("last_sequence", pa.int32()), ("source", pa.string())]
+    )
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), into / "batches.parquet")
     return len(rows)
+
+
+def _parquet_types() -> dict:
+    import pyarrow as pa
+
+    return {
+        "producer_epoch": pa.int32(), "base_sequence": pa.int32(), "record_count": pa.int32(),
+        "is_transactional": pa.bool_(), "is_control": pa.bool_(), "control_type": pa.string(),
+        "coordinator_epoch": pa.int32(), "partition_leader_epoch": pa.int32(),
+        "magic": pa.int32(), "crc_valid": pa.bool_(),
+    }  # fmt: skip
 
 
 PARQUET_FIELDS = (
@@ -321,6 +343,105 @@ def compacted(cluster: Cluster, classes: Path, into: Path) -> Export:
     return _export(cluster, into, "compacted", "compacted")
 
 
+def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
+    """An unclean leader election on two brokers; the old leader's folder copied before it rejoins.
+
+    Brokers 2 and 3 (a controller of its own, node 1, so that either broker can die) hold
+    `failover-0` with replication factor 2, broker 2 leading. Broker 3 is killed and leaves the
+    ISR; broker 2 takes more writes alone, then is killed too, and its folder is copied as it is
+    (`2-before-rejoin/`). Broker 3 is elected uncleanly (`kafka-leader-election --election-type
+    UNCLEAN`) and takes a new producer's batch at the offsets broker 2 had written; broker 2
+    restarts, truncates its diverged suffix and follows. `kafka-get-offsets.sh` polled the latest
+    offset all along (`list-offsets.txt`).
+    """
+    settings = {
+        "broker.session.timeout.ms": "2000",
+        "broker.heartbeat.interval.ms": "500",
+        "replica.lag.time.max.ms": "2000",
+        "offsets.topic.replication.factor": "1",
+    }
+    cluster = Cluster.create(jars, root, size=2, settings=settings, dedicated_controller=True)
+    polls: list[str] = []
+
+    def poll() -> int:
+        answer = cluster.tool(
+            "org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", cluster.bootstrap,
+            "--topic", "failover", "--time", "-1",
+        )
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{_now_ms() % 1000:03d}Z"
+        polls.append(f"# observed_at: {stamp}\n{answer}")
+        return int(answer.strip().rpartition(":")[2])
+
+    try:
+        cluster.tool(
+            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
+            "--create", "--topic", "failover", "--replica-assignment", "2:3",
+            "--config", "min.insync.replicas=1", "--config", "unclean.leader.election.enable=true",
+        )
+        leader, follower = cluster.broker(2), cluster.broker(3)
+        java = JavaClient(jars, classes, cluster.bootstrap)
+        java.producer("first", acks="all")
+        for _ in range(3):
+            java.send("first", "failover", 0, 2)
+        _wait_for("both replicas", lambda: _replica_end(follower, "failover-0") == 6)
+        acknowledged_before = poll()
+        follower.kill()
+        time.sleep(3)  # the controller fences broker 3 and shrinks the ISR to broker 2
+        for _ in range(3):
+            java.send("first", "failover", 0, 2)
+        high = poll()
+        java.halt()
+        leader.kill()
+        before = into / "failover" / "segments" / "2-before-rejoin"
+        shutil.copytree(leader.log_dir / "failover-0", before / "failover-0")
+        for checkpoint in leader.log_dir.glob("*checkpoint"):
+            shutil.copy2(checkpoint, before / checkpoint.name)
+        follower.start()
+        cluster.tool(
+            "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server",
+            follower.bootstrap, "--election-type", "UNCLEAN", "--topic", "failover",
+            "--partition", "0",
+        )
+        java = JavaClient(jars, classes, follower.bootstrap)
+        java.producer("second", acks="all")
+        new_offset = java.send("second", "failover", 0, 1)
+        java.close()
+        after = poll()
+        leader.start()
+        _wait_for("broker 2 to follow", lambda: _replica_end(leader, "failover-0") == after, 60)
+        settled = poll()
+        export = _export_failover(cluster, into / "failover", polls)
+    except BaseException as error:
+        raise RuntimeError(f"{error}\nbroker logs:\n"
+                           + "\n".join(b.log_tail() for b in cluster.brokers)) from error
+    finally:
+        cluster.stop()
+    export.facts.update(
+        acknowledged_before=acknowledged_before, high=high, new_offset=new_offset,
+        after=after, settled=settled,
+    )  # fmt: skip
+    return export
+
+
+def _replica_end(broker, partition: str) -> int:
+    """The next offset of a broker's replica of `partition`, read from its segment files."""
+    from tests.fixtures.segment_builder import kafka_python_view, split_entries
+
+    logs = sorted((broker.log_dir / partition).glob("*.log"))
+    entries = split_entries(logs[-1].read_bytes()) if logs else []
+    return kafka_python_view(entries[-1][1])["last_offset"] + 1 if entries else 0
+
+
+def _export_failover(cluster: Cluster, folder: Path, polls: list[str]) -> Export:
+    _wait_for("failover's checkpoints", lambda: _checkpointed(cluster, "failover"))
+    time.sleep(1.2)
+    segments = cluster.export(folder / "segments", "failover")
+    (folder / "list-offsets.txt").write_text("".join(polls))
+    export = _forms(cluster.jars, "failover", cluster.jars.name, folder, segments, {})
+    export.facts["list_offsets"] = str(folder / "list-offsets.txt")
+    return export
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -348,6 +469,10 @@ def build(folder: Path) -> Built:
         finally:
             cluster.stop()
         shutil.rmtree(folder / "clusters" / jars.name, ignore_errors=True)
+    # The scenario that needs brokers of its own: two, and a controller apart.
+    classes = compile_client(KAFKA_4_JARS, folder / "classes" / KAFKA_4_JARS.name)
+    export = failover(KAFKA_4_JARS, classes, folder / "clusters" / "failover", folder / "exports")
+    exports[(export.scenario, export.release)] = export
     return Built(exports, time.monotonic() - started)
 
 
