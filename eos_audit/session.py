@@ -337,9 +337,20 @@ def session_has_delta(spark: SparkSession) -> bool:
 
 
 def _jvm_has_delta(spark: SparkSession) -> bool:
+    """Whether the driver's JVM loads Delta's data source, as Spark would look it up.
+
+    Through the thread's context class loader, where Spark finds data sources
+    (`Utils.getContextOrSparkClassLoader`): jars given with `--packages`, `--jars` or `spark.jars`
+    are there, not in the JVM's application class loader, which a one-argument `Class.forName`
+    called through Py4J searches (measured: under spark-submit with delta-spark's jars, that found
+    no Delta and the run wrote with delta-rs).
+    """
     try:
         jvm = spark.sparkContext._jvm  # noqa: SLF001 - the only way to probe the classpath
-        jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource")
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.delta.sources.DeltaDataSource", False, loader
+        )
         return True
     except Exception:  # noqa: BLE001 - any failure means "not available"
         return False
