@@ -8,7 +8,7 @@
 #   ./spark-submit.sh --print-command audit ...         # show what would run
 #
 # Environment: SPARK_SUBMIT (default: .venv/bin/spark-submit, else spark-submit on PATH),
-# SPARK_MASTER (default local[*]), DELTA_VERSION (default: the pinned delta-spark's version),
+# SPARK_MASTER (default local[*]), DELTA_VERSION (default 4.4.0, for Spark 4.2: see below),
 # EXTRA_SUBMIT_ARGS (more spark-submit options, e.g. "--driver-memory 8g").
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -58,8 +58,20 @@ args=(--master "${SPARK_MASTER:-local[*]}" --name eos-audit
       --conf "spark.python.unix.domain.socket.enabled=true"  # why: eos_audit/session.py
       --driver-java-options "-Dlog4j2.configurationFile=file:$here/eos_audit/log4j2.properties")
 if [ "$use_delta" = 1 ]; then
-    version="${DELTA_VERSION:-$("$python" -c 'import importlib.metadata as m; print(m.version("delta-spark"))' 2>/dev/null || echo 4.4.1)}"
-    args+=(--packages "io.delta:delta-spark_2.13:$version"
+    # delta-spark's jars for the Spark that constraints.txt pins (4.2). Not the Python delta-spark
+    # package's version (4.4.1 there): Maven Central serves no delta-spark_2.13 4.4.1 (its jar and
+    # pom are not found), so `--packages` with it fails to resolve; 4.4.0 is the newest it serves
+    # (tests/jars.py pins the same). The Python package only configures sessions; the jars write.
+    version="${DELTA_VERSION:-4.4.0}"
+    # What Spark itself ships stays out of the resolution: the closure's older Hadoop client (3.4),
+    # Parquet (1.16), Jackson (2.13), Scala, log4j and SLF4J would sit on the class path behind
+    # Spark's own, never used. And Ivy settles SLF4J on 2.0.13 where Maven settles on 1.7.36, so a
+    # local Maven repository that Maven filled lacks that jar: with it excluded, `--packages`
+    # resolves from ~/.m2 alone, offline (measured: delta-spark, delta-storage, delta-kernel-*,
+    # unitycatalog-* and a few small libraries resolved "from local-m2-cache").
+    provided="org.scala-lang:scala-library,org.slf4j:slf4j-api,org.apache.logging.log4j:*"
+    provided+=",org.apache.hadoop:*,org.apache.parquet:*,com.fasterxml.jackson.core:*"
+    args+=(--packages "io.delta:delta-spark_2.13:$version" --exclude-packages "$provided"
            --conf "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension"
            --conf "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog")
 fi
