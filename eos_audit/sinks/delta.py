@@ -33,7 +33,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.errors import SinkError
-from eos_audit.sql_text import cast_as, cast_text, ident, string_literal
+from eos_audit.sql_text import cast_as, cast_text, ident, sql_type, string_literal
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,20 @@ def spark_run_predicate(run_id: str) -> str:
     return f"run_id = {string_literal(run_id)}"
 
 
+def _create_with_contract(spark: SparkSession, name: str, schema: T.StructType) -> None:
+    """Create the Delta table `name` with the contract's columns unless it exists.
+
+    A table Spark's DataFrameWriter creates gets every column nullable (measured with delta-spark
+    4.4.0: the contract's NOT NULL columns were lost), where delta-rs keeps them; created here
+    first, the table has the contract's nullability whichever writer makes it.
+    """
+    columns = ", ".join(
+        f"{ident(f.name)} {sql_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
+        for f in schema.fields
+    )
+    spark.sql(f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING delta")
+
+
 @dataclass
 class SparkDeltaWriter:
     """Spark's own Delta data source (Databricks, or spark-submit with delta-spark)."""
@@ -186,6 +200,8 @@ class SparkDeltaWriter:
             .option("mergeSchema", "true")
         )
         target = self.location(table)
+        name = target if self.catalog_schema else f"delta.{ident(target)}"
+        with_commit_retries(lambda: _create_with_contract(df.sparkSession, name, schema), target)
         if self.catalog_schema:
             with_commit_retries(lambda: writer.saveAsTable(target), target)
         else:

@@ -112,19 +112,82 @@ def test_writer_choice(spark, warehouse):
     assert catalog.location("findings") == "main.eos.findings"
 
 
-def test_spark_delta_writer_round_trip(spark, warehouse):
-    if not session_has_delta(spark):
-        pytest.skip(
-            "this Spark session has no Delta Lake jars (Maven is unreachable here, so delta-spark "
-            "cannot fetch them); the Spark writer runs under spark-submit.sh --packages or on "
-            "Databricks"
-        )
-    writer = SparkDeltaWriter(str(warehouse))
+def spark_delta_round_trip(spark, warehouse: str) -> dict:
+    """The Spark writer's round trip, in a session with Delta's jars: what it saw, for the test.
+
+    Runs in the subprocess of `test_spark_delta_writer_round_trip`: the suite's session must not
+    get Delta's jars, or every test would write through Spark instead of delta-rs.
+    """
+    writer = SparkDeltaWriter(warehouse)
     location = writer.replace_run("findings", _findings(spark, "a", 3), FINDINGS, "a")
-    writer.replace_run("findings", _findings(spark, "a", 3), FINDINGS, "a")
+    writer.replace_run("findings", _findings(spark, "a", 3), FINDINGS, "a")  # a re-run: replaced
+    writer.replace_run("findings", _findings(spark, "it's", 2), FINDINGS, "it's")
+    writer.replace_run_rows("findings", [_findings_row("b", 7)], FINDINGS, "b")
     back = spark.read.format("delta").load(location)
-    assert back.count() == 3
-    assert back.where(F.col("run_id") == "a").schema["finding_id"].nullable is False
+    counts = back.groupBy("run_id").count().orderBy("run_id").collect()
+    return {
+        "has_delta": session_has_delta(spark),
+        "location": location,
+        "runs": [[row["run_id"], row["count"]] for row in counts],
+        "finding_id_nullable": back.schema["finding_id"].nullable,
+        "engine": spark.sql(f"DESCRIBE HISTORY delta.`{location}`").first()["engineInfo"],
+    }
+
+
+_ROUND_TRIP = """
+import json, sys
+from pyspark.sql import SparkSession
+from tests.spark.test_sinks import spark_delta_round_trip
+spark = SparkSession.builder.master("local[1]").config(map=json.loads(sys.argv[1])).getOrCreate()
+print(json.dumps(spark_delta_round_trip(spark, sys.argv[2])))
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.cost(15)  # a JVM of its own with Delta's jars
+def test_spark_delta_writer_round_trip(spark, warehouse):
+    """Spark's Delta writer replaces a run's rows, and delta-rs reads and replaces after it."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, TINY_QUERIES
+    from tests.jars import DELTA_SPARK_JARS, HOW_TO_FETCH, required
+
+    assert not session_has_delta(spark)  # the suite's session writes with delta-rs
+    if not DELTA_SPARK_JARS.present():
+        reason = f"delta-spark's jars ({DELTA_SPARK_JARS.name}) are not fetched: {HOW_TO_FETCH}"
+        if required():
+            pytest.fail(f"CI needs Spark's Delta writer: {reason}", pytrace=False)
+        pytest.skip(reason)
+    settings = {
+        **TINY_QUERIES,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.jars": ",".join(str(jar) for jar in DELTA_SPARK_JARS.jars()),
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        # Delta rebuilds a table's state in 50 partitions by default: 50 tasks for a few rows.
+        "spark.databricks.delta.snapshotPartitions": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _ROUND_TRIP, json.dumps(settings), str(warehouse)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["has_delta"] is True  # eos_audit.session finds the jars spark.jars added
+    assert seen["runs"] == [["a", 3], ["b", 1], ["it's", 2]]
+    assert seen["finding_id_nullable"] is False
+    assert seen["engine"].startswith("Apache-Spark/") and "Delta-Lake/" in seen["engine"]
+    # delta-rs reads the table Spark wrote, and replaces a run in it.
+    location = seen["location"]
+    fields = {f.name: f.nullable for f in DeltaTable(location).schema().fields}
+    assert fields == {f.name: f.nullable for f in FINDINGS.fields}  # the contract's, as delta-rs'
+    DeltaRsWriter(str(warehouse)).replace_run("findings", _findings(spark, "a", 1), FINDINGS, "a")
+    counts = _read(location, "SELECT run_id, count(*) AS n FROM t GROUP BY run_id ORDER BY run_id")
+    assert counts == [{"run_id": "a", "n": 1}, {"run_id": "b", "n": 1}, {"run_id": "it's", "n": 2}]
 
 
 @pytest.mark.parametrize("run_id", ["night-1", "ops' re-run", "a\\b", "it''s", "\\'; x"])
