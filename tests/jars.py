@@ -186,8 +186,9 @@ def _fetch_with_ivy(jar_set: JarSet, into: Path, work: Path) -> None:
         group, artifact, version = coordinate.split(":")
         command = [
             "java", "-jar", str(ivy), "-cache", str(work / "cache"),
-            "-dependency", group, artifact, version, "-confs", "runtime",
-            "-retrieve", f"{into}/[artifact]-[revision](-[classifier]).[ext]", "-types", "jar",
+            "-dependency", group, artifact, version, "-confs", "default",
+            "-retrieve", f"{into}/[artifact]-[revision](-[classifier]).[ext]",
+            "-types", "jar", "bundle",  # jackson's modules are OSGi bundles
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
