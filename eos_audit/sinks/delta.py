@@ -175,6 +175,17 @@ def _create_with_contract(spark: SparkSession, name: str, schema: T.StructType) 
     spark.sql(f"CREATE TABLE IF NOT EXISTS {name} ({columns}) USING delta")
 
 
+def _absolute(path: str) -> str:
+    """`path` made absolute on the driver, unless it is a URI.
+
+    Delta takes ``delta.`<path>` `` for a table path only when the path is absolute: a relative
+    one is read as a table of a schema named delta, which does not exist (measured).
+    """
+    if "://" in path or ":/" in path:
+        return path
+    return str(Path(path).absolute())
+
+
 @dataclass
 class SparkDeltaWriter:
     """Spark's own Delta data source (Databricks, or spark-submit with delta-spark)."""
@@ -200,7 +211,7 @@ class SparkDeltaWriter:
             .option("mergeSchema", "true")
         )
         target = self.location(table)
-        name = target if self.catalog_schema else f"delta.{ident(target)}"
+        name = target if self.catalog_schema else f"delta.{ident(_absolute(target))}"
         with_commit_retries(lambda: _create_with_contract(df.sparkSession, name, schema), target)
         if self.catalog_schema:
             with_commit_retries(lambda: writer.saveAsTable(target), target)
