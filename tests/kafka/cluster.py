@@ -60,6 +60,10 @@ BROKER_SETTINGS = {
 }
 
 
+# Brokers whose JVM is running, for a process that must stop them all at once (SIGTERM).
+RUNNING: set[Broker] = set()
+
+
 def free_port() -> int:
     """A TCP port of 127.0.0.1 that nothing listens on now."""
     with socket.socket() as probe:
@@ -77,7 +81,7 @@ class KafkaStartError(RuntimeError):
     """A broker did not start; the message holds the end of its log."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Broker:
     """One Kafka node of a KRaft quorum: its folders, ports and process."""
 
@@ -164,6 +168,7 @@ class Broker:
             start_new_session=True,
         )
         log.close()
+        RUNNING.add(self)
         deadline = time.monotonic() + timeout
         while not _listening(self.port if self.broker else self.controller_port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -191,6 +196,7 @@ class Broker:
         self._signal(signal.SIGKILL, 10.0)
 
     def _signal(self, signum: int, timeout: float) -> None:
+        RUNNING.discard(self)
         if self.process is None or self.process.poll() is not None:
             self.process = None
             return

@@ -26,6 +26,7 @@ Each scenario's topic is its own, so the scenarios share two clusters:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -40,7 +41,7 @@ from tests.kafka.clients import (
     rdkafka_producer,
     rdkafka_send,
 )
-from tests.kafka.cluster import Cluster, dump_log
+from tests.kafka.cluster import RUNNING, Cluster, dump_log
 
 RUN_NAME = "real-kafka"
 
@@ -392,7 +393,7 @@ def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
         high = poll()
         java.halt()
         leader.kill()
-        before = into / "failover" / "segments" / "2-before-rejoin"
+        before = into / f"failover-{jars.name}" / "segments" / "2-before-rejoin"
         shutil.copytree(leader.log_dir / "failover-0", before / "failover-0")
         for checkpoint in leader.log_dir.glob("*checkpoint"):
             shutil.copy2(checkpoint, before / checkpoint.name)
@@ -410,7 +411,7 @@ def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
         leader.start()
         _wait_for("broker 2 to follow", lambda: _replica_end(leader, "failover-0") == after, 60)
         settled = poll()
-        export = _export_failover(cluster, into / "failover", polls)
+        export = _export_failover(cluster, into / f"failover-{jars.name}", polls)
     except BaseException as error:
         raise RuntimeError(f"{error}\nbroker logs:\n"
                            + "\n".join(b.log_tail() for b in cluster.brokers)) from error
@@ -451,28 +452,49 @@ SCENARIOS_4 = (clean, retained, hanging, zombie, compacted, crash)
 SCENARIOS_3 = (clean, zombie)
 
 
+def _play(jars: JarSet, scenarios: tuple, classes: Path, folder: Path) -> list[Export]:
+    """The scenarios one after the other on one single-node cluster of `jars`' release."""
+    cluster = Cluster.create(jars, folder / "clusters" / jars.name)
+    try:
+        return [scenario(cluster, classes, folder / "exports") for scenario in scenarios]
+    except BaseException as error:
+        raise RuntimeError(f"{error}\nbroker log:\n{cluster.brokers[0].log_tail()}") from error
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder / "clusters" / jars.name, ignore_errors=True)
+
+
 def build(folder: Path) -> Built:
-    """Play every scenario on real brokers and export them under `folder`; see the module."""
+    """Play every scenario on real brokers and export them under `folder`; see the module.
+
+    The three clusters (4.x, 3.9, and the two brokers of `failover`) play at once: most of a
+    scenario's time is waiting on a broker (a checkpoint, retention, the cleaner, a timeout).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     started = time.monotonic()
-    exports: dict[tuple[str, str], Export] = {}
-    for jars, scenarios in ((KAFKA_4_JARS, SCENARIOS_4), (KAFKA_3_JARS, SCENARIOS_3)):
+    for jars in (KAFKA_4_JARS, KAFKA_3_JARS):
         if not jars.present():
             raise FileNotFoundError(f"the jars of {jars.name} are not in {jars.folder}")
-        classes = compile_client(jars, folder / "classes" / jars.name)
-        cluster = Cluster.create(jars, folder / "clusters" / jars.name)
-        try:
-            for scenario in scenarios:
-                export = scenario(cluster, classes, folder / "exports")
-                exports[(export.scenario, export.release)] = export
-        except BaseException as error:
-            raise RuntimeError(f"{error}\nbroker log:\n{cluster.brokers[0].log_tail()}") from error
-        finally:
-            cluster.stop()
-        shutil.rmtree(folder / "clusters" / jars.name, ignore_errors=True)
-    # The scenario that needs brokers of its own: two, and a controller apart.
-    classes = compile_client(KAFKA_4_JARS, folder / "classes" / KAFKA_4_JARS.name)
-    export = failover(KAFKA_4_JARS, classes, folder / "clusters" / "failover", folder / "exports")
-    exports[(export.scenario, export.release)] = export
+    classes = {
+        jars.name: compile_client(jars, folder / "classes" / jars.name)
+        for jars in (KAFKA_4_JARS, KAFKA_3_JARS)
+    }
+    with ThreadPoolExecutor(3) as pool:
+        blocks = [
+            pool.submit(_play, jars, scenarios, classes[jars.name], folder)
+            for jars, scenarios in ((KAFKA_4_JARS, SCENARIOS_4), (KAFKA_3_JARS, SCENARIOS_3))
+        ]
+        # The scenario that needs brokers of its own: two, and a controller apart.
+        blocks.append(pool.submit(
+            lambda: [failover(KAFKA_4_JARS, classes[KAFKA_4_JARS.name],
+                              folder / "clusters" / "failover", folder / "exports")]
+        ))  # fmt: skip
+        exports = {
+            (export.scenario, export.release): export
+            for block in blocks
+            for export in block.result()
+        }
     return Built(exports, time.monotonic() - started)
 
 
@@ -485,9 +507,13 @@ def main(argv: list[str]) -> int:
     import pickle
     import signal
 
-    # The run that started this may end first (pytest_unconfigure): SIGTERM unwinds through
-    # `build`'s finally, which stops the brokers.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # The run that started this may end first (pytest_unconfigure): its brokers are killed too.
+    def stop(*_) -> None:
+        for broker in list(RUNNING):
+            broker.kill()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
     run_folder = Path(argv[0])
     folder = run_folder / RUN_NAME
     with (run_folder / f"{RUN_NAME}.lock").open("w") as lock:
