@@ -73,6 +73,8 @@ INVALID_TXN_STATE = REGISTRY["INVALID_TXN_STATE"].code
 HANGING_TRANSACTION = REGISTRY["HANGING_TRANSACTION"].code
 ACKED_WRITE_LOST = REGISTRY["ACKED_WRITE_LOST"].code
 ACKED_OFFSET_MISMATCH = REGISTRY["ACKED_OFFSET_MISMATCH"].code
+# check_sequence's answer for a batch in sequence (every finding code is 0 or more).
+IN_SEQUENCE = -1
 
 NO_CAUSE = int(Cause.NONE)
 LOG_START = int(Cause.LOG_START)
@@ -651,15 +653,15 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
     Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
     anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
     (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
-    after its last sequence (docs/rules.md#sequence-gap). Returns whether the batch is out of
-    sequence (its finding emitted).
+    after its last sequence (docs/rules.md#sequence-gap). Returns the code of the finding emitted
+    when the batch is out of sequence, IN_SEQUENCE when it is not.
     """
     sequence = rows[i].base_sequence
     if e.epoch == -1:
         # No state: both of Kafka's branches accept any sequence. Older leaders did not
         # (params.unknown_producer_error); a producer starting above 0 is reported.
         if sequence == 0:
-            return False
+            return IN_SEQUENCE
         unknown_producer(
             e,
             rows,
@@ -670,11 +672,11 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
             counts,
             unknown_producer_cause(rows, i, part, expired),
         )
-        return True
+        return UNKNOWN_PRODUCER
     if rows[i].producer_epoch != e.epoch:
         # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
         if sequence == 0:
-            return False
+            return IN_SEQUENCE
         f = finding_at(
             findings,
             counts,
@@ -688,29 +690,28 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
             NULL,
         )
         f.facts[FACT_CURRENT_EPOCH] = e.epoch
-        return True
+        return NEW_EPOCH_NONZERO_SEQUENCE
     if sequence != 0 and sequences_lost_below_log_start(e, part):
         # Its state came from markers only: judged as a producer without state
         # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
         unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
-        return True
+        return UNKNOWN_PRODUCER
     # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
     # the entry has none.
     last_sequence = last_sequence_of(e)
     expected = next_expected_sequence(last_sequence)
     if sequence == expected:
-        return False
+        return IN_SEQUENCE
     if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
-        return False
-    out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
-    return True
+        return IN_SEQUENCE
+    return out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
 
 
 def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected):
     """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
 
     Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
-    docs/rules.md#sequence-gap.
+    docs/rules.md#sequence-gap. Returns the code of the finding.
     """
     sequence = rows[i].base_sequence
     missing = (sequence - expected) % SEQUENCE_SPACE
@@ -733,7 +734,8 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
             previous,
         )
         f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
-    elif last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+        return SEQUENCE_RESET
+    if last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
         f = finding_at(
@@ -749,22 +751,23 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
             previous,
         )
         f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
-    else:
-        cause = COMPACTION if rows[i].is_compacted else gap_cause
-        f = finding_at(
-            findings,
-            counts,
-            SEQUENCE_GAP,
-            rows,
-            i,
-            part,
-            cause,
-            OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected,
-            previous,
-        )
-        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
-        f.facts[FACT_MISSING_SEQUENCES] = missing
+        return SEQUENCE_OVERLAP
+    cause = COMPACTION if rows[i].is_compacted else gap_cause
+    f = finding_at(
+        findings,
+        counts,
+        SEQUENCE_GAP,
+        rows,
+        i,
+        part,
+        cause,
+        OUT_OF_ORDER_SEQUENCE_NUMBER,
+        expected,
+        previous,
+    )
+    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+    f.facts[FACT_MISSING_SEQUENCES] = missing
+    return SEQUENCE_GAP
 
 
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
@@ -867,6 +870,14 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
         back = find_duplicate_batch(
             e, rows[i].producer_epoch, rows[i].base_sequence, rows[i].last_sequence
         )
+        if back >= NUM_BATCHES_TO_RETAIN and rows[i].base_sequence == next_expected_sequence(
+            last_sequence_of(e)
+        ):
+            # Out of a leader's cache, and the next sequence: the leader does not find it
+            # (findDuplicateBatch searches its cached batches only) and accepts it, as after a
+            # reset whose batches repeat ranges written before it (docs/replay_semantics.md,
+            # step 2).
+            back = -1
         if back >= 0:
             # Within the cached batches the leader answers with the original's offsets and no
             # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
@@ -884,8 +895,11 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
                 e.ring_base_offset[ring_slot(e, back)],
             )
             return False
-        if check_sequence(e, rows, i, part, params, findings, counts, expired):
-            return True
+        verdict = check_sequence(e, rows, i, part, params, findings, counts, expired)
+        if verdict != IN_SEQUENCE:
+            # A leader rejects an overlap without changing its state (checkSequence throws before
+            # the update): the entry keeps its last sequence. Every other verdict is applied.
+            return verdict != SEQUENCE_OVERLAP
     if e.txn_open and not rows[i].is_transactional:
         # appendDataBatch: non-transactional data while the producer's transaction is open
         # (docs/rules.md#invalid-txn-state)

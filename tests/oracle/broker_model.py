@@ -418,6 +418,9 @@ def check_duplicate(ctx: PartitionContext, state: ProducerState, batch: Batch) -
     # AMBIGUITY: "that earlier batch" is read as the *first* matching batch (the one whose offset is
     # previous_offset); within a session only one applied batch can carry a given (epoch, s, l).
     in_cache = any(cached is first_match for cached in state.cache)
+    if not in_cache and in_sequence(state.last_sequence, batch.base_sequence):
+        # The leader searches only its cache, then accepts the next sequence (doc step 2).
+        return None
     return Verdict(
         DUPLICATE_BATCH,
         kafka_error=None if in_cache else OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -766,7 +769,9 @@ def replay_producer_batch(
             sequences_seen=producer.sequences_seen,
         )
         rng = _data_range(batch)
-        if verdict is None or verdict.finding_type not in (DUPLICATE_BATCH, FENCED_PRODUCER_EPOCH):
+        # Rejected without a change of state (doc "Applied"): a repeat, a zombie, an overlap.
+        rejected = (DUPLICATE_BATCH, FENCED_PRODUCER_EPOCH, SEQUENCE_OVERLAP)
+        if verdict is None or verdict.finding_type not in rejected:
             apply_data_batch(
                 state,
                 rng,

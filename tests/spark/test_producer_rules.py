@@ -221,12 +221,28 @@ GROUPS: dict[str, list[Scenario]] = {
             [f(RESET, 10, "INFO", "LOG_START", OOS, 5, 0)],
             log_start=8,
         ),
+        Scenario(
+            # After the reset (0-2), (3-4) (5-6) (7-8) repeat ranges written before it, but each is
+            # six applied batches back, out of a leader's five cached ones, and each is the next
+            # sequence: a leader accepts them, and (9-11) follows (7-8).
+            "p-reset-then-in-order",
+            [d(0)] + [d(1 + 2 * k, 2, seq=1 + 2 * k) for k in range(6)]
+            + [d(13, 3), d(16, 2, seq=3), d(18, 2, seq=5), d(20, 2, seq=7), d(22, 3, seq=9)],
+            [f(RESET, 13, "ERROR", "UNEXPLAINED", OOS, 13, 11)],
+        ),
     ],
     "overlap": [
         Scenario(
             "p-overlap",
             [d(0, 5), d(5, seq=2)],
             [f(OVERLAP, 5, "ERROR", None, OOS, 5, 0)],
+        ),
+        Scenario(
+            # A leader rejects the overlapping (3-5) and its state stays at 10: (11) is in
+            # sequence, not a gap.
+            "p-overlap-leaves-the-state",
+            [d(k, seq=k) for k in range(11)] + [d(11, 3, seq=3), d(14, seq=11)],
+            [f(OVERLAP, 11, "ERROR", None, OOS, 11, 10)],
         ),
         Scenario(  # just below the wrap: 2147483646 after 2147483647 overlaps
             "p-overlap-at-wrap",
