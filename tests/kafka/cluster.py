@@ -15,6 +15,7 @@ can set the same way; none changes what the broker writes, only when.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -294,7 +295,8 @@ class Cluster:
 
         `into/<node-id>/<topic>-<partition>/` with the log directory's checkpoint files beside
         them: the layout `--batches-format segments` reads. A live broker's folders are copied
-        as they are (its active segment included).
+        as they are (its active segment included); a file that retention or the cleaner deletes
+        between the listing and its copy is gone, as it would be from an operator's copy.
         """
         for broker in self.brokers:
             if not broker.broker or (node_ids is not None and broker.node_id not in node_ids):
@@ -305,8 +307,13 @@ class Cluster:
                 if path.is_file() and path.name.endswith("checkpoint"):
                     shutil.copy2(path, target / path.name)
                 elif path.is_dir() and path.name.rpartition("-")[0] in topics:
-                    shutil.copytree(path, target / path.name)
+                    shutil.copytree(path, target / path.name, copy_function=_copy_if_there)
         return into
+
+
+def _copy_if_there(source: str, target: str) -> None:
+    with contextlib.suppress(FileNotFoundError):  # deleted by the broker since it was listed
+        shutil.copy2(source, target)
 
 
 def _cluster_id() -> str:
