@@ -317,10 +317,14 @@ def _copy_if_there(source: str, target: str) -> None:
 
 
 def _cluster_id() -> str:
-    # A KRaft cluster id: 16 random bytes in URL-safe base64 without padding (Uuid.randomUuid).
+    # A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, never starting with
+    # "-" (Uuid.randomUuid draws again then: a command line would read it as an option).
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def run_tool(jars: JarSet, main_class: str, *args: str, check: bool = True) -> str:
