@@ -25,7 +25,7 @@ from tests.cli_runs import (
 )
 from tests.jars import KAFKA_3, KAFKA_4, SETS
 from tests.kafka import tamper
-from tests.kafka.scenarios import SCENARIOS_3, SCENARIOS_4, Export, _forms
+from tests.kafka.scenarios import SCENARIOS_3, SCENARIOS_4, Export, write_forms
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 
@@ -160,7 +160,7 @@ def _copy(export: Export, into: Path) -> Path:
 
 def _tampered_forms(export: Export, folder: Path, segments: Path) -> Export:
     """The three forms of tampered segments: that release's dump-log text, kafka-python's rows."""
-    return _forms(SETS[export.release], export.scenario, export.release, folder, segments, {})
+    return write_forms(SETS[export.release], export.scenario, export.release, folder, segments, {})
 
 
 @pytest.mark.cost(30)

@@ -33,6 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from tests.jars import KAFKA_3_JARS, KAFKA_4_JARS, JarSet
 from tests.kafka.clients import (
     ClientError,
@@ -97,13 +100,21 @@ def _export(cluster: Cluster, into: Path, scenario: str, topic: str, **facts) ->
     release = cluster.jars.name
     folder = into / f"{scenario}-{release}"
     segments = cluster.export(folder / "segments", topic)
-    return _forms(cluster.jars, scenario, release, folder, segments, facts)
+    return write_forms(cluster.jars, scenario, release, folder, segments, facts)
 
 
-def _forms(
+def write_forms(
     jars: JarSet, scenario: str, release: str, folder: Path, segments: Path, facts: dict
 ) -> Export:
-    # A dump and a table hold one replica of each partition: the first broker's folder.
+    """Beside exported `segments`, write the other forms the audit reads, under `folder`.
+
+    `dump/` and `dump-deep/`: `kafka-dump-log.sh` of `jars`' release (default and
+    `--deep-iteration`); `parquet/`: the batches as kafka-python decodes them. A dump and a table
+    hold one replica of each partition: the first broker's folder.
+
+    Returns:
+        The export, with `facts`.
+    """
     first = sorted(path.name for path in segments.iterdir() if path.is_dir())[0]
     logs = sorted((segments / first).glob("*/*.log"))
     (folder / "dump").mkdir()
@@ -119,12 +130,8 @@ def _forms(
 
 def write_parquet(logs: list[Path], into: Path) -> int:
     """The batches of `logs` as kafka-python decodes them, in the record_batch contract."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from tests.fixtures.segment_builder import kafka_python_view, split_entries
 
-    PARQUET_TYPES = _parquet_types()  # noqa: N806 - a constant, made where pyarrow is imported
     rows = []
     for log in logs:
         topic, _, partition = log.parent.name.rpartition("-")
@@ -151,15 +158,13 @@ def write_parquet(logs: list[Path], into: Path) -> int:
     return len(rows)
 
 
-def _parquet_types() -> dict:
-    import pyarrow as pa
-
-    return {
-        "producer_epoch": pa.int32(), "base_sequence": pa.int32(), "record_count": pa.int32(),
-        "is_transactional": pa.bool_(), "is_control": pa.bool_(), "control_type": pa.string(),
-        "coordinator_epoch": pa.int32(), "partition_leader_epoch": pa.int32(),
-        "magic": pa.int32(), "crc_valid": pa.bool_(),
-    }  # fmt: skip
+# The contract's types of the columns that are not 64-bit integers (schemas/record_batch.json).
+PARQUET_TYPES = {
+    "producer_epoch": pa.int32(), "base_sequence": pa.int32(), "record_count": pa.int32(),
+    "is_transactional": pa.bool_(), "is_control": pa.bool_(), "control_type": pa.string(),
+    "coordinator_epoch": pa.int32(), "partition_leader_epoch": pa.int32(),
+    "magic": pa.int32(), "crc_valid": pa.bool_(),
+}  # fmt: skip
 
 
 PARQUET_FIELDS = (
@@ -411,7 +416,9 @@ def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
         leader.start()
         _wait_for("broker 2 to follow", lambda: _replica_end(leader, "failover-0") == after, 60)
         settled = poll()
-        export = _export_failover(cluster, into / f"failover-{jars.name}", polls)
+        listed = into / f"failover-{jars.name}" / "list-offsets.txt"
+        export = _export(cluster, into, "failover", "failover", list_offsets=str(listed))
+        listed.write_text("".join(polls))
     except BaseException as error:
         raise RuntimeError(f"{error}\nbroker logs:\n"
                            + "\n".join(b.log_tail() for b in cluster.brokers)) from error
@@ -431,16 +438,6 @@ def _replica_end(broker, partition: str) -> int:
     logs = sorted((broker.log_dir / partition).glob("*.log"))
     entries = split_entries(logs[-1].read_bytes()) if logs else []
     return kafka_python_view(entries[-1][1])["last_offset"] + 1 if entries else 0
-
-
-def _export_failover(cluster: Cluster, folder: Path, polls: list[str]) -> Export:
-    _wait_for("failover's checkpoints", lambda: _checkpointed(cluster, "failover"))
-    time.sleep(1.2)
-    segments = cluster.export(folder / "segments", "failover")
-    (folder / "list-offsets.txt").write_text("".join(polls))
-    export = _forms(cluster.jars, "failover", cluster.jars.name, folder, segments, {})
-    export.facts["list_offsets"] = str(folder / "list-offsets.txt")
-    return export
 
 
 def _now_ms() -> int:
