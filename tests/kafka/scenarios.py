@@ -2,16 +2,17 @@
 
 `build(folder)` starts a Kafka 4.x and a Kafka 3.9 cluster (`tests/jars.py` pins them), plays
 every scenario against them with Kafka's Java producer and librdkafka, copies each broker's
-partition folders as an operator exports them, prints each exported segment with that release's
+partition folders as an operator exports them, prints the exported segments with that release's
 `kafka-dump-log.sh` (default and `--deep-iteration`), writes the same batches as Parquet decoded by
 kafka-python (a third, independent reader), records what Kafka's own tools said (find-hanging),
 stops the brokers and returns a `Built` manifest of where everything is. It runs once per test
 run: in the background from the start of an xdist run (`tests/conftest.py`), or in the first test
 that needs it (`tests.run_once.once_per_run`, which this module's `__main__` takes part in).
 
-Each scenario's topic is its own, so the scenarios share two clusters:
+Each scenario's topic is its own and names the release (`topic_of`: `clean-kafka-4.1.1`), so the
+scenarios share two clusters, and one audit can read every export at once:
 
-| topic | cluster | what happens |
+| scenario | cluster | what happens |
 |---|---|---|
 | `clean` | both | idempotent and transactional traffic of both clients, commits and aborts, |
 | | | a transactional producer restarted with the same transactional.id |
@@ -55,6 +56,7 @@ class Export:
 
     scenario: str
     release: str
+    topic: str  # the scenario's topic on that release's cluster (`topic_of`)
     segments: str  # <export>/<node-id>/<topic>-<partition>/ with checkpoints
     dump: str  # kafka-dump-log.sh of every segment, default output
     dump_deep: str  # the same with --deep-iteration
@@ -94,38 +96,75 @@ def _checkpointed(cluster: Cluster, topic: str) -> bool:
 
 
 def _export(cluster: Cluster, into: Path, scenario: str, topic: str, **facts) -> Export:
-    """Copy `topic`'s folders once the checkpoints name them, then write the other two forms."""
+    """Copy `topic`'s folders once the checkpoints name them, and write their Parquet form.
+
+    The dump-log forms are written for every export at the end of the build (`write_dumps`).
+    """
     _wait_for(f"{topic}'s checkpoints", lambda: _checkpointed(cluster, topic))
     time.sleep(1.2)  # one more checkpoint interval: the files hold the log as it is now
     release = cluster.jars.name
     folder = into / f"{scenario}-{release}"
     segments = cluster.export(folder / "segments", topic)
-    return write_forms(cluster.jars, scenario, release, folder, segments, facts)
+    return new_export(scenario, release, topic, folder, segments, facts)
 
 
-def write_forms(
-    jars: JarSet, scenario: str, release: str, folder: Path, segments: Path, facts: dict
+def topic_of(scenario: str, release: str) -> str:
+    """A scenario's topic on a release's cluster: unique in the build, so that one audit can read
+    every export at once and tell them apart by topic."""
+    return f"{scenario}-{release}"
+
+
+def new_export(
+    scenario: str, release: str, topic: str, folder: Path, segments: Path, facts: dict
 ) -> Export:
-    """Beside exported `segments`, write the other forms the audit reads, under `folder`.
+    """The export of `segments` (under `folder`), with its Parquet form written.
 
-    `dump/` and `dump-deep/`: `kafka-dump-log.sh` of `jars`' release (default and
-    `--deep-iteration`); `parquet/`: the batches as kafka-python decodes them. A dump and a table
-    hold one replica of each partition: the first broker's folder.
-
-    Returns:
-        The export, with `facts`.
+    `parquet/`: the batches as kafka-python decodes them. The dump-log forms (`dump/`,
+    `dump-deep/`) are named here and written by `write_dumps`. A dump and a table hold one
+    replica of each partition: the first broker's folder.
     """
-    first = sorted(path.name for path in segments.iterdir() if path.is_dir())[0]
-    logs = sorted((segments / first).glob("*/*.log"))
-    (folder / "dump").mkdir()
-    (folder / "dump-deep").mkdir()
-    (folder / "dump" / "dump.txt").write_text(dump_log(jars, logs))
-    (folder / "dump-deep" / "dump.txt").write_text(dump_log(jars, logs, "--deep-iteration"))
-    batches = write_parquet(logs, folder / "parquet")
+    batches = write_parquet(_first_replica_logs(segments), folder / "parquet")
     return Export(
-        scenario, release, str(segments), str(folder / "dump"), str(folder / "dump-deep"),
+        scenario, release, topic, str(segments), str(folder / "dump"), str(folder / "dump-deep"),
         str(folder / "parquet"), batches, facts,
     )
+
+
+def _first_replica_logs(segments: Path) -> list[Path]:
+    first = sorted(path.name for path in Path(segments).iterdir() if path.is_dir())[0]
+    return sorted((Path(segments) / first).glob("*/*.log"))
+
+
+def write_dumps(jars: JarSet, exports: list[Export]) -> None:
+    """Write the `kafka-dump-log.sh` forms of `exports`, all of one release.
+
+    `dump/dump.txt` and `dump-deep/dump.txt` (`--deep-iteration`) beside each export's segments:
+    what that release's DumpLogSegments prints for its first replica's segments. One JVM per
+    output for all the exports (a tool's JVM costs about a CPU-second to start): its text is cut
+    back into each file's part at the `Dumping <file>` line that starts it.
+    """
+    logs = {export.dump: _first_replica_logs(Path(export.segments)) for export in exports}
+    every_log = [log for of_export in logs.values() for log in of_export]
+    for attribute, options in (("dump", ()), ("dump_deep", ("--deep-iteration",))):
+        parts = _parts_by_file(dump_log(jars, every_log, *options))
+        for export in exports:
+            target = Path(getattr(export, attribute))
+            target.mkdir(parents=True, exist_ok=True)
+            text = "".join(parts[str(log)] for log in logs[export.dump])
+            (target / "dump.txt").write_text(text)
+
+
+def _parts_by_file(text: str) -> dict[str, str]:
+    """DumpLogSegments' output for several files, by file (`Dumping <file>` starts each part)."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        if line.startswith("Dumping "):
+            current = parts.setdefault(line[len("Dumping ") :].strip(), [])
+        if current is None:
+            raise ValueError(f"DumpLogSegments printed before its first file: {line!r}")
+        current.append(line)
+    return {path: "".join(lines) for path, lines in parts.items()}
 
 
 def write_parquet(logs: list[Path], into: Path) -> int:
@@ -179,87 +218,90 @@ PARQUET_FIELDS = (
 
 def clean(cluster: Cluster, classes: Path, into: Path) -> Export:
     """Idempotent and transactional traffic of both clients; a transactional producer restarted."""
-    cluster.create_topic("clean", partitions=3)
+    topic = topic_of("clean", cluster.jars.name)
+    cluster.create_topic(topic, partitions=3)
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
     java.producer("idem")
     for i in range(9):
-        java.send("idem", "clean", i % 3, 3)
-    java.producer("tx", transactional_id="clean-java-tx")
+        java.send("idem", topic, i % 3, 3)
+    java.producer("tx", transactional_id=f"{topic}-java-tx")
     java.do("init tx")
-    java.transaction("tx", [("clean", 0, 2), ("clean", 1, 2)], "commit")
-    java.transaction("tx", [("clean", 1, 1), ("clean", 2, 3)], "abort")
-    java.transaction("tx", [("clean", 0, 2), ("clean", 2, 1)], "commit")
+    java.transaction("tx", [(topic, 0, 2), (topic, 1, 2)], "commit")
+    java.transaction("tx", [(topic, 1, 1), (topic, 2, 3)], "abort")
+    java.transaction("tx", [(topic, 0, 2), (topic, 2, 1)], "commit")
     java.close()
     # The same transactional.id in a new process: initTransactions bumps the epoch.
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
-    java.producer("tx", transactional_id="clean-java-tx")
+    java.producer("tx", transactional_id=f"{topic}-java-tx")
     java.do("init tx")
-    java.transaction("tx", [("clean", 0, 1), ("clean", 1, 2)], "commit")
-    java.transaction("tx", [("clean", 2, 2)], "abort")
+    java.transaction("tx", [(topic, 0, 1), (topic, 1, 2)], "commit")
+    java.transaction("tx", [(topic, 2, 2)], "abort")
     java.close()
     idempotent = rdkafka_producer(cluster.bootstrap)
     for i in range(4):
-        rdkafka_send(idempotent, "clean", i % 3, 2)
-    transactional = rdkafka_producer(cluster.bootstrap, transactional_id="clean-rd-tx")
+        rdkafka_send(idempotent, topic, i % 3, 2)
+    transactional = rdkafka_producer(cluster.bootstrap, transactional_id=f"{topic}-rd-tx")
     transactional.init_transactions(30)
     for outcome in ("commit", "abort", "commit"):
         transactional.begin_transaction()
-        rdkafka_send(transactional, "clean", 1, 2)
-        rdkafka_send(transactional, "clean", 2, 1)
+        rdkafka_send(transactional, topic, 1, 2)
+        rdkafka_send(transactional, topic, 2, 1)
         getattr(transactional, f"{outcome}_transaction")(30)
     del idempotent, transactional
-    return _export(cluster, into, "clean", "clean")
+    return _export(cluster, into, "clean", topic)
 
 
 def retained(cluster: Cluster, classes: Path, into: Path) -> Export:
     """Retention moves the log start past producers that go on writing."""
+    topic = topic_of("retained", cluster.jars.name)
     cluster.create_topic(
-        "retained", partitions=1, segment_ms="500", retention_ms="2500",
+        topic, partitions=1, segment_ms="500", retention_ms="2500",
         file_delete_delay_ms="0",
     )
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
     java.producer("idem")
-    java.producer("tx", transactional_id="retained-tx")
+    java.producer("tx", transactional_id=f"{topic}-tx")
     java.do("init tx")
 
     def log_start() -> int:
-        folder = cluster.brokers[0].log_dir / "retained-0"
+        folder = cluster.brokers[0].log_dir / f"{topic}-0"
         return min(int(path.stem) for path in folder.glob("*.log"))
 
     started = time.monotonic()
     while log_start() == 0 or time.monotonic() - started < 4:
-        java.send("idem", "retained", 0, 2)
-        java.transaction("tx", [("retained", 0, 1)], "commit")
+        java.send("idem", topic, 0, 2)
+        java.transaction("tx", [(topic, 0, 1)], "commit")
         time.sleep(0.3)
         if time.monotonic() - started > 60:
-            raise TimeoutError("retention did not move the log start of retained-0 in 60 s")
+            raise TimeoutError(f"retention did not move the log start of {topic}-0 in 60 s")
     for _ in range(3):  # the producers go on past the new log start
-        java.send("idem", "retained", 0, 2)
-        java.transaction("tx", [("retained", 0, 1)], "commit")
+        java.send("idem", topic, 0, 2)
+        java.transaction("tx", [(topic, 0, 1)], "commit")
     java.close()
-    return _export(cluster, into, "retained", "retained", log_start=log_start())
+    return _export(cluster, into, "retained", topic, log_start=log_start())
 
 
 def crash(cluster: Cluster, classes: Path, into: Path) -> Export:
     """The only broker SIGKILLed inside a transaction; on restart the coordinator aborts it."""
-    cluster.create_topic("crash", partitions=2)
+    topic = topic_of("crash", cluster.jars.name)
+    cluster.create_topic(topic, partitions=2)
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
     java.producer("idem")
-    java.send("idem", "crash", 0, 2)
-    java.producer("tx", transactional_id="crash-tx", transaction_timeout_ms="4000")
+    java.send("idem", topic, 0, 2)
+    java.producer("tx", transactional_id=f"{topic}-tx", transaction_timeout_ms="4000")
     java.do("init tx")
-    java.transaction("tx", [("crash", 0, 2), ("crash", 1, 2)], "commit")
+    java.transaction("tx", [(topic, 0, 2), (topic, 1, 2)], "commit")
     java.do("begin tx")
-    java.send("tx", "crash", 0, 3)
-    java.send("tx", "crash", 1, 1)
+    java.send("tx", topic, 0, 3)
+    java.send("tx", topic, 1, 1)
     java.halt()  # the producer dies with its transaction open ...
     broker = cluster.brokers[0]
     broker.kill()  # ... and so does the broker, before anything else happens
     broker.start()
     # The coordinator aborts the transaction once its timeout passes: ABORT markers in both
     # partitions, read back as the last batch of each.
-    _wait_for("the coordinator's abort", lambda: _ends_with_marker(cluster, "crash", 2), 60)
-    return _export(cluster, into, "crash", "crash")
+    _wait_for("the coordinator's abort", lambda: _ends_with_marker(cluster, topic, 2), 60)
+    return _export(cluster, into, "crash", topic)
 
 
 def _ends_with_marker(cluster: Cluster, topic: str, partitions: int) -> bool:
@@ -276,77 +318,80 @@ def _ends_with_marker(cluster: Cluster, topic: str, partitions: int) -> bool:
 
 def hanging(cluster: Cluster, classes: Path, into: Path) -> Export:
     """A producer dies inside a transaction whose timeout is a day: it stays open."""
-    cluster.create_topic("hanging", partitions=1)
+    topic = topic_of("hanging", cluster.jars.name)
+    cluster.create_topic(topic, partitions=1)
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
-    java.producer("tx", transactional_id="hanging-tx", transaction_timeout_ms="86400000")
+    java.producer("tx", transactional_id=f"{topic}-tx", transaction_timeout_ms="86400000")
     java.do("init tx")
-    java.transaction("tx", [("hanging", 0, 2)], "commit")
+    java.transaction("tx", [(topic, 0, 2)], "commit")
     java.do("begin tx")
-    java.send("tx", "hanging", 0, 2)
+    java.send("tx", topic, 0, 2)
     java.halt()
     # Kafka's own tools on the live cluster: the open transaction as the partition leader
     # describes it (its producer and start offset), and what find-hanging concludes about it.
     producers = cluster.tool(
         "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", cluster.bootstrap,
-        "describe-producers", "--topic", "hanging", "--partition", "0",
+        "describe-producers", "--topic", topic, "--partition", "0",
     )
     find_hanging = cluster.tool(
         "org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", cluster.bootstrap,
         "find-hanging", "--broker-id", "1", "--max-transaction-timeout", "0",
     )
     return _export(
-        cluster, into, "hanging", "hanging",
+        cluster, into, "hanging", topic,
         describe_producers=producers, find_hanging=find_hanging, exported_at_ms=_now_ms(),
     )
 
 
 def zombie(cluster: Cluster, classes: Path, into: Path) -> Export:
     """Two producers with one transactional.id: the second's initTransactions fences the first."""
-    cluster.create_topic("zombie", partitions=1)
+    topic = topic_of("zombie", cluster.jars.name)
+    cluster.create_topic(topic, partitions=1)
     old = JavaClient(cluster.jars, classes, cluster.bootstrap)
-    old.producer("tx", transactional_id="zombie-tx")
+    old.producer("tx", transactional_id=f"{topic}-tx")
     old.do("init tx")
-    old.transaction("tx", [("zombie", 0, 2)], "commit")
+    old.transaction("tx", [(topic, 0, 2)], "commit")
     old.do("begin tx")
-    old.send("tx", "zombie", 0, 2)
+    old.send("tx", topic, 0, 2)
     new = JavaClient(cluster.jars, classes, cluster.bootstrap)
-    new.producer("tx", transactional_id="zombie-tx")
+    new.producer("tx", transactional_id=f"{topic}-tx")
     new.do("init tx")  # fences the old producer and aborts its open transaction
-    new.transaction("tx", [("zombie", 0, 3)], "commit")
+    new.transaction("tx", [(topic, 0, 3)], "commit")
     try:
-        old.send("tx", "zombie", 0, 1)
+        old.send("tx", topic, 0, 1)
         old.do("commit tx")
         fenced = "accepted"  # the broker took the zombie's writes: the test says so
     except ClientError as error:
         fenced = error.kind
     old.halt()
     new.close()
-    return _export(cluster, into, "zombie", "zombie", zombie_outcome=fenced)
+    return _export(cluster, into, "zombie", topic, zombie_outcome=fenced)
 
 
 def compacted(cluster: Cluster, classes: Path, into: Path) -> Export:
     """Transactions on a compacted topic, exported after the cleaner ran."""
+    topic = topic_of("compacted", cluster.jars.name)
     cluster.create_topic(
-        "compacted", partitions=1, cleanup_policy="compact", segment_ms="300",
+        topic, partitions=1, cleanup_policy="compact", segment_ms="300",
         min_cleanable_dirty_ratio="0.01", delete_retention_ms="0", min_compaction_lag_ms="0",
         file_delete_delay_ms="0",
     )
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
     java.producer("idem")
-    java.producer("tx", transactional_id="compacted-tx")
+    java.producer("tx", transactional_id=f"{topic}-tx")
     java.do("init tx")
     for round_ in range(6):
-        java.transaction("tx", [("compacted", 0, 4)], "abort" if round_ % 3 == 1 else "commit")
-        java.send("idem", "compacted", 0, 3)
+        java.transaction("tx", [(topic, 0, 4)], "abort" if round_ % 3 == 1 else "commit")
+        java.send("idem", topic, 0, 3)
         time.sleep(0.35)  # a new segment for each round: the cleaner works on rolled ones
     java.close()
 
     def cleaned() -> bool:
         checkpoint = cluster.brokers[0].log_dir / "cleaner-offset-checkpoint"
-        return checkpoint.exists() and "compacted 0 " in checkpoint.read_text()
+        return checkpoint.exists() and f"{topic} 0 " in checkpoint.read_text()
 
     _wait_for("the log cleaner", cleaned, 60)
-    return _export(cluster, into, "compacted", "compacted")
+    return _export(cluster, into, "compacted", topic)
 
 
 def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
@@ -367,57 +412,57 @@ def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
         "offsets.topic.replication.factor": "1",
     }
     cluster = Cluster.create(jars, root, size=2, settings=settings, dedicated_controller=True)
+    topic = topic_of("failover", jars.name)
     polls: list[str] = []
 
     def poll() -> int:
         answer = cluster.tool(
             "org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", cluster.bootstrap,
-            "--topic", "failover", "--time", "-1",
+            "--topic", topic, "--time", "-1",
         )
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{_now_ms() % 1000:03d}Z"
         polls.append(f"# observed_at: {stamp}\n{answer}")
         return int(answer.strip().rpartition(":")[2])
 
     try:
-        cluster.tool(
-            "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", cluster.bootstrap,
-            "--create", "--topic", "failover", "--replica-assignment", "2:3",
-            "--config", "min.insync.replicas=1", "--config", "unclean.leader.election.enable=true",
+        cluster.create_topic(
+            topic, replica_assignment=[[2, 3]], min_insync_replicas="1",
+            unclean_leader_election_enable="true",
         )
         leader, follower = cluster.broker(2), cluster.broker(3)
         java = JavaClient(jars, classes, cluster.bootstrap)
         java.producer("first", acks="all")
         for _ in range(3):
-            java.send("first", "failover", 0, 2)
-        _wait_for("both replicas", lambda: _replica_end(follower, "failover-0") == 6)
+            java.send("first", topic, 0, 2)
+        _wait_for("both replicas", lambda: _replica_end(follower, f"{topic}-0") == 6)
         acknowledged_before = poll()
         follower.kill()
         time.sleep(3)  # the controller fences broker 3 and shrinks the ISR to broker 2
         for _ in range(3):
-            java.send("first", "failover", 0, 2)
+            java.send("first", topic, 0, 2)
         high = poll()
         java.halt()
         leader.kill()
         before = into / f"failover-{jars.name}" / "segments" / "2-before-rejoin"
-        shutil.copytree(leader.log_dir / "failover-0", before / "failover-0")
+        shutil.copytree(leader.log_dir / f"{topic}-0", before / f"{topic}-0")
         for checkpoint in leader.log_dir.glob("*checkpoint"):
             shutil.copy2(checkpoint, before / checkpoint.name)
         follower.start()
         cluster.tool(
             "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server",
-            follower.bootstrap, "--election-type", "UNCLEAN", "--topic", "failover",
+            follower.bootstrap, "--election-type", "UNCLEAN", "--topic", topic,
             "--partition", "0",
         )
         java = JavaClient(jars, classes, follower.bootstrap)
         java.producer("second", acks="all")
-        new_offset = java.send("second", "failover", 0, 1)
+        new_offset = java.send("second", topic, 0, 1)
         java.close()
         after = poll()
         leader.start()
-        _wait_for("broker 2 to follow", lambda: _replica_end(leader, "failover-0") == after, 60)
+        _wait_for("broker 2 to follow", lambda: _replica_end(leader, f"{topic}-0") == after, 60)
         settled = poll()
         listed = into / f"failover-{jars.name}" / "list-offsets.txt"
-        export = _export(cluster, into, "failover", "failover", list_offsets=str(listed))
+        export = _export(cluster, into, "failover", topic, list_offsets=str(listed))
         listed.write_text("".join(polls))
     except BaseException as error:
         raise RuntimeError(f"{error}\nbroker logs:\n"
@@ -492,6 +537,13 @@ def build(folder: Path) -> Built:
             for block in blocks
             for export in block.result()
         }
+        # The dump-log forms last, each release's exports at once (`write_dumps`).
+        dumps = [
+            pool.submit(write_dumps, jars, [e for e in exports.values() if e.release == jars.name])
+            for jars in (KAFKA_4_JARS, KAFKA_3_JARS)
+        ]
+        for done in dumps:
+            done.result()
     return Built(exports, time.monotonic() - started)
 
 
