@@ -38,6 +38,12 @@ if TYPE_CHECKING:
     from eos_audit.pipeline import RunResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
+# What a finished run's exit code says, as the demo prints it (README's table says more).
+EXIT_MEANINGS = {
+    EXIT_OK: "nothing at or above --fail-on",
+    EXIT_FINDINGS: "findings at or above --fail-on (default critical), as a nightly job would fail",
+    EXIT_UNUSABLE_INPUT: "the input was not usable enough for a clean night",
+}
 DEMO_QUARANTINED_SHARE = 0.05
 BATCH_FORMATS = ("auto", *FORMAT_NAMES)
 log = logging.getLogger("eos_audit")
@@ -55,20 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (public so the docs and tests can read it)."""
     parser = _Parser(prog="eos-audit", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"eos-audit {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument(
-        "-q", "--quiet", action="store_true",
-        help="log warnings and errors only (no stage and progress lines)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--log-format", choices=("text", "json"), default="text",
-        help="json: one JSON object per log line on stderr, for schedulers",
-    )  # fmt: skip
-    parser.add_argument("--remote", metavar="sc://HOST:PORT", help=REMOTE_HELP)
+    _add_global_options(parser, None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
-    _add_remote(audit)
     audit.add_argument(
         "--batches",
         nargs="+",
@@ -101,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: run.fail_on of the configuration, critical)",
     )
     audit.add_argument("--conf", metavar="FILE", help="TOML configuration (see conf/defaults.toml)")
+    audit.add_argument(
+        "--max-quarantined-share",
+        type=_share,
+        metavar="SHARE",
+        help="the run ends QUARANTINE_EXCEEDED (exit 4) when more than this share (0 to 1) of "
+        "its batches or bytes is quarantined (default: run.max_quarantined_share, 0.01)",
+    )
     seeding = audit.add_mutually_exclusive_group()
     seeding.add_argument(
         "--producer-state",
@@ -162,7 +165,6 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="write a sample export with injected faults and audit it"
     )
-    _add_remote(demo)
     demo.add_argument(
         "--warehouse",
         default="warehouse",
@@ -178,7 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="write the HTML report of a recorded run (default: the latest finished)"
     )
-    _add_remote(report)
     report.add_argument("--warehouse", required=True, metavar="DIR", help="the run's --warehouse")
     report.add_argument("--run-id", help="the run (default: the latest finished run)")
     report.add_argument(
@@ -189,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_generate_parser(commands)
     add_score_parser(commands)
+    for command in commands.choices.values():
+        _add_global_options(command, argparse.SUPPRESS)
     return parser
 
 
@@ -203,14 +206,37 @@ _PATH_ARGUMENTS = (
 )  # fmt: skip
 
 
-def _add_remote(command: argparse.ArgumentParser) -> None:
-    """`--remote` after the command too (`eos-audit audit ... --remote sc://...`).
+def _share(text: str) -> float:
+    """A share from 0 to 1, for argparse (its error is one usage line)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not from 0 to 1 (0.05 is 5%)")
+    return value
 
-    SUPPRESS: a command that is not given it keeps the one given before the command, if any.
+
+def _add_global_options(parser: argparse.ArgumentParser, default: object) -> None:
+    """-v, -q, --log-format and --remote, before the command and after it.
+
+    Users put them on either side (`eos-audit audit ... -q`). A command's own copy has the default
+    SUPPRESS: one not given there keeps what was given before the command.
     """
-    command.add_argument(
-        "--remote", metavar="sc://HOST:PORT", default=argparse.SUPPRESS, help=REMOTE_HELP
+    unset = {} if default is None else {"default": default}
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging", **unset
     )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="log warnings and errors only (no stage and progress lines)", **unset,
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-format", choices=("text", "json"),
+        help="json: one JSON object per log line on stderr, for schedulers",
+        **({"default": "text"} if default is None else unset),
+    )  # fmt: skip
+    parser.add_argument("--remote", metavar="sc://HOST:PORT", help=REMOTE_HELP, **unset)
 
 
 def absolute_local_path(path: str) -> str:
@@ -366,17 +392,25 @@ def _run(args: argparse.Namespace) -> int:
                 f"  {fault.finding_type:<{width}} {fault.topic}-{fault.partition} {where}: "
                 f"{fault.story}"
             )
-        # The sample's one malformed row is planted (1 of 62 batches): allow it, so the demo shows
-        # a clean run's status; a real night allows run.max_quarantined_share (1%).
+        # The sample's one malformed row is planted, 1 of 62 batches: above the default 1% a real
+        # night allows. The demo allows 5%, as `--max-quarantined-share 0.05` would, and says so.
         config: AuditConfig = load_config(None).with_overrides(
             run={"max_quarantined_share": DEMO_QUARANTINED_SHARE}
+        )
+        print(
+            f"  allowed quarantined: {DEMO_QUARANTINED_SHARE:.0%} (as --max-quarantined-share "
+            f"{DEMO_QUARANTINED_SHARE}; at the default 1% this run would end QUARANTINE_EXCEEDED, "
+            f"exit {EXIT_UNUSABLE_INPUT})"
         )
         inputs = demo_inputs(path, evidence)
         warehouse = str(Path(args.warehouse).resolve())
         result = run_audit(get_spark(), inputs, config, warehouse, run_id="demo")
         _print_summary(result)
         _write_report(get_spark(), warehouse, result.run_id, config)
-        return EXIT_OK  # the findings are the point of the demo
+        # The exit code a real run over this export gives: 1, its planted faults are CRITICAL.
+        code = exit_code(result, config.run.fail_on)
+        print(f"\nexit code {code}: {EXIT_MEANINGS[code]}")
+        return code
 
     config = load_config(args.conf)
     # Fail before starting Spark (seconds) when a local input is plainly missing.
@@ -392,6 +426,8 @@ def _run(args: argparse.Namespace) -> int:
     export_time_ms(args.export_time)  # a malformed time fails here, not after the audit
     if args.fail_on:
         config = config.with_overrides(run={"fail_on": args.fail_on})
+    if args.max_quarantined_share is not None:
+        config = config.with_overrides(run={"max_quarantined_share": args.max_quarantined_share})
     inputs = AuditInputs(
         batches=tuple(args.batches),
         batches_format=args.batches_format,

@@ -38,7 +38,7 @@ from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.files import filesystems
-from eos_audit.sources.files.input_files import dedupe_paths, list_table_files
+from eos_audit.sources.files.input_files import dedupe_paths, list_table_files, path_identity
 from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
 from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
 from eos_audit.sources.tabular.producer_state import Keep, seed_inputs
@@ -133,7 +133,16 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
 
     Never from the clock: a re-run of the same inputs, after midnight or a week later, gets the
     same id and therefore replaces that run's rows instead of adding a copy (issue 12, case 2).
+    Each path counts by the place it names (`path_identity`): `--batches exp2` and `--batches
+    exp2/`, or the absolute path a Spark Connect client sends, are one night.
     """
+    inputs = replace(
+        inputs,
+        **{
+            name: tuple(path_identity(path) for path in getattr(inputs, name))
+            for name in ("batches", "producer_state", "list_offsets", "acks")
+        },
+    )
     listing = {path: list(_fingerprint(path)) for path in input_paths(inputs)}
     digest = hashlib.sha256(
         json.dumps(

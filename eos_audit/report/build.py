@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from eos_audit.errors import ConfigError
+from eos_audit.errors import ConfigError, SinkError
 from eos_audit.report.data import collect_report_data
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.overview import RunOverview, build_overview, query_overview
@@ -63,16 +63,21 @@ def write_report(
     Raises:
         InputNotFoundError: no such run, or no finished run.
         ConfigError: no local place to write the report (see `report_path`).
+        SinkError: the report cannot be written there (permission, a full disk).
     """
     where = TableLocation(str(warehouse), catalog_schema)
     run_id = resolve_run_id(spark, where, run_id)
     path = Path(output) if output is not None else report_path(warehouse, run_id)
     html = render_report(collect_report_data(spark, where, run_id, limits))
-    path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole, then renamed: a reader never sees half a report.
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(html, encoding="utf-8")
-    partial.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(html, encoding="utf-8")
+        partial.replace(path)
+    except OSError as exc:  # a warehouse the user may read but not write, a full disk
+        hint = "" if output is not None else "; pass --output FILE to write it elsewhere"
+        raise SinkError(f"cannot write the report to {path}: {exc.strerror or exc}{hint}") from exc
     log.info("run %s: report written to %s (%d kB)", run_id, path, len(html) // 1024)
     return path
 

@@ -102,6 +102,13 @@ def test_too_much_quarantined_exits_4_whatever_fail_on_says(spark, tmp_path, cap
     out = capsys.readouterr().out
     assert code == 4
     assert "QUARANTINE_EXCEEDED: quarantined 1 of 2 record batches (50.0%)" in out
+    # The share allowed, on the command line; the global options after the command too.
+    code = main(
+        ["audit", "--batches", str(tmp_path / "half.parquet"), "--warehouse",
+         str(tmp_path / "wh"), "--fail-on", "never", "--max-quarantined-share", "0.5", "-q"]
+    )  # fmt: skip
+    assert code == 0
+    assert "SUCCEEDED" in capsys.readouterr().out
 
 
 def test_missing_column_exits_2_naming_it(spark, tmp_path, capsys):
@@ -133,6 +140,10 @@ def test_missing_column_exits_2_naming_it(spark, tmp_path, capsys):
         (
             ["audit", "--batches", __file__, "--warehouse", "w", "--export-time", "last night"],
             "--export-time 'last night' is not an ISO-8601 time",
+        ),
+        (
+            ["audit", "--batches", "x", "--warehouse", "w", "--max-quarantined-share", "5"],
+            "argument --max-quarantined-share: 5 is not from 0 to 1 (0.05 is 5%)",
         ),
     ],
 )

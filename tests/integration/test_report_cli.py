@@ -39,3 +39,12 @@ def test_an_audit_writes_its_report_and_the_report_command_writes_it_again(
     assert main(["report", "--warehouse", str(warehouse), "--output", str(again)]) == 0
     assert _report_path(capsys.readouterr().out) == again
     assert "SEQUENCE_GAP" in again.read_text()
+
+    # A warehouse where the report cannot go (here `reports` is a file; a read-only share fails
+    # the same way): one line saying what to do, exit 2, not a trace.
+    (warehouse / "reports").rmdir()
+    (warehouse / "reports").write_text("not a folder")
+    assert main(["report", "--warehouse", str(warehouse)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eos-audit: error: cannot write the report to "), err
+    assert err.strip().endswith("pass --output FILE to write it elsewhere") and "Trace" not in err

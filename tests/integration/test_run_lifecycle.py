@@ -7,6 +7,7 @@ is what SIGKILL leaves.
 """
 
 import datetime as dt
+import shutil
 import threading
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from eos_audit.pipeline import DATA_TABLES, AuditInputs, default_run_id, run_aud
 from eos_audit.schemas import AUDIT_RUNS, RECORD_BATCH
 from eos_audit.sinks.delta import DeltaRsWriter
 from eos_audit.sinks.staging import RunInProgressError, RunStage
+from eos_audit.sources.files.input_files import path_identity
 from tests.builders import batch, data, marker
 from tests.cli_runs import sql
 
@@ -148,3 +150,22 @@ def test_default_run_id_ignores_the_clock_and_follows_the_inputs(tmp_path, monke
     path.write_bytes(b"PAR1 the next night's export, longer PAR1")
     assert default_run_id(inputs, AuditConfig()) != first  # new data: a new run
     assert default_run_id(inputs, AuditConfig(severity={})) != default_run_id(inputs, AuditConfig())
+
+
+def test_one_run_id_for_every_spelling_of_an_input(tmp_path, monkeypatch):
+    export = tmp_path / "exp2"
+    export.mkdir()
+    (export / "b.parquet").write_bytes(b"PAR1 an export PAR1")
+    (tmp_path / "link").symlink_to(export)
+    monkeypatch.chdir(tmp_path)
+
+    def run_id(*batches: str) -> str:
+        return default_run_id(AuditInputs(batches=batches), AuditConfig())
+
+    # Relative, with a slash, dotted, absolute (as a Spark Connect client sends it), a link.
+    spellings = ("exp2", "exp2/", "./exp2", str(export), f"{export}/", "link")
+    assert len({run_id(path) for path in spellings}) == 1
+    other = tmp_path / "exp3"
+    shutil.copytree(export, other)
+    assert run_id("exp3") != run_id("exp2")  # another folder, even with the same files
+    assert path_identity("s3://b/exp2/") == path_identity("s3://b/exp2")

@@ -178,8 +178,11 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     warehouse = work / "wh"
     demo = _run([str(venv / "bin" / "eos-audit"), "demo", "--warehouse", "wh",
                  "--export", "x"], work, env)  # fmt: skip
-    assert demo.returncode == 0, demo.stderr[-3000:]
+    # The exit code a real run over the demo's export gives: 1, its planted faults are CRITICAL.
+    assert demo.returncode == 1, demo.stderr[-3000:]
+    assert "exit code 1: findings at or above --fail-on" in demo.stdout
     assert "eos-audit run demo: SUCCEEDED" in demo.stdout  # its malformed row is planted
+    assert "as --max-quarantined-share 0.05" in demo.stdout  # and the demo says it allows it
     assert re.search(r"^DUPLICATE_BATCH +CRITICAL +1$", demo.stdout, re.MULTILINE)
     assert re.search(r"^ACKED_WRITE_LOST +CRITICAL +1$", demo.stdout, re.MULTILINE)
     assert re.search(r"^LIST_OFFSETS_REGRESSION +WARNING +1$", demo.stdout, re.MULTILINE)

@@ -5,6 +5,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.jars import DELTA_SPARK
 
 REPO = Path(__file__).resolve().parents[2]
@@ -139,3 +141,27 @@ def test_spark_submit_help_answers_without_spark_submit_or_the_network(tmp_path)
         assert "usage: ./spark-submit.sh" in result.stdout
         assert "usage: eos-audit" in result.stdout
         assert "spark-submit was started" not in result.stderr
+
+
+@pytest.mark.parametrize(("demo_exit", "run_sh_exit"), [(0, 0), (1, 0), (2, 2), (3, 3), (4, 4)])
+def test_run_sh_demo_ends_0_on_the_demos_findings_code_only(tmp_path, demo_exit, run_sh_exit):
+    # `eos-audit demo` exits as a real run over its export would (1: its planted CRITICAL
+    # findings); the command that sets up and shows the demo ends 0 then, and fails otherwise.
+    for name in ("run.sh", "pyproject.toml", "constraints.txt"):
+        shutil.copy2(REPO / name, tmp_path / name)
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool, body in (("python", "exit 0"), ("eos-audit", f'echo "demo $*"; exit {demo_exit}')):
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / tool).chmod(0o755)
+    stamp = subprocess.run(
+        "cat pyproject.toml constraints.txt | cksum", shell=True, cwd=tmp_path,
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    (tmp_path / ".venv" / ".eos-audit-installed").write_text(stamp)
+    result = subprocess.run(
+        ["bash", str(tmp_path / "run.sh"), "demo", "--warehouse", "w"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.stdout == "demo demo --warehouse w\n", result.stderr
+    assert result.returncode == run_sh_exit

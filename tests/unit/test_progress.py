@@ -7,6 +7,8 @@ import logging
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from eos_audit import progress
 from eos_audit.cli import JsonLogFormatter, build_parser
 
@@ -58,6 +60,20 @@ def test_json_log_lines_are_one_object_each():
     assert line["time"].endswith("+00:00")
 
 
-def test_the_cli_has_quiet_and_json_logging():
-    args = build_parser().parse_args(["-q", "--log-format", "json", "report", "--warehouse", "w"])
-    assert args.quiet and args.log_format == "json"
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-q", "--log-format", "json", "report", "--warehouse", "w"],
+        ["report", "--warehouse", "w", "-q", "--log-format", "json"],
+        ["--log-format", "json", "audit", "--batches", "b", "--warehouse", "w", "-q"],
+        ["generate", "--output", "g", "--batches", "10", "-q", "--log-format", "json"],
+    ],
+)
+def test_the_cli_has_quiet_and_json_logging_before_or_after_the_command(argv):
+    args = build_parser().parse_args(argv)
+    assert args.quiet and args.log_format == "json" and not args.verbose
+
+
+def test_the_logging_defaults_without_the_options():
+    args = build_parser().parse_args(["audit", "--batches", "b", "--warehouse", "w"])
+    assert (args.quiet, args.verbose, args.log_format) == (False, False, "text")

@@ -74,17 +74,26 @@ def file_id_spellings(path: str) -> list[int]:
     return [zlib.crc32(s.encode("utf-8")) for s in (path, f"file:{path}", f"file://{path}")]
 
 
+def path_identity(path: str) -> str:
+    """One spelling of the place a path names.
+
+    `exp2`, `./exp2/` and a symbolic link to it are one local folder (its real absolute path); a
+    URI is itself without its trailing slashes.
+    """
+    return path.rstrip("/") if is_uri(path) else os.path.realpath(path)
+
+
 def dedupe_paths(paths: Iterable[str], label: str = "--batches") -> tuple[str, ...]:
     """The paths without repeats: each file is read once however often it is given.
 
     Two spellings of one path (`./x` and `x/`, a symbolic link) and a path inside another given
     path (a root and a partition directory of it) would read the same batches twice and report
-    them as OFFSET_OVERLAP and DUPLICATE_BATCH. The first spelling of a path is kept (so the run
-    id of a run given each path once does not change); each path dropped is logged.
+    them as OFFSET_OVERLAP and DUPLICATE_BATCH. The first spelling of a path is kept; each path
+    dropped is logged.
     """
     kept: list[tuple[str, str]] = []  # (as given, resolved)
     for path in paths:
-        resolved = path.rstrip("/") if is_uri(path) else os.path.realpath(path)
+        resolved = path_identity(path)
         duplicate = next(
             (
                 given
