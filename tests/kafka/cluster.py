@@ -15,9 +15,7 @@ can set the same way; none changes what the broker writes, only when.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -60,6 +58,9 @@ BROKER_SETTINGS = {
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
 }
 
+
+# The export recipe of docs/exporting.md.
+EXPORT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "export-log-dir.sh"
 
 # Brokers whose JVM is running, for a process that must stop them all at once (SIGTERM).
 RUNNING: set[Broker] = set()
@@ -307,29 +308,24 @@ class Cluster:
         admin.create_topics([topic], operation_timeout=30)[name].result(60)
 
     def export(self, into: Path, *topics: str, node_ids: tuple[int, ...] | None = None) -> Path:
-        """Copy each broker's partition folders of `topics` and its checkpoints, as operators do.
+        """Copy each broker's folders of `topics` as docs/exporting.md tells operators to.
 
         `into/<node-id>/<topic>-<partition>/` with the log directory's checkpoint files beside
-        them: the layout `--batches-format segments` reads. A live broker's folders are copied
-        as they are (its active segment included); a file that retention or the cleaner deletes
-        between the listing and its copy is gone, as it would be from an operator's copy.
+        them, by `scripts/export-log-dir.sh` (the recipe the docs give, so every export the suite
+        audits tests it): a live broker's folders as they are, its active segment included.
         """
         for broker in self.brokers:
-            if not broker.broker or (node_ids is not None and broker.node_id not in node_ids):
-                continue
-            target = into / str(broker.node_id)
-            target.mkdir(parents=True, exist_ok=True)
-            for path in sorted(broker.log_dir.iterdir()):
-                if path.is_file() and path.name.endswith("checkpoint"):
-                    shutil.copy2(path, target / path.name)
-                elif path.is_dir() and path.name.rpartition("-")[0] in topics:
-                    shutil.copytree(path, target / path.name, copy_function=_copy_if_there)
+            if broker.broker and (node_ids is None or broker.node_id in node_ids):
+                export_log_dir(broker.log_dir, into, str(broker.node_id), *topics)
         return into
 
 
-def _copy_if_there(source: str, target: str) -> None:
-    with contextlib.suppress(FileNotFoundError):  # deleted by the broker since it was listed
-        shutil.copy2(source, target)
+def export_log_dir(log_dir: Path, into: Path, name: str, *topics: str) -> None:
+    """`scripts/export-log-dir.sh LOG_DIR INTO NAME [TOPIC ...]`: one log directory's copy."""
+    subprocess.run(
+        [str(EXPORT_SCRIPT), str(log_dir), str(into), name, *topics],
+        check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+    )  # fmt: skip
 
 
 def _cluster_id() -> str:

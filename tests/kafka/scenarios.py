@@ -45,7 +45,7 @@ from tests.kafka.clients import (
     rdkafka_producer,
     rdkafka_send,
 )
-from tests.kafka.cluster import RUNNING, Cluster, dump_log
+from tests.kafka.cluster import RUNNING, Cluster, dump_log, export_log_dir
 
 RUN_NAME = "real-kafka"
 
@@ -443,10 +443,8 @@ def failover(jars: JarSet, classes: Path, root: Path, into: Path) -> Export:
         high = poll()
         java.halt()
         leader.kill()
-        before = into / f"failover-{jars.name}" / "segments" / "2-before-rejoin"
-        shutil.copytree(leader.log_dir / f"{topic}-0", before / f"{topic}-0")
-        for checkpoint in leader.log_dir.glob("*checkpoint"):
-            shutil.copy2(checkpoint, before / checkpoint.name)
+        segments = into / f"failover-{jars.name}" / "segments"
+        export_log_dir(leader.log_dir, segments, "2-before-rejoin", topic)
         follower.start()
         cluster.tool(
             "org.apache.kafka.tools.LeaderElectionCommand", "--bootstrap-server",
