@@ -96,7 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a finding at or above this severity exists "
         "(default: run.fail_on of the configuration, critical)",
     )
-    audit.add_argument("--conf", metavar="FILE", help="TOML configuration (see conf/defaults.toml)")
+    audit.add_argument(
+        "--conf",
+        metavar="FILE",
+        help="TOML configuration (see conf/defaults.toml; `python -m eos_audit.package_data` "
+        "prints where the installed package holds it and the schemas/ files cited below)",
+    )
     audit.add_argument(
         "--max-quarantined-share",
         type=_share,
@@ -110,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="PATH",
-        help="seeded producer state: Parquet/JSON in schemas/producer_state.json, or a "
-        "producer_state Delta table (its latest finished run's state)",
+        help="seeded producer state: Parquet/JSON in the package's schemas/producer_state.json, "
+        "or a producer_state Delta table (its latest finished run's state)",
     )
     seeding.add_argument(
         "--since-state",
@@ -128,8 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="PATH",
-        help="ListOffsets observations (schemas/list_offsets.json as Parquet/JSON/CSV, or "
-        "periodic kafka-get-offsets.sh output)",
+        help="ListOffsets observations (the package's schemas/list_offsets.json as "
+        "Parquet/JSON/CSV, or periodic kafka-get-offsets.sh output)",
     )
     audit.add_argument(
         "--list-offsets-format",
@@ -147,8 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=[],
         metavar="PATH",
-        help="client send results (schemas/acks.json as Parquet/JSON/CSV): acknowledged writes "
-        "are checked against the log",
+        help="client send results (the package's schemas/acks.json as Parquet/JSON/CSV): "
+        "acknowledged writes are checked against the log",
     )
     audit.add_argument("--acks-format", default="auto", choices=("auto", *ACKS_FORMATS))
     audit.add_argument(

@@ -130,6 +130,13 @@ def _link_dependencies(venv: Path, names: set[str]) -> None:
             link.symlink_to(_SITE_PACKAGES / prefix)
 
 
+def _shipped_data(wheel: Path) -> dict[str, bytes]:
+    """The package's files other than code in the wheel, by their paths inside the package."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {name.removeprefix("eos_audit/"): archive.read(name) for name in archive.namelist()
+                if name.startswith("eos_audit/") and not name.endswith(".py")}  # fmt: skip
+
+
 def _sql(table: Path, query: str) -> list[dict]:
     return pa.table(QueryBuilder().register("t", DeltaTable(str(table))).execute(query)
                     .read_all()).to_pylist()  # fmt: skip
@@ -145,6 +152,16 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("eos_audit-*.whl")
     requirements = _wheel_requirements(wheel)
+    # The wheel carries what the help text and README cite (the configurations, every published
+    # contract, the rules document), at its repository path inside the package, and their bytes,
+    # not the links the checkout holds them through.
+    cited = ["conf/defaults.toml", "conf/nightly.example.toml", "docs/rules.md",
+             *(f"schemas/{p.name}" for p in sorted((REPO / "schemas").glob("*.json")))]  # fmt: skip
+    assert len(cited) > 10
+    data = _shipped_data(wheel)
+    assert sorted(data) == sorted([*cited, "log4j2.properties"])
+    for name in cited:
+        assert data[name] == (REPO / name).read_bytes(), name
 
     venv = tmp_path / "venv"
     created = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], work, env)
@@ -168,6 +185,15 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     rule = _run([str(venv / "bin" / "python"), "-c", show], work, env)
     assert rule.returncode == 0, rule.stderr
     assert rule.stdout.startswith(str(venv)) and "## Duplicate batch" in rule.stdout
+    # And the installed package says where each cited file is, and prints one to start from.
+    python = str(venv / "bin" / "python")
+    located = _run([python, "-m", "eos_audit.package_data"], work, env)
+    assert located.returncode == 0, located.stderr
+    site = next((venv / "lib").glob("python*/site-packages")) / "eos_audit"
+    assert located.stdout.splitlines() == [str(site / name) for name in sorted(cited)]
+    example = _run([python, "-m", "eos_audit.package_data", "conf/nightly.example.toml"], work, env)
+    assert example.returncode == 0, example.stderr
+    assert example.stdout == (REPO / "conf/nightly.example.toml").read_text()
 
     # 2. `pip install eos-audit[local]`: the demo runs, as a real process (its exit code: delta-rs
     # issue 2184 aborts some processes at exit), and prints and writes its tables and report.
