@@ -184,20 +184,54 @@ def _check_reachable(url: str) -> None:
     """
     if not url.startswith("sc://"):  # `local`: pyspark starts a server of its own
         return
-    url = _without_parameters(url)  # a token never reaches a message
+    shown = _without_parameters(url)  # a token never reaches a message
     try:
-        parsed = urllib.parse.urlparse(url)
+        parsed = urllib.parse.urlparse(shown)
         host, port = parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
     except ValueError as exc:
-        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL ({exc})") from exc
+        raise SparkConnectError(f"--remote {shown}: not a Spark Connect URL ({exc})") from exc
     if not host:
-        raise SparkConnectError(f"--remote {url}: not a Spark Connect URL (sc://host:port)")
+        raise SparkConnectError(f"--remote {shown}: not a Spark Connect URL (sc://host:port)")
     try:
         socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S).close()
     except OSError as exc:
         raise SparkConnectError(
-            f"--remote {url}: no Spark Connect server answers at {host}:{port} ({exc})"
+            f"--remote {shown}: no Spark Connect server answers at {host}:{port} ({exc})"
         ) from exc
+    _check_grpc_answers(url, host, port)
+
+
+def _check_grpc_answers(url: str, host: str, port: int) -> None:
+    """Fail in seconds when what listens at the URL does not speak gRPC (Spark Connect's wire).
+
+    An HTTP server, or a port that accepts connections and never answers, would leave the Connect
+    client's first call waiting with no end (its retries have no deadline). A gRPC channel becomes
+    ready once the HTTP/2 handshake is done, which a Spark Connect server answers in
+    milliseconds whatever its load; nothing else does.
+    """
+    try:
+        import grpc
+    except ImportError:  # no Connect client either: the session's start says what to install
+        return
+    # TLS as pyspark's ChannelBuilder chooses it: `use_ssl=true`, or a token (only sent over TLS).
+    parameters = [part.strip().lower() for part in url.split(";")[1:]]
+    secure = "use_ssl=true" in parameters or any(p.startswith("token=") for p in parameters)
+    target = f"{host}:{port}"
+    channel = (
+        grpc.secure_channel(target, grpc.ssl_channel_credentials())
+        if secure
+        else grpc.insecure_channel(target)
+    )
+    try:
+        grpc.channel_ready_future(channel).result(timeout=_CONNECT_TIMEOUT_S)
+    except grpc.FutureTimeoutError:
+        raise SparkConnectError(
+            f"--remote {_without_parameters(url)}: {target} accepts connections but gave no "
+            f"gRPC answer in {_CONNECT_TIMEOUT_S:.0f} s: it is not a Spark Connect server (or "
+            "one that is not ready; check the port, and use_ssl)"
+        ) from None
+    finally:
+        channel.close()
 
 
 def is_connect(spark: Any) -> bool:

@@ -260,6 +260,42 @@ def test_no_server_at_the_remote_url_is_one_line_and_exit_2(tmp_path):
     ]
 
 
+@pytest.mark.cost(12)
+def test_a_listener_that_is_not_spark_connect_is_one_line_and_exit_2_in_seconds(tmp_path):
+    """An HTTP server, and a port that accepts connections and never answers: without a bound
+    on the first call, the Connect client would wait forever."""
+    import http.server
+    import socket
+    import threading
+
+    http_server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=http_server.serve_forever, daemon=True).start()
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel accepts the connections; nothing ever reads or answers them
+    ports = [http_server.server_address[1], silent.getsockname()[1]]
+    try:
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "eos_audit.cli", "report", "--warehouse", "wh",
+                 "--remote", f"sc://127.0.0.1:{port}"],
+                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            for port in ports
+        ]
+        ended = [run.communicate(timeout=60) for run in runs]
+    finally:
+        http_server.shutdown()
+        silent.close()
+    for port, run, (_, err) in zip(ports, runs, ended, strict=True):
+        assert run.returncode == 2, err
+        assert err.strip().splitlines() == [
+            f"eos-audit: error: --remote sc://127.0.0.1:{port}: 127.0.0.1:{port} accepts "
+            "connections but gave no gRPC answer in 10 s: it is not a Spark Connect server (or "
+            "one that is not ready; check the port, and use_ssl)"
+        ]
+
+
 # The generator, the audit and the score as a notebook or a job's script runs them in turn:
 # `cli.main` three times in one process, over one Spark Connect session (the code shipped once).
 # The generator's output says how to audit what it wrote; each command's exit code is printed.
