@@ -16,7 +16,7 @@ from eos_audit.report.charts import (
 )
 from eos_audit.report.data import ReportData, left_out, relink
 from eos_audit.report.findings import FindingGroup, FindingItem
-from eos_audit.report.rules import rule_href
+from eos_audit.report.rules import rule_href, rule_id, rule_sections
 from eos_audit.report.svg import el, esc, fmt_int, fmt_moment, fmt_range, fmt_time
 from eos_audit.sinks.run_status import SUCCEEDED
 
@@ -68,6 +68,7 @@ table.facts td:first-child{color:#57606a;width:150px}
 code{font-size:12px;background:#f0f2f4;padding:0 3px;border-radius:3px}
 tr:target{background:#fff4c2}
 .legend span{margin-right:14px;font-size:12px;white-space:nowrap}
+pre.rule{white-space:pre-wrap;font-size:12px;background:#f6f6f6;padding:8px;max-width:100ch}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}
 svg.chart{display:block;max-width:100%;height:auto}
 svg .axis{stroke:#8c959f;stroke-width:1}
@@ -457,7 +458,7 @@ def _list_offsets_section(data: ReportData) -> str:
     return el("section", {"id": "list-offsets"}, *parts)
 
 
-def _evidence_row(f: FindingItem) -> str:
+def _evidence_row(f: FindingItem, rules: dict[str, str]) -> str:
     """One finding: its batch, the earlier batch it conflicts with, and everything it proves."""
     earlier = esc(f.earlier) if f.earlier else ""
     if f.earlier and f.earlier_href:
@@ -475,7 +476,7 @@ def _evidence_row(f: FindingItem) -> str:
             if f.seen_before
             else el("span", {"class": "new"}, "new in this run")
         )
-    href = rule_href(f.spec_ref)
+    href = rule_href(f.spec_ref, rules)
     rule = el("code", None, esc(f.spec_ref))
     if href:
         rule = el("a", {"href": href}, rule)
@@ -571,7 +572,26 @@ def _history_section(data: ReportData) -> str:
     return el("section", {"id": "history"}, *parts)
 
 
-def _group(group: FindingGroup) -> str:
+def _rules_section(rules: dict[str, str]) -> str:
+    """The rules the findings cite, as docs/rules.md states them (Markdown shown as text)."""
+    parts = [
+        el(
+            "div",
+            {"id": rule_id(spec_ref), "class": "rule"},
+            el("h3", None, el("code", None, esc(spec_ref))),
+            el("pre", {"class": "rule"}, esc(text)),
+        )
+        for spec_ref, text in rules.items()
+    ]
+    return el(
+        "section",
+        {"id": "rules"},
+        el("h2", None, "The rules these findings cite"),
+        *parts or [el("p", None, "No rule is cited: no finding is shown.")],
+    )
+
+
+def _group(group: FindingGroup, rules: dict[str, str]) -> str:
     shown = (
         f"the first {len(group.items)} of {fmt_int(group.total)}"
         if group.omitted
@@ -587,7 +607,7 @@ def _group(group: FindingGroup) -> str:
             "table",
             {"class": "evidence"},
             el("thead", None, el("tr", None, *[el("th", None, h) for h in headers])),
-            el("tbody", None, *[_evidence_row(f) for f in group.items]),
+            el("tbody", None, *[_evidence_row(f, rules) for f in group.items]),
         ),
     )
 
@@ -603,6 +623,9 @@ def render_report(data: ReportData) -> str:
     """
     data = relink(data)
     cut = left_out(data)
+    # The text of every rule the findings shown cite: the report is read where the rules
+    # document is not (attached to a ticket, on another machine).
+    rules = rule_sections(f.spec_ref for g in data.groups for f in g.items)
     sections = [
         _run_section(data),
         _findings_section(data),
@@ -616,8 +639,9 @@ def render_report(data: ReportData) -> str:
             "section",
             {"id": "evidence"},
             el("h2", None, "Findings and their evidence"),
-            *[_group(g) for g in data.groups] or [el("p", None, "No findings.")],
+            *[_group(g, rules) for g in data.groups] or [el("p", None, "No findings.")],
         ),
+        _rules_section(rules),
         el(
             "section",
             {"id": "left-out"},
@@ -642,6 +666,7 @@ def render_report(data: ReportData) -> str:
                 ("list-offsets", "ListOffsets"),
                 ("offenders", "top offenders"),
                 ("evidence", "evidence"),
+                ("rules", "rules"),
                 ("left-out", "left out"),
             )
         ],

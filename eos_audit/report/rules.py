@@ -1,47 +1,53 @@
-"""Where a finding's rule reference (`findings.spec_ref`) leads from the report.
+"""The rules a report's findings cite (`findings.spec_ref`), carried inside the report.
 
-`spec_ref` names a section of the rules document, `docs/rules.md#<anchor>`. The one function here
-turns it into a link to the copy of that document the reader has, which `eos_audit.rules_doc`
-locates (inside the installed package, `eos_audit/docs/rules.md`, as a wheel ships it). Change
-this function, and only it, to point elsewhere (for example a versioned URL of the published
-document).
+`spec_ref` names a section of the rules document, `docs/rules.md#<anchor>`. A report is shared:
+attached to a ticket, mailed, opened on another machine, where a link to the reporting machine's
+copy of the document (a `file:` URI inside its site-packages) leads nowhere. So the report holds
+the text of each rule it cites (`rule_sections`, from `eos_audit.rules_doc`), and a finding links
+to it inside the page (`rule_href`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
 
 from eos_audit import rules_doc
 
 
-def _document(relative: str) -> Path | None:
-    """The local copy of the rules document, or None when the reader has none (or no file).
+def rule_id(spec_ref: str) -> str:
+    """The id of a rule's section in the report: `rule-<anchor>`."""
+    return "rule-" + spec_ref.rpartition("#")[2]
 
-    Where it is, is `rules_doc`'s to say (inside the installed package; a source checkout has it
-    there too). A package imported from a zip has no file to link to.
+
+def rule_sections(spec_refs: Iterable[str | None]) -> dict[str, str]:
+    """The Markdown text of each rule cited, by `spec_ref`, in the document's order of citing.
+
+    A reference the packaged document has no section for (an http(s) URL, an anchor of a newer
+    version) is left out: its finding shows the reference as text, or links the URL.
     """
-    if relative != "/".join(rules_doc.RULES_RESOURCE):
-        return None
-    location = rules_doc.location()
-    return location if isinstance(location, Path) and location.is_file() else None
+    sections = {}
+    for spec_ref in spec_refs:
+        if not spec_ref or spec_ref in sections or spec_ref.startswith(("https://", "http://")):
+            continue
+        text = rules_doc.section(spec_ref)
+        if text is not None:
+            sections[spec_ref] = text
+    return sections
 
 
-def rule_href(spec_ref: str | None) -> str | None:
-    """The link target of a rule reference, or None when there is no document to link to.
+def rule_href(spec_ref: str | None, carried: dict[str, str]) -> str | None:
+    """The link target of a rule reference, or None when there is nothing to link to.
 
     Args:
         spec_ref: `docs/rules.md#<anchor>`, as `findings.spec_ref` holds it.
+        carried: the rules the report carries (`rule_sections`).
 
     Returns:
-        A `file:` URI of the local rules document with the rule's anchor; an http(s) reference
-        as it is; None (the reference is shown as text) when no copy of the document is found.
+        `#rule-<anchor>` for a rule the report carries; an http(s) reference as it is; None (the
+        reference is shown as text) otherwise.
     """
     if not spec_ref:
         return None
     if spec_ref.startswith(("https://", "http://")):
         return spec_ref
-    path, _, anchor = spec_ref.partition("#")
-    document = _document(path)
-    if document is None:
-        return None
-    return document.as_uri() + (f"#{anchor}" if anchor else "")
+    return "#" + rule_id(spec_ref) if spec_ref in carried else None

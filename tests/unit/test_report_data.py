@@ -173,7 +173,7 @@ def _finding(fid, ftype, offset, **over):
         "expected_sequence": None,
         "previous_offset": None,
         "detail": "d",
-        "spec_ref": "docs/rules.md#x",
+        "spec_ref": "docs/rules.md#sequence-gap",
         "evidence": None,
         "source": "s",
         "batch_ms": T0 + offset * 1_000,
