@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit import output_records
+from eos_audit.findings import Cause
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.sources.files.input_files import (
     DAMAGED,
@@ -22,6 +23,7 @@ from eos_audit.sources.files.input_files import (
     InputFile,
     file_id_spellings,
 )
+from eos_audit.sources.kafka.partition_dirs import _PARTITION_DIR
 from eos_audit.sources.kafka.segments import TRUNCATED_TAIL
 
 # A batch that cannot be framed: the reader skips the rest of its file (sources.segments).
@@ -130,3 +132,46 @@ def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accountin
         out.rows.append((run_id, f.path, f.format, size, *numbers, lost, status, reason))
     out.unreadable = tuple(unreadable)
     return out
+
+
+def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -> DataFrame:
+    """The stage with each finding the unreadable files may have made lowered to INFO.
+
+    A file listed and then not read leaves a hole the replay cannot see: its batches' sequences
+    look missing (SEQUENCE_GAP), a marker or an epoch bump in it is unseen (HANGING_TRANSACTION,
+    FENCED_PRODUCER_EPOCH...). No verdict is built on it: every finding of a partition one of
+    whose files was unreadable, and every finding of the run when such a file names no partition
+    (a Parquet, JSON or dump-log file may hold any), keeps its type and evidence but becomes
+    INFO with the cause UNREADABLE_INPUT (docs/rules.md#causes). The run ends INPUT_UNREADABLE
+    (exit 4), naming the files.
+
+    Args:
+        staged: the run's staged output records.
+        unreadable: the paths of the files the executors could not read.
+
+    Returns:
+        `staged`, its findings in those partitions lowered.
+    """
+    partitions = set()
+    for path in unreadable:
+        folder = path.rstrip("/").rsplit("/", 2)[-2] if "/" in path else ""
+        match = _PARTITION_DIR.match(folder)
+        named = (match.group(1), int(match.group(2))) if match else None
+        if named is None:
+            partitions = None  # a file of any partition: every finding may rest on it
+            break
+        partitions.add(named)
+    finding = F.col("kind") == "findings"
+    if partitions is not None:
+        in_partitions = F.lit(False)
+        for topic, partition in sorted(partitions):
+            in_partitions = in_partitions | (
+                (F.col("findings.topic") == topic) & (F.col("findings.partition") == partition)
+            )
+        finding = finding & in_partitions
+    lowered = (
+        F.col("findings")
+        .withField("severity", F.lit("INFO"))
+        .withField("cause", F.lit(Cause.UNREADABLE_INPUT.name))
+    )
+    return staged.withColumn("findings", F.when(finding, lowered).otherwise(F.col("findings")))

@@ -63,6 +63,9 @@ class Cause(IntEnum):
     PRODUCER_EXPIRY = 2
     COMPACTION = 3
     UNEXPLAINED = 4
+    # Not from the replay: a file of the partition was listed and could not be read, so the
+    # finding may rest on the hole it left (accounting.findings_beside_unreadable).
+    UNREADABLE_INPUT = 5
 
 
 # A benign cause lowers a finding's severity to INFO (LIST_OFFSETS_REGRESSION's own benign causes

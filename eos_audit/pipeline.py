@@ -498,6 +498,11 @@ def _audit_and_write(
             offset_errors = list_offsets_error_counts(observations, run_id)
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(str(staged_path))
+    with progress.stage(spark, run_id, "counting"):
+        books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
+        if books.unreadable:  # no verdict rests on a file the run could not read
+            staged = accounting.findings_beside_unreadable(staged, books.unreadable)
+        summary = _summary(staged)
     frames = {
         "findings": output_records.findings_of(staged),
         "quarantine": output_records.quarantine_of(staged),
@@ -515,9 +520,6 @@ def _audit_and_write(
         log.info("run %s: wrote %s", run_id, location)
         _reached(f"wrote:{table}")
 
-    with progress.stage(spark, run_id, "counting"):
-        summary = _summary(staged)
-        books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
     for path in books.unreadable:
         log.error("run %s: could not read %s (listed, then unreadable)", run_id, path)
     # None: known to be empty (no Spark job for nothing); input_files is the driver's rows.

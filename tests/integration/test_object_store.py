@@ -3,6 +3,7 @@ dump-log file, and the audit of `s3://...` equals the audit of the same files on
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -254,3 +255,107 @@ def test_objects_are_packed_into_tasks_by_the_sizes_one_listing_gives(s3):
         ["big.txt"],
         ["small.txt", "missing.txt"],
     ]
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A proxy in front of the S3 server that refuses to serve some objects' bytes.
+
+    Listings and HEADs pass through; a GET of a key in `denied` is answered `403 AccessDenied`
+    (a policy that lets a role list a prefix but not read one object), of a key in `deleted`
+    `404 NoSuchKey` (an object deleted between the listing and its read).
+    """
+
+    upstream = ""
+    denied: frozenset[str] = frozenset()
+    deleted: frozenset[str] = frozenset()
+
+    def _refuse(self, status: int, code: str) -> None:
+        body = f"<Error><Code>{code}</Code><Message>{code}</Message></Error>".encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _forward(self) -> None:
+        import http.client
+
+        key = self.path.split("?", 1)[0]
+        if self.command == "GET" and key in self.denied:
+            return self._refuse(403, "AccessDenied")
+        if self.command == "GET" and key in self.deleted:
+            return self._refuse(404, "NoSuchKey")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        connection = http.client.HTTPConnection(self.upstream, timeout=30)
+        connection.request(self.command, self.path, body=body, headers=dict(self.headers))
+        answer = connection.getresponse()
+        data = answer.read()
+        self.send_response(answer.status)
+        for name, value in answer.getheaders():
+            # A HEAD's Content-Length is the object's size: passed on as it is.
+            if name.lower() not in ("transfer-encoding", "connection") and (
+                name.lower() != "content-length" or self.command == "HEAD"
+            ):
+                self.send_header(name, value)
+        if self.command != "HEAD":
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        connection.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward  # noqa: N815
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+@pytest.mark.cost(8)
+def test_objects_listed_but_not_readable_are_input_unreadable_and_no_verdict_rests_on_them(
+    spark, s3, tmp_path, monkeypatch
+):
+    """One object read access denied, one deleted after the listing: each named, each in
+    input_files with its reason, the counts reconciled, and no verdict built on the hole."""
+    from tests.cli_runs import sql
+
+    local = tmp_path / "export"
+    batches = [data_batch(i, 1, producer_id=7, producer_epoch=0, base_sequence=i) for i in range(6)]
+    write_partition_dir(local, "1", "orders", 0, *batches, segment_bytes=150)
+    write_partition_dir(local, "1", "orders", 1, data_batch(0, 1, producer_id=8, producer_epoch=0,
+                                                            base_sequence=0))  # fmt: skip
+    segments = sorted((local / "1" / "orders-0").glob("*.log"))
+    assert len(segments) >= 3
+    pafs.copy_files(str(local), f"{BUCKET}/refused", destination_filesystem=s3)
+    key = f"/{BUCKET}/refused/1"
+    denied = f"{key}/orders-0/{segments[1].name}"  # a middle segment: its hole is a "gap"
+    deleted = f"{key}/orders-1/{next((local / '1' / 'orders-1').glob('*.log')).name}"
+    _Refusing.upstream = os.environ["AWS_ENDPOINT_URL"].removeprefix("http://")
+    _Refusing.denied, _Refusing.deleted = frozenset({denied}), frozenset({deleted})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{proxy.server_address[1]}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    warehouse = tmp_path / "wh"
+    try:
+        result = run_audit(
+            spark, AuditInputs(batches=(f"s3://{BUCKET}/refused",)), AuditConfig(), str(warehouse)
+        )
+    finally:
+        proxy.shutdown()
+    uris = {f"s3:/{path}" for path in (denied, deleted)}
+    assert result.status == "INPUT_UNREADABLE", result
+    assert all(uri in result.error for uri in uris), result.error
+    files = {r["path"]: r for r in sql(warehouse, "input_files", "SELECT * FROM t")}
+    for uri in uris:
+        assert files[uri]["status"] == "UNREADABLE" and files[uri]["reason"], files[uri]
+    listed = {f"s3://{BUCKET}/refused/{p.relative_to(local)}" for p in local.rglob("*")
+              if p.is_file()}  # fmt: skip
+    assert set(files) == listed
+    (run,) = sql(warehouse, "audit_runs", "SELECT * FROM t")
+    assert run["batches_read"] == sum(r["batches_read"] or 0 for r in files.values())
+    # The denied segment's sequences look missing: that gap is no verdict (docs/rules.md#causes).
+    found = sql(warehouse, "findings", "SELECT finding_type, severity, cause, partition FROM t")
+    assert [(f["finding_type"], f["partition"]) for f in found] == [("SEQUENCE_GAP", 0)]
+    assert {(f["severity"], f["cause"]) for f in found} == {("INFO", "UNREADABLE_INPUT")}
+    assert (run["findings_critical"], run["findings_info"]) == (0, 1)
