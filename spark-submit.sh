@@ -10,6 +10,12 @@
 # Environment: SPARK_SUBMIT (default: .venv/bin/spark-submit, else spark-submit on PATH),
 # SPARK_MASTER (default local[*]), DELTA_VERSION (default 4.4.0, for Spark 4.2: see below),
 # EXTRA_SUBMIT_ARGS (more spark-submit options, e.g. "--driver-memory 8g").
+#
+# Exit code: eos-audit's own (0, 1 findings, 2, 3, 4: README's "Running it") when the job ran to its
+# end, and 3 when spark-submit failed before or around it: spark-submit exits 1 for most launcher
+# and JVM failures (--packages that do not resolve, a JVM that cannot start, a killed driver),
+# which a scheduler would read as findings. The job hands its code back through a file, so the
+# driver must run on this machine (client deploy mode, spark-submit's default).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -82,5 +88,44 @@ if [ "$print_only" = 1 ]; then
     printf '%q ' "$submit" "${args[@]}"; echo
     exit 0
 fi
+
+# spark-submit runs the Python driver with its stderr merged into its own stdout (Spark's
+# PythonRunner), which would put eos-audit's logs among the summary and the findings table. The
+# job (jobs/spark_submit_job.py) writes its stderr into this FIFO instead, copied to ours.
+# Opened read-write here, so neither side blocks on open, and the copy ends when both closed it.
+exit_code_file="$build_dir/exit-code"
+stderr_fifo="$build_dir/stderr"
+mkfifo "$stderr_fifo"
+cat "$stderr_fifo" >&2 &
+relay=$!
+exec 3<>"$stderr_fifo"
 export PYSPARK_PYTHON="$python"
-exec "$submit" "${args[@]}"
+export EOS_AUDIT_EXIT_CODE_FILE="$exit_code_file" EOS_AUDIT_STDERR="$stderr_fifo"
+# Not exec'd, so the outcome can be read afterwards; a scheduler's TERM (or `timeout`) sent to this
+# shell alone is passed on, as it reached spark-submit when it was exec'd.
+"$submit" "${args[@]}" <&0 3>&- &
+submit_pid=$!
+trap 'kill -TERM "$submit_pid" 2>/dev/null || true' TERM INT HUP
+while :; do
+    submit_code=0
+    wait "$submit_pid" || submit_code=$?
+    # A trapped signal ends the wait (code > 128) while spark-submit still runs: wait again.
+    kill -0 "$submit_pid" 2>/dev/null || break
+done
+trap - TERM INT HUP
+exec 3>&-
+wait "$relay" || true
+
+code="$(cat "$exit_code_file" 2>/dev/null || true)"
+if ! [[ "$code" =~ ^[0-9]{1,3}$ ]] || [ "$code" -gt 255 ]; then
+    echo "spark-submit.sh: error: spark-submit failed (exit $submit_code) before eos-audit" \
+        "finished; its output above says why. Exit 3, not eos-audit's findings code." >&2
+    exit 3
+fi
+# The job's code wins over a different one of spark-submit's: it was written after the run's
+# tables and audit_runs record, so what fails later (the JVM's shutdown) cannot change the night.
+if [ "$code" != "$submit_code" ]; then
+    echo "spark-submit.sh: spark-submit exited $submit_code after eos-audit had finished;" \
+        "exit $code, eos-audit's outcome." >&2
+fi
+exit "$code"

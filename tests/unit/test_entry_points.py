@@ -2,7 +2,9 @@ import ast
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +167,135 @@ def test_run_sh_demo_ends_0_on_the_demos_findings_code_only(tmp_path, demo_exit,
     )  # fmt: skip
     assert result.stdout == "demo demo --warehouse w\n", result.stderr
     assert result.returncode == run_sh_exit
+
+
+# spark-submit as far as the wrapper sees it: Spark's PythonRunner runs the job with the driver's
+# stderr merged into its stdout, then spark-submit exits with the driver's code, unless
+# FAKE_SUBMIT_EXIT says what it exits with after the job (a JVM that fails at shutdown).
+FAKE_SPARK_SUBMIT = """#!/bin/sh
+while [ $# -gt 0 ]; do case "$1" in *spark_submit_job.py) break ;; esac; shift; done
+"$PYSPARK_PYTHON" "$@" 2>&1
+code=$?
+exit "${FAKE_SUBMIT_EXIT:-$code}"
+"""
+# The CLI stand-in the fake runs the real job with: a log line, a summary, the code it is told.
+STUB_CLI = """import os, signal, sys
+
+def main():
+    print("INFO eos_audit.pipeline: run stub: writing the tables", file=sys.stderr)
+    print("eos-audit run stub: SUCCEEDED")
+    if sys.argv[1] == "killed":  # the Python driver killed (OOM killer, an operator)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return int(sys.argv[1])
+"""
+
+
+def _wrapper(tmp_path, fake: str, *args: str, pythonpath: Path | None = None, **env: str):
+    """Run spark-submit.sh with `fake` as spark-submit; the stub CLI unless `pythonpath`."""
+    submit = tmp_path / "spark-submit"
+    submit.write_text(fake)
+    submit.chmod(0o755)
+    stub = tmp_path / "stub"
+    (stub / "eos_audit").mkdir(parents=True, exist_ok=True)
+    (stub / "eos_audit" / "__init__.py").write_text("")
+    (stub / "eos_audit" / "cli.py").write_text(STUB_CLI)
+    return subprocess.run(
+        ["bash", str(REPO / "spark-submit.sh"), "--no-delta", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={
+            **os.environ,
+            "SPARK_SUBMIT": str(submit),
+            "PYTHONPATH": str(pythonpath or stub),
+            **env,
+        },
+    )
+
+
+def test_spark_submit_failing_before_the_job_exits_3_not_the_findings_code(tmp_path):
+    # What an unresolvable --packages or a JVM that cannot start looks like: spark-submit's exit 1.
+    fake = (
+        "#!/bin/sh\necho ':: problems summary ::' >&2\n"
+        "echo 'Exception in thread main' >&2\nexit 1\n"
+    )
+    result = _wrapper(tmp_path, fake, "audit", "--batches", "b", "--warehouse", "w")
+    assert result.returncode == 3, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[:2] == [":: problems summary ::", "Exception in thread main"]
+    assert lines[2:] == [
+        "spark-submit.sh: error: spark-submit failed (exit 1) before eos-audit finished; its "
+        "output above says why. Exit 3, not eos-audit's findings code."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("job_exit", "submit_exit", "wrapper_exit"),
+    [
+        ("0", "", 0),
+        ("1", "", 1),  # findings: the only way the wrapper ends 1
+        ("4", "", 4),
+        ("2", "", 2),
+        # The job had finished (tables and audit_runs written) when spark-submit failed: the
+        # night's outcome is the job's, whatever the JVM's shutdown then returned.
+        ("0", "1", 0),
+        ("1", "0", 1),
+        ("killed", "", 3),  # the driver killed: no outcome to hand back
+    ],
+)
+def test_spark_submit_sh_exits_with_the_jobs_code(tmp_path, job_exit, submit_exit, wrapper_exit):
+    result = _wrapper(tmp_path, FAKE_SPARK_SUBMIT, job_exit, FAKE_SUBMIT_EXIT=submit_exit)
+    assert result.returncode == wrapper_exit, result.stderr
+    assert ("spark-submit failed" in result.stderr) == (job_exit == "killed")
+    assert ("after eos-audit had finished" in result.stderr) == bool(submit_exit)
+
+
+def test_spark_submit_sh_keeps_the_jobs_logs_on_stderr_and_its_summary_on_stdout(tmp_path):
+    result = _wrapper(tmp_path, FAKE_SPARK_SUBMIT, "1")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == "eos-audit run stub: SUCCEEDED\n"
+    assert result.stderr == "INFO eos_audit.pipeline: run stub: writing the tables\n"
+
+
+def test_spark_submit_sh_hands_back_the_real_clis_usage_error(tmp_path):
+    # The real job and CLI: argparse's bad usage (a SystemExit) is handed back as 2, on stderr.
+    result = _wrapper(tmp_path, FAKE_SPARK_SUBMIT, "audit", "--warehouse", "w", pythonpath=REPO)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert "eos-audit: error: the following arguments are required: --batches" in result.stderr
+
+
+def test_spark_submit_sh_passes_a_schedulers_term_on_to_spark_submit(tmp_path):
+    # No longer exec'd: a TERM sent to the wrapper alone (`timeout`, a container's PID 1) must
+    # still stop spark-submit, and the night ends 3, not with the findings code.
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    fake = (
+        f"#!/bin/sh\ntrap 'touch {stopped}; exit 143' TERM\ntouch {started}\n"
+        "while :; do sleep 0.1; done\n"
+    )
+    submit = tmp_path / "spark-submit"
+    submit.write_text(fake)
+    submit.chmod(0o755)
+    wrapper = subprocess.Popen(
+        ["bash", str(REPO / "spark-submit.sh"), "--no-delta", "audit"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SPARK_SUBMIT": str(submit)},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists()
+        wrapper.send_signal(signal.SIGTERM)
+        _, stderr = wrapper.communicate(timeout=30)
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+            wrapper.wait()
+    assert stopped.exists()
+    assert wrapper.returncode == 3, stderr
+    assert "spark-submit failed (exit 143) before eos-audit finished" in stderr
