@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import socket
 import sys
 import tempfile
+import time
 import urllib.parse
 import weakref
 import zipfile
@@ -462,17 +464,41 @@ def _server_package_digest(_: Any) -> str:
     return package_digest()
 
 
+# What a worker says when it cannot import the package (the probe's pickled reference).
+_NOT_INSTALLED = re.compile(r"No module named '?eos_audit|ModuleNotFoundError|ImportError")
+# Attempts of the probe when its job fails for another reason (a lost worker, a server under
+# load): such a failure says nothing about the workers' package.
+_PROBE_ATTEMPTS = 3
+
+
 def _probe_server_code(spark: Any) -> str | None:
-    """The digest of the eos_audit the server's Python workers import; None when they cannot."""
+    """The digest of the eos_audit the server's Python workers import; None when they cannot.
+
+    Raises:
+        SparkConnectError: the probe's job failed, every attempt, for a reason other than the
+            package missing from the workers (then it is not known whether they have it).
+    """
     from pyspark.sql import functions as F
 
     probe = F.udf(_server_package_digest, "string", useArrow=False)
-    try:
-        row = spark.range(1).select(probe(F.col("id"))).first()
-    except Exception as exc:  # noqa: BLE001 - the worker's ImportError arrives as any of several
-        log.debug("the server's Python workers cannot run eos_audit: %s", exc)
-        return None
-    return row[0] if row is not None else None
+    for attempt in range(1, _PROBE_ATTEMPTS + 1):
+        try:
+            row = spark.range(1).select(probe(F.col("id"))).first()
+        except Exception as exc:  # noqa: BLE001 - the worker's ImportError arrives as any of several
+            if _NOT_INSTALLED.search(str(exc)):
+                log.debug("the server's Python workers cannot import eos_audit: %s", exc)
+                return None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            if attempt == _PROBE_ATTEMPTS:
+                raise SparkConnectError(
+                    "could not ask the Spark Connect server's Python workers which eos_audit "
+                    f"they run: the probe failed {attempt} times ({first})"
+                ) from exc
+            log.warning("the probe of the server's Python workers failed (%s); again", first)
+            time.sleep(attempt)
+            continue
+        return row[0] if row is not None else None
+    return None  # pragma: no cover - the loop returns or raises
 
 
 # One timestamp for every entry of the shipped zip (the earliest a zip can hold), so the same code

@@ -105,3 +105,43 @@ def test_the_package_names_no_jvm_api_outside_session_py():
         if jvm_api.search(line)
     ]
     assert offenders == []
+
+
+class _ProbedServer:
+    """A stand-in for a Spark Connect session whose probe job fails with `errors`, then answers."""
+
+    def __init__(self, *errors: str) -> None:
+        self.errors = list(errors)
+        self.jobs = 0
+
+    def range(self, _n):
+        return self
+
+    def select(self, _column):
+        return self
+
+    def first(self):
+        self.jobs += 1
+        if self.errors:
+            raise RuntimeError(self.errors.pop(0))
+        return ("digest",)
+
+
+def test_the_workers_probe_reads_only_an_import_error_as_not_installed(monkeypatch):
+    from pyspark.sql import functions
+
+    from eos_audit import session
+
+    monkeypatch.setattr(session.time, "sleep", lambda _s: None)
+    # No session here: the UDF and its column are never built into a plan by the stand-in.
+    monkeypatch.setattr(functions, "udf", lambda *_a, **_k: lambda column: column)
+    monkeypatch.setattr(functions, "col", lambda name: name)
+    missing = "PythonException: ModuleNotFoundError: No module named 'eos_audit'"
+    not_installed = _ProbedServer(missing)
+    assert session._probe_server_code(not_installed) is None and not_installed.jobs == 1
+    # A lost worker, a server under load: asked again, not read as "not installed".
+    transient = _ProbedServer("SparkException: Python worker exited unexpectedly (crashed)")
+    assert session._probe_server_code(transient) == "digest" and transient.jobs == 2
+    failing = _ProbedServer(*["SparkException: Job aborted: executor lost"] * 3)
+    with pytest.raises(SparkConnectError, match="the probe failed 3 times .*executor lost"):
+        session._probe_server_code(failing)
