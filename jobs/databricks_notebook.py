@@ -8,13 +8,38 @@
 # MAGIC
 # MAGIC - **Audit**: give `batches`; the run is audited, then its report is shown.
 # MAGIC - **Report only**: leave `batches` empty; the report of `run_id` (or of the latest finished
-# MAGIC   run) is shown. The bundle's job runs this after its audit task.
+# MAGIC   run) is shown. The bundle's jobs run this after their audit task.
 # MAGIC
 # MAGIC Either way the notebook fails, like the CLI's exit code, when the run did not succeed or
-# MAGIC has findings at or above `fail_on`. Install the eos-audit wheel on the cluster (the runtime
-# MAGIC brings Spark and Delta: the tables are written through Spark).
+# MAGIC has findings at or above `fail_on`. The runtime brings Spark and Delta (the tables are
+# MAGIC written through Spark); eos-audit comes from the cluster's libraries or the job, and when
+# MAGIC this notebook's Python has none, the first cell installs it (`%pip`, from PyPI, or the wheel
+# MAGIC or requirement of the `install` parameter) and restarts Python. Classic or serverless alike.
 
 # COMMAND ----------
+
+# eos-audit first. Installed already (a cluster library, the classic job's wheel, a serverless
+# notebook's environment): nothing is installed, so the code that wrote the tables is the code that
+# reads them. Missing (serverless, whose notebook tasks take no job environment; a cluster without
+# the wheel): %pip installs the `install` parameter, by default eos-audit from PyPI; the serverless
+# job passes the wheel it deployed (a pattern: the one file it matches). %pip, not a pip process,
+# so that a classic cluster's executors get the package too.
+import glob
+import importlib
+import importlib.util
+import shlex
+
+has_eos_audit = importlib.util.find_spec("eos_audit") is not None
+if not has_eos_audit:
+    dbutils.widgets.text("install", "eos-audit", "Install when missing (pip requirement or wheel)")
+    requirement = dbutils.widgets.get("install").strip() or "eos-audit"
+    if "*" in requirement:
+        wheels = glob.glob(requirement)
+        if len(wheels) != 1:
+            raise Exception(f"install {requirement}: {len(wheels)} files match it, not one wheel")
+        (requirement,) = wheels
+    get_ipython().run_line_magic("pip", f"install {shlex.quote(requirement)}")
+    importlib.invalidate_caches()
 
 # The input formats come from the one registry the CLI reads too (it imports no Spark).
 from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
@@ -36,6 +61,9 @@ dbutils.widgets.dropdown(
     "since_state", "false", ["false", "true"], "Since state (nightly: seed from the warehouse)"
 )
 dbutils.widgets.dropdown("no_verify_crc", "false", ["false", "true"], "Skip CRC-32C (segments)")
+dbutils.widgets.text(
+    "max_quarantined_share", "", "Max quarantined share, 0 to 1 (empty: configuration's)"
+)
 dbutils.widgets.text("list_offsets", "", "ListOffsets observations (paths)")
 dbutils.widgets.dropdown(
     "list_offsets_format", "auto", ["auto", *LIST_OFFSETS_FORMATS], "ListOffsets format"
@@ -51,6 +79,12 @@ dbutils.widgets.dropdown("acks_format", "auto", ["auto", *ACKS_FORMATS], "Acks f
 dbutils.widgets.text("export_time", "", "Export time (ISO-8601)")
 dbutils.widgets.text("topic", "", "Topic (dump-log text without one)")
 dbutils.widgets.text("partition", "", "Partition (dump-log text without one)")
+
+if not has_eos_audit:
+    # Last in this cell, once the widgets exist: %pip may have replaced a package this Python had
+    # already imported (numpy, pyarrow), so the cells below start in a fresh Python, which keeps
+    # the notebook's installed packages.
+    dbutils.library.restartPython()
 
 # COMMAND ----------
 
@@ -69,9 +103,12 @@ def paths(name):
     return tuple(p.strip() for p in (value(name) or "").split(",") if p.strip())
 
 
-overrides = {}
+run_overrides = {}
 if value("fail_on") != "configuration":
-    overrides["run"] = {"fail_on": value("fail_on")}
+    run_overrides["fail_on"] = value("fail_on")
+if value("max_quarantined_share"):
+    run_overrides["max_quarantined_share"] = float(value("max_quarantined_share"))
+overrides = {"run": run_overrides} if run_overrides else {}
 if value("catalog_schema"):
     overrides["output"] = {"catalog_schema": value("catalog_schema")}
 config = load_config(value("conf"))
