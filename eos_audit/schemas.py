@@ -279,9 +279,15 @@ INPUT_FILES_COLUMNS: list[Column] = [
         T.StringType(),
         False,
         "segment, producer_snapshot, leader_epoch_checkpoint, checkpoint, offset_index, ..., "
-        "or the tabular format (parquet, json, csv, delta, dump-log)",
+        "or the tabular format (parquet, json, csv, delta, dump-log); symlink: a symbolic link "
+        "the run did not follow (IGNORED)",
     ),
-    Column("bytes", T.LongType(), True, "size of the file when listed; null for a directory"),
+    Column(
+        "bytes",
+        T.LongType(),
+        True,
+        "size of the file when listed; null for a directory or a symbolic link not followed",
+    ),
     Column(
         "batches_read",
         T.LongType(),

@@ -232,6 +232,72 @@ def test_the_same_input_given_twice_is_read_once(export_run):
         assert run_id == default_run_id(AuditInputs(batches=("export",)), AuditConfig())
 
 
+def test_symbolic_links_are_followed_only_inside_their_root(spark, tmp_path, capsys, caplog):
+    """A link out of an input root is IGNORED naming its target, and none of its bytes is read;
+    a link inside the root is followed, and what it names twice is read once. The root itself
+    is given as a link (the user's choice: followed). Segments are listed by eos-audit, the
+    acknowledgements by Spark: both paths in one audit."""
+    export = tmp_path / "export"
+    dirs = export_with(export)
+    # Behind the links out of the roots: a partition of its own, bytes no reader can frame, and
+    # a line no JSON reader can parse. Read, each would show in the tables.
+    elsewhere = tmp_path / "elsewhere"
+    outside_dir = write_partition_dir(elsewhere, 1, "orders", 2, *generate_history(3).batches)
+    garbage = elsewhere / "garbage.log"
+    garbage.write_bytes(b"\xff" * 64)
+    (elsewhere / "secret.jsonl").write_text("bytes from outside the acks root\n")
+    (export / "1" / "orders-2").symlink_to(outside_dir)
+    (dirs[0] / segment_name(10**6)).symlink_to(garbage)
+    # Inside the root: a second name of a partition directory and of a segment.
+    (export / "2").mkdir()
+    (export / "2" / "orders-1").symlink_to(Path("..", "1", "orders-1"))
+    first_segment = min(dirs[1].glob("*.log")).name
+    (dirs[1] / segment_name(10**6)).symlink_to(first_segment)
+    root = tmp_path / "given"
+    root.symlink_to(export)
+    acks = tmp_path / "acks"
+    acks.mkdir()
+    (acks / "a.jsonl").write_text("not an acknowledgement\n")  # quarantined, once
+    (acks / "again.jsonl").symlink_to("a.jsonl")
+    (acks / "secret.jsonl").symlink_to(elsewhere / "secret.jsonl")
+
+    code, out, err = audit(capsys, "--batches", root, "--acks", acks, "--warehouse", tmp_path / "w")
+    assert code == 0, out + err
+    assert "batches read 24 = audited 24 + quarantined 0" in out and "no findings" in out
+    (quarantined,) = sql(tmp_path / "w", "quarantine", "SELECT input, source FROM t")
+    assert quarantined["input"] == "acks" and quarantined["source"].endswith(str(acks / "a.jsonl"))
+    files = files_by_path(tmp_path / "w")
+    assert not [path for path in files if path.startswith(str(elsewhere))]
+    real_root = os.path.realpath(export)
+    for link, target in (
+        (root / "1" / "orders-2", outside_dir),
+        (root / "1" / "orders-0" / segment_name(10**6), garbage),
+        (acks / "secret.jsonl", elsewhere / "secret.jsonl"),
+    ):
+        bound = real_root if link.is_relative_to(root) else os.path.realpath(acks)
+        row = files[str(link)]
+        assert (row["status"], row["format"], row["bytes"], row["batches_read"]) == (
+            "IGNORED", "symlink", None, None,
+        )  # fmt: skip
+        assert row["reason"] == (
+            f"{link} is a symbolic link to {os.path.realpath(target)}, outside the input root "
+            f"{bound}: not followed"
+        )
+        assert row["reason"] in caplog.messages  # and logged
+    orders_1 = root / "1" / "orders-1"
+    for link, kept in (
+        (root / "2" / "orders-1", orders_1),
+        (orders_1 / segment_name(10**6), orders_1 / first_segment),
+        (acks / "again.jsonl", acks / "a.jsonl"),
+    ):
+        row = files[str(link)]
+        assert (row["status"], row["format"]) == ("IGNORED", "symlink")
+        assert row["reason"].endswith(f"which is read as {kept}: read once")
+    assert files[str(orders_1 / first_segment)]["batches_read"] > 0
+    assert files[str(acks / "a.jsonl")]["status"] == "READ"
+    assert_reconciles(tmp_path / "w")
+
+
 def _truncated_export(root: Path, *, cut_segment: str) -> Path:
     """orders-0 in two segments; a batch cut in half at the end of the last or the first."""
     history = generate_history(40, seed=3)

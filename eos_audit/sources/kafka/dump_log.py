@@ -37,6 +37,7 @@ from eos_audit.errors import InputNotFoundError
 from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.files.arrow_text import parse_int
 from eos_audit.sources.files.file_source import FileFormat, load_files
+from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.kafka.segments import (
     ARROW_SCHEMA,
     SOURCE_ERROR_COL,
@@ -722,7 +723,8 @@ def read_dump_log(
 
     Args:
         spark: the session.
-        paths: text files, or directories whose files are all dump-log output.
+        paths: text files, or directories whose files are all dump-log output (a symbolic
+            link in one is followed only inside it, `followed_paths`).
         topic: topic of every batch, when the text has no usable `Dumping` line.
         partition: partition of every batch, likewise.
 
@@ -735,7 +737,7 @@ def read_dump_log(
     """
     if isinstance(paths, str):
         paths = [paths]
-    files = _expand(paths)
+    files = _expand(followed_paths(paths, "dump-log"))
     options = {"topic": topic or "", "partition": "" if partition is None else str(int(partition))}
     log.info("reading %d kafka-dump-log files", len(files))
     return load_files(spark, KafkaDumpLogFormat, [{"path": f} for f in files], **options)

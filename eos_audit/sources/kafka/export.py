@@ -30,6 +30,8 @@ from eos_audit.sources.kafka.partition_dirs import (
     PartitionDir,
     account_files,
     discover_partition_dirs,
+    log_dir_files,
+    partition_files,
 )
 from eos_audit.sources.kafka.segments import read_segment_files
 from eos_audit.sources.kafka.state_files import (
@@ -65,7 +67,7 @@ class KafkaExport:
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
     out = []
-    for name, size in fsys.files_in(pd.path).items():  # one listing (an object store: a request)
+    for name, size in partition_files(pd).items():  # one listing (an object store: a request)
         match = _SEGMENT.match(name)
         if match:
             out.append((int(match.group(1)), fsys.join(pd.path, name), size))
@@ -92,7 +94,7 @@ def _seed_snapshot(pd: PartitionDir) -> dict | None:
         return None
     first_base = segments[0][0]
     candidates = []
-    for name in fsys.listdir(pd.path):
+    for name in partition_files(pd):
         match = _SNAPSHOT.match(name)
         if match and int(match.group(1)) <= first_base:
             candidates.append((int(match.group(1)), fsys.join(pd.path, name)))
@@ -247,9 +249,15 @@ def _files_read(
         InputUnreadableError: a file to read is not readable.
     """
     read = {f["path"] for f in segments} | {f["path"] for f in snapshots}
-    read |= {fsys.join(pd.path, LEADER_EPOCH_FILE) for pd in primaries}
-    read |= {fsys.join(pd.log_dir, name) for pd in dirs for name in OFFSET_CHECKPOINTS}
-    read = {path for path in read if fsys.isfile(path)}
+    # From the listings the readers take theirs from (a link out of the root is in neither).
+    read |= {
+        fsys.join(pd.path, LEADER_EPOCH_FILE)
+        for pd in primaries
+        if LEADER_EPOCH_FILE in partition_files(pd)
+    }
+    for log_dir, pd in {pd.log_dir: pd for pd in dirs}.items():
+        present = log_dir_files(pd)
+        read |= {fsys.join(log_dir, name) for name in OFFSET_CHECKPOINTS if name in present}
     unreadable = sorted(path for path in read if not readable(path))
     if unreadable:
         raise unreadable_error(unreadable)

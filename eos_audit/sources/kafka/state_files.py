@@ -38,6 +38,8 @@ from eos_audit.sources.kafka.partition_dirs import (  # noqa: F401 (re-exported 
     PartitionDir,
     discover_partition_dirs,
     discover_segment_files,
+    log_dir_files,
+    partition_files,
 )
 from eos_audit.sources.kafka.segments import decrement_sequence
 
@@ -489,7 +491,7 @@ def read_snapshots(spark: SparkSession, partition_dirs: list[PartitionDir]) -> F
     """
     files = []
     for pd in partition_dirs:
-        for name in sorted(fsys.listdir(pd.path)):
+        for name in sorted(partition_files(pd)):
             if name.endswith(".snapshot"):
                 files.append(
                     {
@@ -533,7 +535,7 @@ def read_leader_epoch_checkpoints(
             "replica": pd.replica,
         }
         for pd in partition_dirs
-        if fsys.isfile(fsys.join(pd.path, LEADER_EPOCH_FILE))
+        if LEADER_EPOCH_FILE in partition_files(pd)
     ]
     return _load(spark, "leader_epoch", files)
 
@@ -555,9 +557,11 @@ def read_offset_checkpoints(spark: SparkSession, partition_dirs: list[PartitionD
 
     """
     files = []
-    for log_dir, replica in sorted({(pd.log_dir, pd.replica) for pd in partition_dirs}):
+    by_log_dir = {(pd.log_dir, pd.replica): pd for pd in partition_dirs}
+    for (log_dir, replica), pd in sorted(by_log_dir.items()):
+        present = log_dir_files(pd)
         for name, kind in OFFSET_CHECKPOINTS.items():
-            path = fsys.join(log_dir, name)
-            if fsys.isfile(path):
+            if name in present:
+                path = fsys.join(log_dir, name)
                 files.append({"path": path, "replica": replica, "checkpoint_kind": kind})
     return _load(spark, "offset_checkpoint", files)

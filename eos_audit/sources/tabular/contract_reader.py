@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
 from eos_audit.sources import formats
 from eos_audit.sources.files import row_reference
+from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
 DEFAULT_SOURCE = "_default_source"
@@ -145,7 +146,8 @@ def read_by_format(
     """Read paths in one format (`fmt`) or each in its detected format, as one DataFrame.
 
     Args:
-        paths: files or directories (checked to exist unless they are URIs).
+        paths: files or directories (checked to exist unless they are URIs); symbolic links
+            in a directory are followed only inside it (`followed_paths`).
         fmt: "auto" or a format (or an alias of one).
         contract: the input (its label names it in messages).
         formats: the formats `read` knows.
@@ -175,7 +177,7 @@ def read_by_format(
     frames = []
     for group_fmt, group_paths in groups.items():
         try:
-            frames.append(read(group_fmt, group_paths))
+            frames.append(read(group_fmt, followed_paths(group_paths, group_fmt)))
         except AnalysisException as e:
             # A URI that does not exist is only found out by Spark.
             if "PATH_NOT_FOUND" in str(e) or "Path does not exist" in str(e):

@@ -30,6 +30,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
+from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.tabular import contract_reader as cr
 from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
 
@@ -345,15 +346,18 @@ def _as_longs(df: DataFrame, batches: Column) -> DataFrame:
 def read_seed_files(spark: SparkSession, path: str, fmt: str) -> DataFrame:
     """One `--producer-state` Parquet or JSON-lines path as seed rows for `check_seeds`.
 
+    A symbolic link in a directory is followed only inside it (`followed_paths`).
+
     Raises:
         InputSchemaError: a file is not Parquet, or lacks a required column, or has a column of
             an unusable type (a record-batch file, for example).
     """
+    paths = followed_paths([path], fmt)
     if fmt == "parquet":
-        df = cr.read_parquet_table(spark, [path], CONTRACT)
+        df = cr.read_parquet_table(spark, paths, CONTRACT)
         check_seed_schema(df.schema, path)
         return _as_longs(df, F.col("batches"))
-    df = cr.read_json_lines(spark, [path], CONTRACT, CONTRACT.required, line_numbers=True)
+    df = cr.read_json_lines(spark, paths, CONTRACT, CONTRACT.required, line_numbers=True)
     batches = F.from_json(F.col("batches"), _TEXT_BATCH)
     malformed = reason_when(
         F.col("batches").isNotNull() & batches.isNull(),

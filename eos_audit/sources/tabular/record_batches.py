@@ -20,6 +20,7 @@ from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import RECORD_BATCH, RECORD_BATCH_COLUMNS, REQUIRED_INPUT_COLUMNS
 from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sources.files import row_reference as ref
+from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.tabular import contract_reader as cr
 from eos_audit.sources.tabular.canonical import to_canonical
 
@@ -115,6 +116,8 @@ def read_tabular(spark: SparkSession, paths: list[str], fmt: str) -> DataFrame:
     for path in paths:
         if not cr.is_uri(path) and not os.path.exists(path):
             raise InputNotFoundError(f"input {path} does not exist; check --batches")
+    if fmt != "delta":  # a Delta table's files are those its log names
+        paths = followed_paths(paths, fmt)
     if fmt == "parquet":
         return _read_parquet(spark, paths)
     if fmt == "delta":
