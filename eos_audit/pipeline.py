@@ -30,7 +30,12 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.instants import epoch_millis
-from eos_audit.session import ensure_code_on_server, replay_arrow_settings, session_has_delta
+from eos_audit.session import (
+    ensure_code_on_server,
+    lost_server_error,
+    replay_arrow_settings,
+    session_has_delta,
+)
 from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
@@ -647,7 +652,11 @@ def _run(
                 with replay_arrow_settings(spark):
                     _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
-                unreadable = as_input_error(exc) or disk_full_error(exc, warehouse)
+                unreadable = (
+                    as_input_error(exc)
+                    or disk_full_error(exc, warehouse)
+                    or lost_server_error(exc, spark)
+                )
                 if unreadable is None:
                     raise
                 raise unreadable from exc

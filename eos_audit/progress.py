@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from eos_audit.session import status_tracker
+from eos_audit.session import connect_server, server_answers, status_tracker
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +125,22 @@ def stage(
     log.info("run %s: %s", run_id, name)
     stop = threading.Event()
     with _counts_source(spark) as current_counts:
+        server = connect_server(spark)
 
         def report() -> None:
             while not stop.wait(interval_s):
+                elapsed = time.monotonic() - started
+                if server is not None and not server_answers(server):
+                    # The client retries for a while: say why nothing moves, not stale counts.
+                    log.warning(
+                        "run %s: %s: %.0f s, the Spark Connect server %s does not answer; the "
+                        "run fails if it does not come back", run_id, name, elapsed, server,
+                    )  # fmt: skip
+                    continue
                 counts = current_counts()
                 log.info(
-                    "run %s: %s: %.0f s%s",
-                    run_id, name, time.monotonic() - started, f", {counts}" if counts else "",
-                )  # fmt: skip
+                    "run %s: %s: %.0f s%s", run_id, name, elapsed, f", {counts}" if counts else ""
+                )
 
         reporter = threading.Thread(target=report, name=f"eos-audit progress: {name}", daemon=True)
         reporter.start()

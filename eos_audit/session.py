@@ -169,8 +169,85 @@ def _connect(url: str) -> SparkSession:
         raise SparkConnectError(
             f"--remote {shown}: the Spark Connect server failed ({first})"
         ) from exc
+    _bound_retries(spark)
+    _CONNECT_SERVERS[str(spark.session_id)] = shown
     log.info("Spark Connect session to %s (Spark %s)", shown, version)
     return spark
+
+
+# Retries of a call the server does not answer (pyspark's DefaultPolicy backs off 50 ms x4 per
+# attempt up to 60 s): 8 retries wait about 3 minutes in all, where pyspark's 15 wait at least
+# 10 (its own note). A server that restarts comes back within that; a dead one fails the run.
+# EOS_AUDIT_CONNECT_RETRIES sets another number (0: none).
+_CONNECT_RETRIES = 8
+
+
+def _connect_retries() -> int:
+    text = os.environ.get("EOS_AUDIT_CONNECT_RETRIES", "")
+    if not text:
+        return _CONNECT_RETRIES
+    if not text.isdigit():
+        raise SparkConnectError(
+            f"EOS_AUDIT_CONNECT_RETRIES={text!r}: a whole number of retries, 0 or more"
+        )
+    return int(text)
+# The URL (without its parameters) of each Connect session this process opened, by session id.
+_CONNECT_SERVERS: dict[str, str] = {}
+
+
+def _bound_retries(spark: Any) -> None:
+    """Bound the client's retries of an unanswered call (`_CONNECT_RETRIES`); best effort."""
+    retries = _connect_retries()  # a bad value is the user's to fix, not left to a default
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=retries)])
+    except Exception as exc:  # noqa: BLE001 - an older client keeps its own retries
+        log.debug("the Connect client's retries are its own: %s", exc)
+
+
+def connect_server(spark: Any) -> str | None:
+    """The `sc://host:port` of a Spark Connect session this process opened; None otherwise."""
+    if not is_connect(spark):
+        return None
+    return _CONNECT_SERVERS.get(str(spark.session_id))
+
+
+def server_answers(url: str) -> bool:
+    """Whether something accepts connections at a `sc://host:port` URL (within 2 s)."""
+    parsed = urllib.parse.urlparse(url)
+    try:
+        socket.create_connection(
+            (parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT), timeout=2
+        ).close()
+    except OSError:
+        return False
+    return True
+
+
+# What the client raises once its retries of an unanswered call are spent (its class names).
+_LOST = ("RetriesExceeded", "SparkConnectGrpcException", "_InactiveRpcError")
+
+
+def lost_server_error(exc: BaseException, spark: Any) -> SparkConnectError | None:
+    """The error of a run whose Spark Connect server stopped answering, else None.
+
+    Told by the client's exception and by the server's port refusing connections now: an error
+    the server answered (a failed query) is not a lost server.
+    """
+    url = connect_server(spark)
+    if url is None:
+        return None
+    seen, cause = [], exc
+    while cause is not None and cause not in seen:
+        seen.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if not any(type(e).__name__ in _LOST for e in seen) or server_answers(url):
+        return None
+    return SparkConnectError(
+        f"--remote {url}: the Spark Connect server stopped answering during the run (retried "
+        f"{_connect_retries()} times); the run is FAILED: restart the server and run again"
+    )
 
 
 # Spark Connect's default port (`spark.connect.grpc.binding.port`), when the URL names none.

@@ -81,6 +81,12 @@ class RunRecorder:
     started: dt.datetime
     inputs: str
     configuration: str
+    # Asked once, at the start: a FAILED record is written when the server may be gone (Spark
+    # Connect answers `version` with a call to it).
+    spark_version: str = ""
+
+    def __post_init__(self) -> None:  # noqa: D105
+        self.spark_version = self.spark_version or self.spark.version
 
     def row(self, result: RunResult) -> tuple:
         """The run's audit_runs row, in the contract's column order."""
@@ -94,7 +100,7 @@ class RunRecorder:
             "finished_at": finished,
             "status": result.status,
             "package_version": __version__,
-            "spark_version": self.spark.version,
+            "spark_version": self.spark_version,
             "writer": result.writer,
             "inputs": self.inputs,
             "configuration": self.configuration,

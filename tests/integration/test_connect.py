@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -334,3 +335,70 @@ def test_a_generated_export_over_spark_connect_is_audited_and_scored_perfectly(
     assert exits == {"generate": "0", "audit": "0", "score": "0"}, done.stderr[-3000:]
     assert done.stderr.count(SHIPPED) == 1, done.stderr[-3000:]  # one session, shipped once
     assert "PERFECT" in done.stdout and "NOT PERFECT" not in done.stdout, done.stdout
+
+
+# A Spark Connect server in a process of its own (Spark's plugin beside a local session, as the
+# suite's own server is), for a test that kills it.
+_SERVER_OF_ITS_OWN = """
+import sys, time
+from pyspark.sql import SparkSession
+SparkSession.builder.master("local[1]").config(map={
+    "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+    "spark.connect.grpc.binding.address": "127.0.0.1",
+    "spark.connect.grpc.binding.port": sys.argv[1],
+    "spark.ui.enabled": "false",
+}).getOrCreate()
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.cost(30)  # a server JVM of its own, and a client that outlives it
+def test_a_server_that_dies_mid_run_fails_the_run_in_bounded_time_naming_it(tmp_path):
+    import signal
+
+    from tests.cli_runs import sql
+
+    port = subprocess.run([sys.executable, "-c", "import socket; s = socket.socket(); "
+                           "s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER_OF_ITS_OWN, port], cwd=tmp_path, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    client = None
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        batches, _ = write_demo_export(tmp_path / "export")
+        env = {**os.environ, "EOS_AUDIT_CONNECT_RETRIES": "3"}  # seconds of retries, not minutes
+        env.pop("SPARK_REMOTE", None)
+        client = subprocess.Popen(
+            [sys.executable, "-m", "eos_audit.cli", "audit", "--batches", str(batches),
+             "--warehouse", "wh", "--run-id", "night", "--remote", f"sc://127.0.0.1:{port}"],
+            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        seen = []
+        for line in client.stderr:  # the run is recorded RUNNING and starts reading: kill it
+            seen.append(line)
+            if "run night: reading" in line:
+                os.killpg(server.pid, signal.SIGKILL)
+                break
+        assert any("run night: reading" in line for line in seen), "".join(seen)
+        killed = time.monotonic()
+        _, rest = client.communicate(timeout=120)
+        assert time.monotonic() - killed < 90
+    finally:
+        for process in (client, server):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL) if process is server else process.kill()
+                process.wait()
+    assert client.returncode == 2, "".join(seen) + rest
+    (error,) = [line for line in rest.splitlines() if line.startswith("eos-audit: error:")]
+    assert error == (
+        f"eos-audit: error: --remote sc://127.0.0.1:{port}: the Spark Connect server stopped "
+        "answering during the run (retried 3 times); the run is FAILED: restart the server and "
+        "run again"
+    )
+    assert "This is a bug" not in rest
+    runs = sql(tmp_path / "wh", "audit_runs", "SELECT run_id, status, error FROM t")
+    assert [(r["run_id"], r["status"]) for r in runs] == [("night", "FAILED")]
