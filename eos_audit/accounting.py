@@ -23,7 +23,7 @@ from eos_audit.sources.files.input_files import (
     InputFile,
     file_id_spellings,
 )
-from eos_audit.sources.kafka.partition_dirs import _PARTITION_DIR
+from eos_audit.sources.kafka.partition_dirs import partition_of_folder
 from eos_audit.sources.kafka.segments import TRUNCATED_TAIL
 
 # A batch that cannot be framed: the reader skips the rest of its file (sources.segments).
@@ -155,8 +155,7 @@ def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -
     partitions = set()
     for path in unreadable:
         folder = path.rstrip("/").rsplit("/", 2)[-2] if "/" in path else ""
-        match = _PARTITION_DIR.match(folder)
-        named = (match.group(1), int(match.group(2))) if match else None
+        named = partition_of_folder(folder)
         if named is None:
             partitions = None  # a file of any partition: every finding may rest on it
             break

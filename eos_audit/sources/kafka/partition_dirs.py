@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 
 # Topic names are [a-zA-Z0-9._-]+ (Topic.java); the partition is the trailing integer.
 _PARTITION_DIR = re.compile(r"^([A-Za-z0-9._-]+)-(\d+)$")
+
+
+def partition_of_folder(name: str) -> tuple[str, int] | None:
+    """(topic, partition) a folder named `<topic>-<partition>` holds; None for any other name."""
+    match = _PARTITION_DIR.match(name)
+    return (match.group(1), int(match.group(2))) if match else None
 # LocalLog.scala: `<topic>-<partition>.<uuid>-delete|-future|-stray` while deleted/moved/stray.
 _IGNORED_DIR = re.compile(r"-(delete|future|stray)$")
 _SEGMENT = re.compile(r"^\d{20}\.log$")
