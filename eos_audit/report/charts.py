@@ -6,7 +6,8 @@ colours come from the page's CSS classes (severity, status, outcome), so the SVG
 
 from __future__ import annotations
 
-import math
+from dataclasses import replace
+from itertools import pairwise
 
 from eos_audit.findings import MARK_DUPLICATE, MARK_FENCED, MARK_GAP, MARK_LOST, SEVERITY_ORDER
 from eos_audit.report.findings import FindingsMatrix, Offender
@@ -15,18 +16,26 @@ from eos_audit.report.list_offsets import OffsetSeries
 from eos_audit.report.partitions import PartitionTimeline
 from eos_audit.report.producers import EpochPlot
 from eos_audit.report.svg import (
+    LABEL_GAP,
+    TEXT_SIZES,
+    Label,
     Scale,
+    axis_room,
     axis_x,
     axis_y,
     el,
     esc,
+    every_kth,
+    fit_text,
     fmt_int,
     fmt_moment,
     fmt_time,
     link,
     nice_ticks,
     padded,
+    placed,
     svg,
+    text_width,
     time_axis_label,
     time_ticks,
     title,
@@ -34,23 +43,29 @@ from eos_audit.report.svg import (
 from eos_audit.report.transactions import KINDS, TransactionActivity
 
 WIDTH = 860
+# The bar charts' label column: as wide as its longest label, within these bounds; a longer
+# label (a topic name can have 249 characters) is shortened in the middle, whole in its tooltip.
+LABEL_COLUMN = (200, 344)
 
 
 def _bars(rows: list[tuple[str, str | None, list[tuple[int, str, str]]]], label: str) -> str:
     """Horizontal stacked bars: per row a label, a link and its (count, CSS class, tip) segments."""
-    height, left, right = 22, 200, WIDTH - 50
+    height = 22
     totals = [sum(n for n, _, _ in segments) for _, _, segments in rows]
+    size = TEXT_SIZES["label"]
+    # Labels end 8 px left of the bars and start at least 8 px from the chart's edge.
+    texts = [fit_text(text, LABEL_COLUMN[1] - 16, size) for text, _, _ in rows]
+    widest = max((text_width(t, size) for t in texts), default=0)
+    left = min(max(LABEL_COLUMN[0], widest + 16), LABEL_COLUMN[1])
+    # Room right of the longest bar for its total.
+    value_room = max((text_width(fmt_int(t), TEXT_SIZES["value"]) for t in totals), default=0)
+    right = WIDTH - max(50, value_room + 12)
     x = Scale(0, max(totals, default=1) or 1, left, right)
     parts = []
     for i, ((text, href, segments), total) in enumerate(zip(rows, totals, strict=True)):
         y = 6 + i * height
-        parts.append(
-            el(
-                "text",
-                {"x": left - 8, "y": y + 14, "class": "label", "text-anchor": "end"},
-                esc(text),
-            )
-        )
+        whole = text if texts[i] != text else None
+        parts.append(Label(texts[i], left - 8, y + 14, "label", "end", whole).svg())
         start = 0
         for n, css_class, tip in segments:
             if not n:
@@ -106,7 +121,6 @@ def partition_chart(tl: PartitionTimeline) -> str:
     txns_y = epochs_y + tl.lanes * lane + (8 if tl.transactions else 0)
     axis_at = txns_y + txn_lanes * lane + 8
     has_times = tl.first_ms is not None or tl.last_ms is not None
-    height = axis_at + (50 if has_times else 36)
     x = Scale(*padded(*tl.domain), left, right)
     parts = []
     if tl.first_offset is not None and tl.last_offset is not None:
@@ -188,34 +202,44 @@ def partition_chart(tl: PartitionTimeline) -> str:
             ),
         )
         parts.append(link(m.href, mark))
-    parts.append(axis_x(x, axis_at, nice_ticks(*tl.domain, count=8), fmt_int, "offset"))
+    parts.append(
+        axis_x(x, axis_at, nice_ticks(*tl.domain, count=8), fmt_int, "offset", bounds=(0, WIDTH))
+    )
+    height = axis_at + 36
     if has_times and tl.first_offset is not None and tl.last_offset is not None:
         # The wall-clock time at both ends of the log, so an incident's window maps to offsets.
+        # When the log is a small part of the strip the two would overlap: the last goes a row
+        # lower.
+        times: list[Label] = []
         for offset, ms, anchor in (
             (tl.first_offset, tl.first_ms, "start"),
             (tl.last_offset, tl.last_ms, "end"),
         ):
-            if ms is not None:
-                parts.append(
-                    el(
-                        "text",
-                        {"x": x(offset), "y": axis_at + 44, "class": "time-label",
-                         "text-anchor": anchor},
-                        esc(fmt_moment(ms)),
-                    )
-                )  # fmt: skip
+            if ms is None:
+                continue
+            text = fmt_moment(ms)
+            label = placed(text, x(offset), axis_at + 48, "time-label", (2, WIDTH - 2), anchor)
+            label = label or Label(text, 2, axis_at + 48, "time-label", "start")
+            if times and times[-1].box.overlaps(label.box, LABEL_GAP):
+                label = replace(label, y=label.y + 14)
+            times.append(label)
+        parts += [t.svg() for t in times]
+        height = max(t.y for t in times) + 6 if times else height
     return svg(WIDTH, height, f"timeline of {tl.topic}-{tl.partition}", *parts)
 
 
 def epoch_chart(plot: EpochPlot) -> str:
     """Sequence against offset for one producer epoch, with its findings marked."""
-    width, height, left, top, bottom = 430, 250, 64, 22, 206
+    width, height, top, bottom = 430, 250, 22, 206
+    y_ticks = nice_ticks(*plot.y_domain, count=4)
+    left = max(64, axis_room(y_ticks, fmt_int))
     x = Scale(*padded(*plot.x_domain), left, width - 14)
     y = Scale(*padded(*plot.y_domain), bottom, top)
     parts = [
-        axis_x(x, bottom, nice_ticks(*plot.x_domain, count=4), fmt_int, "offset"),
-        axis_y(y, left, nice_ticks(*plot.y_domain, count=4), fmt_int, "sequence"),
-    ]
+        axis_x(x, bottom, nice_ticks(*plot.x_domain, count=4), fmt_int, "offset",
+               bounds=(left - 4, width)),
+        axis_y(y, left, y_ticks, fmt_int, "sequence"),
+    ]  # fmt: skip
     in_log = [p for p in plot.points]
     if len(in_log) > 1:
         path = " ".join(
@@ -328,23 +352,26 @@ def epoch_chart(plot: EpochPlot) -> str:
 
 def transactions_chart(activity: TransactionActivity) -> str:
     """Transactions started per interval by outcome, then the unfinished ones as bars in time."""
-    left, right, bars_top, bars_bottom, row = 70, WIDTH - 20, 16, 136, 13
+    right, bars_top, bars_bottom, row = WIDTH - 20, 22, 136, 14
     start, end = activity.start_ms, activity.end_ms
     if start is None or end is None:
         return ""
-    spans_top = bars_bottom + 44
+    spans_top = bars_bottom + 48
     height = spans_top + row * len(activity.spans) + (36 if activity.spans else 0)
-    x = Scale(*padded(start, end + activity.bucket_ms, 0.0), left, right)
     tallest = max((sum(b.counts.values()) for b in activity.buckets), default=1) or 1
+    y_ticks = nice_ticks(0, tallest, 3)
+    left = max(70, axis_room(y_ticks, fmt_int))
+    x = Scale(*padded(start, end + activity.bucket_ms, 0.0), left, right)
     y = Scale(0, tallest, bars_bottom, bars_top)
     parts = [
-        axis_y(y, left, nice_ticks(0, tallest, 3), fmt_int, "started"),
+        axis_y(y, left, y_ticks, fmt_int, "started"),
         axis_x(
             x,
             bars_bottom,
             time_ticks(start, end, 6),
             lambda t: fmt_time(t, end - start),
             time_axis_label(start, end),
+            bounds=(left - 4, WIDTH),
         ),
     ]
     for b in activity.buckets:
@@ -387,18 +414,8 @@ def transactions_chart(activity: TransactionActivity) -> str:
                 ),
             )
         )
-        # Labels go on the side of the bar that has room.
-        if x(s.start_ms) > (left + right) / 2:
-            where = {"x": x(s.start_ms) - 4, "text-anchor": "end"}
-        else:
-            where = {"x": x(s.end_ms) + 4, "text-anchor": "start"}
-        parts.append(
-            el(
-                "text",
-                {**where, "y": sy + 9, "class": "span-label"},
-                esc(f"{s.label} ({s.kind.lower()})"),
-            )
-        )
+        text = f"{s.label} ({s.kind.lower()})"
+        parts.append(_span_label(text, x(s.start_ms), x(s.end_ms), sy + 9))
     if activity.spans:
         parts.append(
             el(
@@ -410,11 +427,32 @@ def transactions_chart(activity: TransactionActivity) -> str:
     return svg(WIDTH, height, "transactions over time", *parts)
 
 
+def _span_label(text: str, x0: float, x1: float, y: float) -> str:
+    """A bar's label: beside it, or on it, whole where there is room, else shortened to fit.
+
+    Beside the bar on a side with room for all of it (the left one for a bar in the right half),
+    else on the bar (a transaction open across the range), else where there is most room,
+    shortened in the middle (whole in its tooltip).
+    """
+    size = TEXT_SIZES["span-label"]
+    room = {"end": x0 - 6, "start": WIDTH - 2 - (x1 + 4), "inside": x1 - x0 - 8}
+    prefer = ["end", "start"] if x0 > WIDTH / 2 else ["start", "end"]
+    side = next((a for a in [*prefer, "inside"] if text_width(text, size) <= room[a]), None)
+    side = side or max(room, key=room.get)
+    short = fit_text(text, max(room[side], 0), size)
+    tip = text if short != text else None
+    if side == "inside":
+        return Label(short, x0 + 4, y, "span-label inside", "start", tip).svg()
+    return Label(short, x0 - 4 if side == "end" else x1 + 4, y, "span-label", side, tip).svg()
+
+
 def list_offsets_chart(series: OffsetSeries) -> str:
     """Offsets answered against time: bands of observations, regressions and failed answers."""
-    left, right, top, bottom = 80, WIDTH - 20, 20, 190
+    right, top, bottom = WIDTH - 20, 22, 190
     t0, t1 = series.time_domain
     o0, o1 = series.offset_domain
+    y_ticks = nice_ticks(o0, o1, 4)
+    left = max(80, axis_room(y_ticks, fmt_int))
     x = Scale(*padded(t0, t1), left, right)
     y = Scale(*padded(o0, o1), bottom, top)
     parts = [
@@ -424,8 +462,9 @@ def list_offsets_chart(series: OffsetSeries) -> str:
             time_ticks(t0, t1, 6),
             lambda t: fmt_time(t, t1 - t0),
             time_axis_label(t0, t1),
+            bounds=(left - 4, WIDTH),
         ),  # fmt: skip
-        axis_y(y, left, nice_ticks(o0, o1, 4), fmt_int, "offset"),
+        axis_y(y, left, y_ticks, fmt_int, "offset"),
     ]
     for e in series.errors:
         parts.append(
@@ -537,24 +576,78 @@ def list_offsets_chart(series: OffsetSeries) -> str:
     return svg(WIDTH, 230, f"ListOffsets of {series.topic}-{series.partition}", *parts)
 
 
+def _run_labels(history: History) -> list[str]:
+    """Each run's start (UTC), to the minute; to the second when two neighbours would read alike.
+
+    Two runs side by side that start in the same minute (a rerun) get seconds, all runs alike.
+    """
+    minutes = [fmt_moment(r.started_ms)[5:16] for r in history.runs]
+    if any(a == b for a, b in pairwise(minutes)):
+        return [fmt_moment(r.started_ms)[5:19] for r in history.runs]
+    return minutes
+
+
+def _run_label_rows(
+    history: History, centres: list[float], y: float, bounds: tuple[float, float]
+) -> list[Label]:
+    """The runs' labels under their columns, none overlapping another.
+
+    All on one row when they fit, else all on two staggered rows, else every k-th on one row,
+    counted from this run's, which is always labelled.
+    """
+    runs, texts = history.runs, _run_labels(history)
+    current = next((i for i, r in enumerate(runs) if r.is_current), len(runs) - 1)
+
+    def row(shift: list[int]) -> list[Label]:
+        labels = []
+        for i, (r, text, cx) in enumerate(zip(runs, texts, centres, strict=True)):
+            css = "tick current" if r.is_current else "tick"
+            labels.append(
+                placed(text, cx, y + 14 * shift[i], css, bounds)
+                or Label(text, cx, y + 14 * shift[i], css, "middle")
+            )
+        return labels
+
+    def clear(labels: list[Label], step: int) -> bool:
+        return not any(
+            labels[i].box.overlaps(labels[i + step].box, LABEL_GAP)
+            for i in range(len(labels) - step)
+        )
+
+    one = row([0] * len(runs))
+    if clear(one, 1):
+        return one
+    two = row([(i - current) % 2 for i in range(len(runs))])
+    if clear(two, 2):
+        return two
+    return every_kth(one, keep=current)
+
+
 def history_chart(history: History) -> str:
     """Per run, oldest left: findings stacked by severity above, batches audited below.
 
     Each bar links nowhere (earlier runs have their own reports) but says its numbers; this run's
-    column is outlined so the night being read stands out among the others.
+    column is outlined so the night being read stands out among the others. A column per run,
+    whenever the runs started: two runs minutes apart stand side by side, each with its bars and
+    its label.
     """
-    left, right = 70, WIDTH - 20
-    top, findings_bottom = 18, 128
+    top, findings_bottom = 22, 128
     batches_top, batches_bottom = 166, 222
-    height = batches_bottom + 42
     runs = history.runs
     if not runs:
         return ""
-    # A column per run, at most 60 px wide: a few runs stay narrow bars, not slabs.
-    slot = min((right - left) / len(runs), 60)
-    bar = max(slot * 0.6, 2)
     tallest = max((r.findings_total for r in runs), default=0) or 1
     most = max((r.batches_audited for r in runs), default=0) or 1
+    findings_ticks, batches_ticks = nice_ticks(0, tallest, 3), nice_ticks(0, most, 2)
+    left = max(70, axis_room(findings_ticks, fmt_int), axis_room(batches_ticks, fmt_int))
+    # A column per run: wide enough for its label when there is room (a few runs stay narrow
+    # bars, not slabs), never below a 2 px bar and a 1 px gap (the chart widens instead).
+    label_width = max(text_width(t, TEXT_SIZES["tick"]) for t in _run_labels(history))
+    slot = min((WIDTH - 20 - left) / len(runs), max(60, label_width + LABEL_GAP + 1))
+    slot = max(slot, 3)
+    width = max(WIDTH, round(left + slot * len(runs) + 20))
+    right = width - 20
+    bar = max(min(slot * 0.6, 36), 2)
     y = Scale(0, tallest, findings_bottom, top)
     yb = Scale(0, most, batches_bottom, batches_top)
     # This run's column first, under everything else.
@@ -568,17 +661,15 @@ def history_chart(history: History) -> str:
         for i in current
     ]  # fmt: skip
     parts += [
-        axis_y(y, left, nice_ticks(0, tallest, 3), fmt_int, "findings"),
-        axis_y(yb, left, nice_ticks(0, most, 2), fmt_int, "batches audited"),
+        axis_y(y, left, findings_ticks, fmt_int, "findings"),
+        axis_y(yb, left, batches_ticks, fmt_int, "batches audited"),
         el("line", {"x1": left, "x2": right, "y1": findings_bottom, "y2": findings_bottom,
                     "class": "axis"}),
         el("line", {"x1": left, "x2": right, "y1": batches_bottom, "y2": batches_bottom,
                     "class": "axis"}),
     ]  # fmt: skip
-    # At most ~12 run labels, so they never overlap.
-    every = max(1, math.ceil(len(runs) / 12))
-    for i, r in enumerate(runs):
-        cx = left + slot * (i + 0.5)
+    centres = [left + slot * (i + 0.5) for i in range(len(runs))]
+    for r, cx in zip(runs, centres, strict=True):
         x0 = cx - bar / 2
         when = fmt_moment(r.started_ms)
         base = 0
@@ -599,10 +690,11 @@ def history_chart(history: History) -> str:
             parts.append(
                 el(
                     "circle",
-                    {"cx": cx, "cy": findings_bottom - 4, "r": 3, "class": "mark clean-run"},
+                    {"cx": cx, "cy": findings_bottom - 4, "r": min(3, slot / 2),
+                     "class": "mark clean-run"},
                     title(f"run {r.run_id} ({when}, {r.status}): no findings"),
                 )
-            )
+            )  # fmt: skip
         parts.append(
             el(
                 "rect",
@@ -615,21 +707,10 @@ def history_chart(history: History) -> str:
                 ),
             )
         )  # fmt: skip
-        near_current = any(abs(i - c) < every for c in current) and not r.is_current
-        if (i % every == 0 and not near_current) or r.is_current:
-            parts.append(
-                el(
-                    "text",
-                    {"x": cx, "y": batches_bottom + 14, "text-anchor": "middle",
-                     "class": "tick current" if r.is_current else "tick"},
-                    esc(fmt_moment(r.started_ms)[5:16]),
-                )
-            )  # fmt: skip
-    parts.append(
-        el(
-            "text",
-            {"x": right, "y": batches_bottom + 30, "class": "axis-label", "text-anchor": "end"},
-            "run start (UTC)",
-        )
-    )
-    return svg(WIDTH, height, "findings and batches audited per run", *parts)
+    # Right of the batches axis' tick labels, within the chart.
+    labels = _run_label_rows(history, centres, batches_bottom + 15, (left - 4, width - 2))
+    parts += [label.svg() for label in labels]
+    # Below the lowest row of run labels.
+    axis_label_y = max(label.y for label in labels) + 16
+    parts.append(Label("run start (UTC)", right, axis_label_y, "axis-label", "end").svg())
+    return svg(width, axis_label_y + 12, "findings and batches audited per run", *parts)

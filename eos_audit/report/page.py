@@ -73,6 +73,7 @@ pre.rule{white-space:pre-wrap;font-size:12px;background:#f6f6f6;padding:8px;max-
 svg.chart{display:block;max-width:100%;height:auto}
 svg .axis{stroke:#8c959f;stroke-width:1}
 svg .tick,svg .lane-label,svg .span-label{font-size:10px;fill:#57606a}
+svg .span-label.inside{fill:#fff}
 svg .axis-label{font-size:11px;fill:#57606a}
 svg .label{font-size:12px;fill:#1d2329}svg .value{font-size:11px;fill:#57606a}
 svg .log{fill:#f0f4f8;stroke:#c7d0d9}

@@ -13,6 +13,7 @@ import os
 import shutil
 import sys
 import tempfile
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,94 @@ def test_screenshot(page, tmp_path):
     target = SCREENSHOT if os.environ.get("UPDATE_SCREENSHOTS") == "1" else tmp_path / "report.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(png)
+
+
+# Every text of every chart, as the browser lays it out: its box in the chart's own units
+# (getBBox), its box on screen and its chart's (getBoundingClientRect), and its class.
+TEXT_BOXES = """
+return [...document.querySelectorAll('svg')].map(svg => {
+  const view = svg.viewBox.baseVal, shown = svg.getBoundingClientRect();
+  const texts = [...svg.querySelectorAll('text')].map(t => {
+    const b = t.getBBox(), s = t.getBoundingClientRect();
+    const own = [...t.childNodes].filter(n => n.nodeType === Node.TEXT_NODE);
+    return {text: own.map(n => n.data).join(''), cls: t.getAttribute('class'),
+            box: [b.x, b.y, b.x + b.width, b.y + b.height],
+            screen: [s.left, s.top, s.right, s.bottom]};
+  });
+  return {chart: svg.getAttribute('aria-label'), view: [view.width, view.height],
+          shown: [shown.left, shown.top, shown.right, shown.bottom], texts};
+});
+"""
+SLACK = 0.5  # px: rounding of the browser's boxes
+
+
+def _label_problems(driver) -> list[str]:
+    """Texts cut off by their chart, overlapping another, or wider than the report measured."""
+    from eos_audit.report.svg import text_size, text_width
+
+    problems = []
+    for chart in driver.execute_script(TEXT_BOXES):
+        width, height = chart["view"]
+        left, top, right, bottom = chart["shown"]
+        for t in chart["texts"]:
+            x0, y0, x1, y1 = t["box"]
+            if x0 < -SLACK or y0 < -SLACK or x1 > width + SLACK or y1 > height + SLACK:
+                problems.append(f"{chart['chart']}: {t['text']!r} clipped by {width}x{height}")
+            s0, s1, s2, s3 = t["screen"]
+            if s0 < left - SLACK or s1 < top - SLACK or s2 > right + SLACK or s3 > bottom + SLACK:
+                problems.append(f"{chart['chart']}: {t['text']!r} outside the chart on screen")
+            if x1 - x0 > text_width(t["text"], text_size(t["cls"])) + SLACK:
+                problems.append(f"{chart['chart']}: {t['text']!r} wider than measured ({x1 - x0})")
+        texts = chart["texts"]
+        for i, a in enumerate(texts):
+            for b in texts[i + 1 :]:
+                (a0, a1, a2, a3), (b0, b1, b2, b3) = a["box"], b["box"]
+                if min(a2, b2) - max(a0, b0) > SLACK and min(a3, b3) - max(a1, b1) > SLACK:
+                    problems.append(f"{chart['chart']}: {a['text']!r} overlaps {b['text']!r}")
+    return problems
+
+
+def test_no_chart_label_is_clipped_or_overlaps_another(page):
+    assert _label_problems(page) == []
+
+
+@pytest.fixture
+def long_labels_page(browser, tmp_path):
+    """A report with long labels and two runs minutes apart, in a tab of its own.
+
+    The sample data of tests/unit/test_report_data.py: a NEW_EPOCH_NONZERO_SEQUENCE finding, a
+    long topic name, a count in the millions, and this run a rerun four minutes after the night's.
+    """
+    from eos_audit.report.page import render_report
+    from tests.unit import test_report_data as sample
+
+    path = tmp_path / "long-labels.html"
+    path.write_text(render_report(sample._long_labels_data()), encoding="utf-8")
+    demo = browser.current_window_handle
+    browser.switch_to.new_window("tab")
+    browser.get(path.as_uri())
+    try:
+        yield browser
+    finally:
+        browser.close()
+        browser.switch_to.window(demo)
+
+
+def test_long_labels_and_runs_minutes_apart_are_drawn_whole_and_apart(long_labels_page):
+    page = long_labels_page
+    assert _label_problems(page) == []
+    labels = page.execute_script(
+        "return [...document.querySelectorAll('#findings svg text.label')].map(t => t.textContent)"
+    )
+    assert "NEW_EPOCH_NONZERO_SEQUENCE" in labels
+    runs = page.execute_script(
+        "return [...document.querySelectorAll('#history svg text.tick')].map(t => t.textContent)"
+    )
+    assert runs[-4:] == ["11-21 03:00", "11-22 03:00", "11-23 03:00", "11-23 03:04"]
+    # Each run's bar stands apart from its neighbours' on screen.
+    bars = page.execute_script(
+        """return [...document.querySelectorAll('#history .mark.bar.batches')].map(r => {
+             const b = r.getBoundingClientRect(); return [b.left, b.right]; });"""
+    )
+    assert len(bars) == 4
+    assert all(b[0] - a[1] >= 1 and b[1] - b[0] >= 2 for a, b in pairwise(bars))

@@ -774,3 +774,96 @@ def test_left_out_says_which_runs_the_history_does_not_show():
         "history: 9 earlier runs not shown (the latest 3 up to this one are; findings are "
         "compared with the 1 earlier finished runs among them)"
     ]
+
+
+# Long labels and close runs: what the charts must lay out without clipping or overlapping.
+LONG_TOPIC = "payments.settlement.eu-west-1.v2.retry-after-dead-letter-queue.compacted-audit"
+
+
+def _history_raw_minutes_apart():
+    """Nightly runs days apart, then this run: a rerun of the last night four minutes after it."""
+    night_3 = _history_run("night-3", 2, critical=5, info=1, audited=120)
+    rerun_ms = night_3["started_ms"] + 4 * 60_000
+    rerun = {
+        **_history_run("night-3-rerun", 2, critical=1, audited=120),
+        "started_ms": rerun_ms,
+        "finished_ms": rerun_ms + 95_000,
+    }
+    return {
+        **_history_raw(),
+        "runs": [rerun, *_history_raw()["runs"]],
+        "total": 13,
+        "compared": ["night-3", "night-1"],
+    }
+
+
+def _long_labels_rows():
+    """Findings matrix rows with the longest finding types of the registry."""
+    return [
+        {"finding_type": "NEW_EPOCH_NONZERO_SEQUENCE", "severity": "ERROR", "count": 1,
+         "first_ms": T0 + 7_000, "last_ms": T0 + 7_000},
+        {"finding_type": "ACKED_DATA_MISSING_FROM_LOG", "severity": "CRITICAL", "count": 1_234_567,
+         "first_ms": T0, "last_ms": T0 + 9_000},
+        {"finding_type": "SEQUENCE_GAP", "severity": "CRITICAL", "count": 2,
+         "first_ms": T0 + 9_000, "last_ms": T0 + 9_000},
+    ]  # fmt: skip
+
+
+def _long_labels_data():
+    """A report with long labels and two runs four minutes apart.
+
+    A NEW_EPOCH_NONZERO_SEQUENCE finding, a partition of a long topic (offenders, a hanging
+    transaction across the whole range), a count in the millions, and this run a rerun.
+    """
+    matrix = build_findings_matrix(_long_labels_rows())
+    groups = build_finding_groups(
+        [_finding("ne", "NEW_EPOCH_NONZERO_SEQUENCE", 7, severity="ERROR")], matrix
+    )
+    offenders = build_offenders(
+        {
+            "producers": [{"producer_id": 9_223_372_036_854_775_807, "findings": 1_234_570,
+                           "partitions": 1, "violated_epochs": 1,
+                           "types": ["NEW_EPOCH_NONZERO_SEQUENCE"]}],
+            "partitions": [{"topic": LONG_TOPIC, "partition": 127, "findings": 1_234_570,
+                            "findings_critical": 1_234_569, "findings_error": 1,
+                            "findings_warning": 0, "findings_info": 0}],
+        },
+        frozenset(),
+    )  # fmt: skip
+    transactions = build_transaction_activity(
+        {
+            "totals": [{"kind": "COMMIT", "count": 4}, {"kind": "HANGING", "count": 1}],
+            "range": {"start": T0, "end": T0 + 9_999},
+            "bucket_ms": 1_000,
+            "buckets": [{"b": 0, "kind": "COMMIT", "count": 4},
+                        {"b": 1, "kind": "HANGING", "count": 1}],
+            # A hanging transaction of the long topic from the start of the range to its end.
+            "spans": [{"topic": LONG_TOPIC, "partition": 127, "producer_id": 9_223_372_036,
+                       "start_epoch": 32_767, "kind": "HANGING", "first_offset": 4,
+                       "marker_offset": None, "first_timestamp": T0 + 500, "end_ms": T0 + 9_999,
+                       "duration_ms": 9_499}],
+        }
+    )  # fmt: skip
+    history = build_history(_history_raw_minutes_apart(), "night-3-rerun")
+    return _data(
+        overview=build_overview(_overview_raw(run_id="night-3-rerun"), "night-3-rerun"),
+        matrix=matrix,
+        groups=mark_seen_before(groups, history, {}),
+        offenders=offenders,
+        timelines=build_partition_timelines(_timeline_raw(), 2),
+        transactions=transactions,
+        history=history,
+    )
+
+
+def test_a_rerun_minutes_after_a_night_is_a_run_of_its_own_in_the_history():
+    h = build_history(_history_raw_minutes_apart(), "night-3-rerun")
+    assert [(r.run_id, r.is_current) for r in h.runs] == [
+        ("night-1", False), ("night-2", False), ("night-3", False), ("night-3-rerun", True)
+    ]  # fmt: skip
+    assert h.runs[-1].started_ms - h.runs[-2].started_ms == 4 * 60_000
+    data = _long_labels_data()
+    assert [t.finding_type for t in data.matrix.types] == [
+        "ACKED_DATA_MISSING_FROM_LOG", "SEQUENCE_GAP", "NEW_EPOCH_NONZERO_SEQUENCE"
+    ]  # fmt: skip
+    assert data.offenders.partitions[0].label == f"{LONG_TOPIC}-127"

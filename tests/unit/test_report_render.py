@@ -1,7 +1,9 @@
 """The report's SVG and HTML, drawn from the data structures (no Spark, no browser)."""
 
+import html
 import re
 from html.parser import HTMLParser
+from itertools import pairwise
 
 import pytest
 
@@ -21,11 +23,25 @@ from eos_audit.report.findings import (
 )
 from eos_audit.report.history import build_history, mark_seen_before
 from eos_audit.report.list_offsets import build_list_offsets_view
-from eos_audit.report.page import render_report
+from eos_audit.report.page import CSS, render_report
 from eos_audit.report.partitions import build_partition_timelines
 from eos_audit.report.producers import build_epoch_plots
 from eos_audit.report.rules import rule_href, rule_sections
-from eos_audit.report.svg import Scale, el, fmt_int, nice_ticks, time_ticks
+from eos_audit.report.svg import (
+    TEXT_SIZES,
+    Box,
+    Scale,
+    axis_x,
+    el,
+    fit_text,
+    fmt_int,
+    fmt_moment,
+    nice_ticks,
+    text_box,
+    text_width,
+    time_ticks,
+)
+from eos_audit.report.svg import svg as svg_chart
 from eos_audit.report.transactions import TransactionActivity, build_transaction_activity
 from tests.unit import test_report_data as sample
 
@@ -392,3 +408,201 @@ def test_rule_references_lead_to_the_rules_the_report_carries():
     url = "https://example.org/rules.html#x"
     assert rule_href(url, carried) == url
     assert rule_href(None, carried) is None
+
+
+# Labels are measured when the report is written: every chart's text stays inside its SVG and
+# clear of every other text, by the widths the charts are laid out with (svg.text_width, an
+# upper bound of what a browser draws; tests/integration/test_report_browser.py measures there).
+
+
+def _texts(svg: str) -> tuple[float, float, list[tuple[str, Box]]]:
+    """A chart's size and, for each of its `<text>` elements, what it says and the box it takes."""
+    width, height = map(float, re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+    texts = []
+    for attrs, inner in re.findall(r"<text ([^>]*)>(.*?)</text>", svg, flags=re.S):
+        a = dict(re.findall(r'([\w-]+)="([^"]*)"', attrs))
+        text = html.unescape(re.sub(r"<title>.*?</title>", "", inner))
+        anchor = a.get("text-anchor", "start")
+        texts.append((text, text_box(text, float(a["x"]), float(a["y"]), a["class"], anchor)))
+    return width, height, texts
+
+
+def _assert_labels_fit(svg: str) -> list[str]:
+    """Every text inside the chart and overlapping no other; returns the texts."""
+    width, height, texts = _texts(svg)
+    for text, box in texts:
+        assert box.inside(width, height), (text, box, width, height)
+    for i, (a, box_a) in enumerate(texts):
+        for b, box_b in texts[i + 1 :]:
+            assert not box_a.overlaps(box_b), (a, box_a, b, box_b)
+    return [text for text, _ in texts]
+
+
+def _charts(html_page: str) -> list[str]:
+    return re.findall(r"<svg .*?</svg>", html_page, flags=re.S)
+
+
+def test_chart_text_sizes_are_the_pages():
+    rules = dict(
+        (selector.strip(), body)
+        for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", CSS)
+        for selector in selectors.split(",")
+    )
+    for css_class, size in TEXT_SIZES.items():
+        assert f"font-size:{size}px" in rules[f"svg .{css_class}"], css_class
+
+
+def test_text_is_measured_by_its_characters_and_shortened_in_the_middle():
+    assert text_width("WWW", 10) > text_width("iii", 10) * 2
+    assert text_width("NEW_EPOCH_NONZERO_SEQUENCE", 12) == 2 * text_width(
+        "NEW_EPOCH_NONZERO_SEQUENCE", 6
+    )
+    short = fit_text(f"{sample.LONG_TOPIC}-127", 200, 12)
+    assert "…" in short and short.startswith("payments.") and short.endswith("-127")
+    assert text_width(short, 12) <= 200
+    assert fit_text("SEQUENCE_GAP", 200, 12) == "SEQUENCE_GAP"
+
+
+def test_the_label_column_grows_to_the_longest_finding_type():
+    svg = findings_chart(build_findings_matrix(sample._long_labels_rows()))
+    texts = _assert_labels_fit(svg)
+    assert "NEW_EPOCH_NONZERO_SEQUENCE" in texts and "ACKED_DATA_MISSING_FROM_LOG" in texts
+    assert "1,234,567" in texts  # the longest bar's total, right of it
+    # The bars start right of the longest label.
+    _, _, boxes = _texts(svg)
+    label_right = max(b.x1 for t, b in boxes if t.endswith("_LOG"))
+    bar_left = min(float(x) for x in re.findall(r'<rect x="([\d.]+)"', svg))
+    assert label_right < bar_left
+
+
+def test_a_label_longer_than_the_column_is_shortened_and_whole_in_its_tooltip():
+    data = sample._long_labels_data()
+    svg = offenders_chart(data.offenders.partitions, "partitions")
+    (label,) = [t for t in _assert_labels_fit(svg) if "…" in t]
+    assert label.endswith("-127")
+    assert f"<title>{sample.LONG_TOPIC}-127</title></text>" in svg
+    # The hanging transaction spans the range: its label is shortened beside it, not cut off.
+    svg = transactions_chart(data.transactions)
+    (label,) = [t for t in _assert_labels_fit(svg) if "(hanging)" in t or "…" in t]
+    assert "…" in label and f"{sample.LONG_TOPIC}-127 producer" in svg
+
+
+def _run_labels(svg: str) -> list[tuple[str, Box]]:
+    _, _, texts = _texts(svg)
+    return [(t, b) for t, b in texts if re.fullmatch(r"\d\d-\d\d \d\d:\d\d(:\d\d)?", t)]
+
+
+def test_two_runs_minutes_apart_keep_their_own_labels_and_columns():
+    svg = history_chart(build_history(sample._history_raw_minutes_apart(), "night-3-rerun"))
+    _assert_labels_fit(svg)
+    labels = _run_labels(svg)
+    assert [t for t, _ in labels] == ["11-21 03:00", "11-22 03:00", "11-23 03:00", "11-23 03:04"]
+    assert 'class="tick current" text-anchor="middle">11-23 03:04<' in svg
+    # Each run's batches bar stands apart from its neighbours'.
+    bars = [
+        (float(x), float(x) + float(w))
+        for x, w in re.findall(
+            r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="[\d.]+" '
+            r'class="mark bar batches',
+            svg,
+        )
+    ]
+    assert len(bars) == 4
+    assert all(b[0] - a[1] >= 1 and b[1] - b[0] >= 2 for a, b in pairwise(bars))
+
+
+def _runs(n: int, every_ms: int) -> dict:
+    runs = [
+        {**sample._history_run(f"run-{i}", 0, critical=i % 3), "started_ms": T0 + i * every_ms}
+        for i in range(n)
+    ]
+    return {"runs": runs[::-1], "total": n, "compared": [], "by_type": []}
+
+
+def test_runs_of_one_minute_are_labelled_to_the_second():
+    svg = history_chart(build_history(_runs(3, 20_000), "run-2"))
+    _assert_labels_fit(svg)
+    assert [t for t, _ in _run_labels(svg)] == [
+        "11-21 00:00:00", "11-21 00:00:20", "11-21 00:00:40"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [2, 10, 15, 30, 400])
+def test_run_labels_never_overlap_and_this_run_is_always_labelled(n):
+    current = f"run-{n - 3 if n > 3 else n - 1}"  # a report of an older run shows later ones too
+    svg = history_chart(build_history(_runs(n, 3_600_000), current))
+    texts = _assert_labels_fit(svg)
+    labels = _run_labels(svg)
+    current_ms = T0 + int(current.split("-")[1]) * 3_600_000
+    assert fmt_moment(current_ms)[5:16] in texts
+    rows = {b.y0 for _, b in labels}
+    if n <= 10:
+        assert len(labels) == n and len(rows) == 1  # one row: they fit
+    elif n == 15:
+        assert len(labels) == n and len(rows) == 2  # staggered on two rows, none left out
+    else:
+        assert len(labels) < n and len(rows) == 1  # every k-th
+    width = float(re.search(r'viewBox="0 0 ([\d.]+)', svg).group(1))
+    assert width == (860 if n < 250 else pytest.approx(70 + 3 * n + 20, abs=1))
+
+
+def test_axis_tick_labels_are_thinned_and_kept_inside_their_bounds():
+    x = Scale(0, 100, 30, 330)
+    ticks = list(range(0, 101, 10))
+    axis = axis_x(x, 10, ticks, lambda t: f"{t * 100_000:,}", "offset", bounds=(0, 340))
+    _assert_labels_fit(svg_chart(340, 50, "axis", axis))
+    shown = re.findall(r'class="tick" text-anchor="\w+">([\d,]+)<', axis)
+    assert 1 < len(shown) < len(ticks) and shown[0] == "0"
+    assert axis.count('class="axis"') == 1 + len(ticks)  # every tick keeps its mark
+    # At the edges a label moves inward, never off its tick.
+    edge = axis_x(Scale(0, 1, 4, 336), 10, [0, 1], lambda t: f"{t:,} 000 000", bounds=(0, 340))
+    assert 'x="0" y="25" class="tick" text-anchor="start"' in edge
+    assert 'x="340" y="25" class="tick" text-anchor="end"' in edge
+
+
+def test_every_chart_keeps_its_labels_inside_and_apart(page):
+    html_page, _ = page
+    long_labels = render_report(sample._long_labels_data())
+    charts = _charts(html_page) + _charts(long_labels)
+    assert len(charts) > 10
+    for svg in charts:
+        _assert_labels_fit(svg)
+    assert "NEW_EPOCH_NONZERO_SEQUENCE</text>" in long_labels
+
+
+@pytest.mark.parametrize(
+    "span_ms", [1_000, 90_000, 3_600_000, 86_400_000, 3 * 86_400_000, 40 * 86_400_000]
+)
+def test_time_axes_keep_their_labels_apart_at_any_span(span_ms):
+    activity = build_transaction_activity(
+        {
+            "totals": [{"kind": "COMMIT", "count": 9_999_999}],
+            "range": {"start": T0, "end": T0 + span_ms},
+            "bucket_ms": max(span_ms // 60, 1),
+            "buckets": [{"b": b, "kind": "COMMIT", "count": 9_999_999 - b} for b in range(60)],
+            "spans": [],
+        }
+    )
+    _assert_labels_fit(transactions_chart(activity))
+
+
+def test_the_times_at_both_ends_of_a_short_log_do_not_overlap():
+    raw = sample._timeline_raw()
+    # A finding far beyond the log's end: the log is a sliver at the left of the strip.
+    raw["marks"] = [{**raw["marks"][0], "base_offset": 900, "last_offset": 900}]
+    svg = partition_chart(build_partition_timelines(raw, 2).timelines[0])
+    texts = _assert_labels_fit(svg)
+    assert "2026-11-21 00:00:00 UTC" in texts and "2026-11-21 00:00:18 UTC" in texts
+
+
+def test_an_epoch_in_the_millions_keeps_its_axis_labels_apart():
+    raw = {
+        "epochs": [sample._epoch(first_offset=9_990_000, last_offset=9_999_999,
+                                 first_sequence=0, last_sequence=2_147_483_000)],
+        "total": 1,
+        "findings": [sample._epoch_finding("gap", "SEQUENCE_GAP", base_offset=9_990_010,
+                                           last_offset=9_990_011, expected_sequence=9)],
+        "counts": {("payments", 1, 1002, 0): 1},
+    }  # fmt: skip
+    texts = _assert_labels_fit(epoch_chart(build_epoch_plots(raw).plots[0]))
+    assert "9,990,000" in texts and "2G" in texts
