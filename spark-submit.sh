@@ -13,8 +13,8 @@
 #
 # Exit code: eos-audit's own (0, 1 findings, 2, 3, 4: README's "Running it") when the job ran to its
 # end, and 3 when spark-submit failed before or around it: spark-submit exits 1 for most launcher
-# and JVM failures (--packages that do not resolve, a JVM that cannot start, a killed driver),
-# which a scheduler would read as findings. The job hands its code back through a file, so the
+# and JVM failures (--packages that do not resolve, a JVM that cannot start), which a scheduler
+# would read as findings, and a signal's code for a killed driver. The job hands its code back through a file, so the
 # driver must run on this machine (client deploy mode, spark-submit's default).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
