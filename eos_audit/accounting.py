@@ -162,12 +162,9 @@ def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -
         partitions.add(named)
     finding = F.col("kind") == "findings"
     if partitions is not None:
-        in_partitions = F.lit(False)
-        for topic, partition in sorted(partitions):
-            in_partitions = in_partitions | (
-                (F.col("findings.topic") == topic) & (F.col("findings.partition") == partition)
-            )
-        finding = finding & in_partitions
+        # One membership test, however many files: `topic/partition` (no topic holds a `/`).
+        named = F.concat_ws("/", F.col("findings.topic"), F.col("findings.partition"))
+        finding = finding & named.isin(sorted(f"{t}/{p}" for t, p in partitions))
     lowered = (
         F.col("findings")
         .withField("severity", F.lit("INFO"))
