@@ -69,6 +69,13 @@ def _is_serverless(job: dict) -> bool:
     return "environments" in job
 
 
+def _serverless_jobs(bundle):
+    """(path, key, job) of each job that runs on serverless compute (a job environment)."""
+    jobs = [(path, key, job) for path, key, job in _jobs(bundle) if _is_serverless(job)]
+    assert jobs, "the bundle has no serverless job"  # the tests over them cannot pass empty
+    return jobs
+
+
 def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
@@ -308,9 +315,7 @@ def test_the_serverless_job_defines_no_cluster_and_every_task_its_environment(bu
 def test_the_serverless_environment_holds_the_package_and_a_spark_4_client(bundle):
     root, _ = bundle
     variables = _variables(root, "prod")
-    for path, key, job in _jobs(bundle):
-        if not _is_serverless(job):
-            continue
+    for path, key, job in _serverless_jobs(bundle):
         for env in job["environments"]:
             spec = env["spec"]
             # `client` is the deprecated name of `environment_version`.
@@ -326,9 +331,7 @@ def test_the_serverless_environment_holds_the_package_and_a_spark_4_client(bundl
 
 
 def test_the_serverless_report_installs_the_wheel_the_bundle_uploads(bundle):
-    for _, key, job in _jobs(bundle):
-        if not _is_serverless(job):
-            continue
+    for _, key, job in _serverless_jobs(bundle):
         (report,) = [task for task in job["tasks"] if "notebook_task" in task]
         install = report["notebook_task"]["base_parameters"]["install"]
         # The CLI uploads the wheels a job references to <artifact_path>/.internal, emptied before
@@ -343,9 +346,7 @@ def test_the_serverless_job_writes_catalog_tables_and_volume_paths(bundle):
     """Serverless has no DBFS root and no local disk: tables in the catalog, files in volumes."""
     root, _ = bundle
     variables = _variables(root, "prod")
-    for _, key, job in _jobs(bundle):
-        if not _is_serverless(job):
-            continue
+    for _, key, job in _serverless_jobs(bundle):
         defaults = {p["name"]: _resolve(str(p["default"]), variables) for p in job["parameters"]}
         assert defaults["warehouse"].startswith("/Volumes/"), key
         assert defaults["batches"].startswith("/Volumes/"), key
