@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (public so the docs and tests can read it)."""
     parser = _Parser(prog="eos-audit", description=__doc__.split("\n")[0])
     parser.add_argument("--version", action="version", version=f"eos-audit {__version__}")
-    _add_global_options(parser, None)
+    _add_global_options(parser, after_command=False)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_generate_parser(commands)
     add_score_parser(commands)
     for command in commands.choices.values():
-        _add_global_options(command, argparse.SUPPRESS)
+        _add_global_options(command, after_command=True)
     return parser
 
 
@@ -222,26 +222,24 @@ def _share(text: str) -> float:
     return value
 
 
-def _add_global_options(parser: argparse.ArgumentParser, default: object) -> None:
+def _add_global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
     """-v, -q, --log-format and --remote, before the command and after it.
 
-    Users put them on either side (`eos-audit audit ... -q`). A command's own copy has the default
+    Users put them on either side (`eos-audit audit ... -q`). After the command their default is
     SUPPRESS: one not given there keeps what was given before the command.
     """
-    unset = {} if default is None else {"default": default}
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="debug logging", **unset
-    )
+    suppress = {"default": argparse.SUPPRESS} if after_command else {}
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging", **suppress)
     parser.add_argument(
         "-q", "--quiet", action="store_true",
-        help="log warnings and errors only (no stage and progress lines)", **unset,
+        help="log warnings and errors only (no stage and progress lines)", **suppress,
     )  # fmt: skip
     parser.add_argument(
         "--log-format", choices=("text", "json"),
         help="json: one JSON object per log line on stderr, for schedulers",
-        **({"default": "text"} if default is None else unset),
+        **(suppress or {"default": "text"}),
     )  # fmt: skip
-    parser.add_argument("--remote", metavar="sc://HOST:PORT", help=REMOTE_HELP, **unset)
+    parser.add_argument("--remote", metavar="sc://HOST:PORT", help=REMOTE_HELP, **suppress)
 
 
 def absolute_local_path(path: str) -> str:
