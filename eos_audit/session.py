@@ -165,7 +165,7 @@ def _connect(url: str) -> SparkSession:
             "eos-audit[local] or pyspark[connect]"
         ) from exc
     except Exception as exc:  # noqa: BLE001 - gRPC's errors have no common base worth naming
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        first = _first_line(exc)
         raise SparkConnectError(
             f"--remote {shown}: the Spark Connect server failed ({first})"
         ) from exc
@@ -191,6 +191,8 @@ def _connect_retries() -> int:
             f"EOS_AUDIT_CONNECT_RETRIES={text!r}: a whole number of retries, 0 or more"
         )
     return int(text)
+
+
 # The URL (without its parameters) of each Connect session this process opened, by session id.
 _CONNECT_SERVERS: dict[str, str] = {}
 
@@ -215,14 +217,26 @@ def connect_server(spark: Any) -> str | None:
 
 def server_answers(url: str) -> bool:
     """Whether something accepts connections at a `sc://host:port` URL (within 2 s)."""
-    parsed = urllib.parse.urlparse(url)
     try:
-        socket.create_connection(
-            (parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT), timeout=2
-        ).close()
-    except OSError:
+        socket.create_connection(_address(url), timeout=2).close()
+    except (OSError, ValueError):
         return False
     return True
+
+
+def _address(url: str) -> tuple[str | None, int]:
+    """(host, port) of a `sc://host:port` URL without its parameters; the default port if none.
+
+    Raises:
+        ValueError: a malformed URL (an out-of-range port).
+    """
+    parsed = urllib.parse.urlparse(url)
+    return parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message (a JVM's or gRPC's carries a whole trace)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 # What the client raises once its retries of an unanswered call are spent (its class names).
@@ -265,8 +279,7 @@ def _check_reachable(url: str) -> None:
         return
     shown = _without_parameters(url)  # a token never reaches a message
     try:
-        parsed = urllib.parse.urlparse(shown)
-        host, port = parsed.hostname, parsed.port or _CONNECT_DEFAULT_PORT
+        host, port = _address(shown)
     except ValueError as exc:
         raise SparkConnectError(f"--remote {shown}: not a Spark Connect URL ({exc})") from exc
     if not host:
@@ -565,7 +578,7 @@ def _probe_server_code(spark: Any) -> str | None:
             if _NOT_INSTALLED.search(str(exc)):
                 log.debug("the server's Python workers cannot import eos_audit: %s", exc)
                 return None
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            first = _first_line(exc)
             if attempt == _PROBE_ATTEMPTS:
                 raise SparkConnectError(
                     "could not ask the Spark Connect server's Python workers which eos_audit "
@@ -626,7 +639,7 @@ def ensure_code_on_server(spark: Any) -> None:
             with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
                 spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
         except Exception as exc:  # noqa: BLE001 - a server may refuse artifacts by policy
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            first = _first_line(exc)
             raise SparkConnectError(
                 "the Spark Connect server's Python workers do not have this eos_audit and the "
                 f"server refused it as an artifact ({first}): install eos-audit "
