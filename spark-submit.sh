@@ -92,13 +92,18 @@ fi
 # spark-submit runs the Python driver with its stderr merged into its own stdout (Spark's
 # PythonRunner), which would put eos-audit's logs among the summary and the findings table. The
 # job (jobs/spark_submit_job.py) writes its stderr into this FIFO instead, copied to ours.
-# Opened read-write here, so neither side blocks on open, and the copy ends when both closed it.
+# This shell holds it open read-write (fd 3) until spark-submit has ended, so no open blocks and the
+# copy ends when both closed it. The copy's read end is opened here too, before the copy starts: a
+# `cat FIFO` started in the background could open it after fd 3 was closed (a spark-submit that
+# fails at once, a busy machine) and then wait for a writer forever.
 exit_code_file="$build_dir/exit-code"
 stderr_fifo="$build_dir/stderr"
 mkfifo "$stderr_fifo"
-cat "$stderr_fifo" >&2 &
-relay=$!
 exec 3<>"$stderr_fifo"
+exec 4<"$stderr_fifo"
+cat <&4 >&2 3>&- 4<&- &
+relay=$!
+exec 4<&-
 export PYSPARK_PYTHON="$python"
 export EOS_AUDIT_EXIT_CODE_FILE="$exit_code_file" EOS_AUDIT_STDERR="$stderr_fifo"
 # Not exec'd, so the outcome can be read afterwards; a scheduler's TERM (or `timeout`) sent to this
