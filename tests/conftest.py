@@ -55,8 +55,15 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
 # demo, wheel and cluster runs keep Spark's defaults, so the generated path is still exercised end
 # to end, and the benchmark measures it.
 TINY_QUERIES = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
+    # One shuffle partition per core of local[2] (still more than one, so the replay's partitions
+    # meet the planning of several), and no adaptive execution: a tiny query's stages re-planned
+    # after each shuffle cost the driver more than they save. Measured on 2 cores, tests/spark
+    # (-n 2), alternated: 368 and 302 CPU-s with 4 partitions and AQE, 319 and 238 with these.
+    # The CLI and demo subprocesses keep eos_audit's own settings (AQE on), the cluster's executors
+    # run more than one task at once, and the benchmark measures eos_audit's settings.
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.default.parallelism": "2",
     "spark.sql.session.timeZone": "UTC",
     # As eos_audit.session's local sessions: no Python call site recorded for every Column
     # function (about 1 s of the driver's time per audit's plan).
