@@ -23,6 +23,7 @@ from eos_audit.sources.files.input_files import (
     InputFile,
     file_id_spellings,
 )
+from eos_audit.sources.kafka.dump_log import LINE_INPUT, UNKNOWN_LINE
 from eos_audit.sources.kafka.partition_dirs import partition_of_folder
 from eos_audit.sources.kafka.segments import TRUNCATED_TAIL
 
@@ -30,6 +31,8 @@ from eos_audit.sources.kafka.segments import TRUNCATED_TAIL
 _FRAMING = "truncated batch|unknown magic|invalid batch length"
 # What a reader says of a file it could not open (sources.file_source, segments.unreadable).
 _CANNOT_READ = "cannot read"
+# The bytes of a dump text's line that is no part of the tool's output, as its reason gives them.
+_LINE_BYTES = rf"^{UNKNOWN_LINE} \(([0-9]+) bytes"
 # `<file>:<byte>` (segments), `<file>:row <n>` (Parquet), `<file>:line <n>` (text).
 # or the file alone (CSV).
 _LOCATION = r"^(.*?)(?::(?:row |line )?([0-9]+))?$"
@@ -55,30 +58,38 @@ class Accounting:
 
 
 def _quarantine_by_file(staged: DataFrame) -> dict[str, dict]:
-    """Per file named by quarantined batches: where its framing broke, tails, unreadability."""
+    """Per file named by quarantined batches or text lines: its framing, tails and unreadability.
+
+    And the lines no part of kafka-dump-log.sh's output, with their bytes.
+    """
     q = staged.where(
-        (F.col("kind") == "quarantine") & (F.col("quarantine.input") == "record_batch")
+        (F.col("kind") == "quarantine") & F.col("quarantine.input").isin("record_batch", LINE_INPUT)
     ).select(
         # Spark names a local file `file:/x`; the listing `/x`.
         F.regexp_replace("quarantine.source", "^file:/+", "/").alias("source"),
         "quarantine.reason",
+        (F.col("quarantine.input") == LINE_INPUT).alias("is_line"),
     )
     location = F.regexp_extract("source", _LOCATION, 1)
     position = F.regexp_extract("source", _LOCATION, 2).try_cast("long")
     reason = F.col("reason")
-    tail = reason.startswith(TRUNCATED_TAIL)
-    framing = reason.rlike(_FRAMING) & ~tail
-    cannot_read = reason.contains(_CANNOT_READ)
+    batch = ~F.col("is_line")
+    tail = batch & reason.startswith(TRUNCATED_TAIL)
+    framing = batch & reason.rlike(_FRAMING) & ~tail
+    cannot_read = batch & reason.contains(_CANNOT_READ)
+    line_bytes = F.regexp_extract(reason, _LINE_BYTES, 1).try_cast("long")
     per_file = (
         q.where(location != "")
         .groupBy(location.alias("path"))
         .agg(
-            F.count("*").alias("quarantined"),
+            F.count(F.when(batch, 1)).alias("quarantined"),
             F.count(F.when(tail, 1)).alias("tails"),
             F.min(F.when(framing, position)).alias("lost_from"),
             F.min(F.when(cannot_read, reason)).alias("unreadable"),
             F.min(F.when(tail, reason)).alias("tail_reason"),
-            F.min(F.when(~tail, reason)).alias("reason"),
+            F.min(F.when(batch & ~tail, reason)).alias("reason"),
+            F.count(F.when(F.col("is_line"), 1)).alias("lines"),
+            F.sum(F.when(F.col("is_line"), line_bytes)).alias("line_bytes"),
         )
     )
     return {row["path"]: row.asDict() for row in per_file.collect()}
@@ -122,16 +133,29 @@ def account(staged: DataFrame, files: list[InputFile], run_id: str) -> Accountin
                 status, reason = DAMAGED, problem["reason"]
                 if problem["lost_from"] is not None and size is not None:
                     lost = max(size - int(problem["lost_from"]), 0)
+            elif problem["lines"]:
+                status, reason = DAMAGED, _lines_reason(int(problem["lines"]))
             else:
                 reason = problem["tail_reason"]
+            # A line that is no part of the tool's output: its bytes, not a batch, count.
+            if problem["unreadable"] is None and problem["line_bytes"]:
+                lost = (lost or 0) + int(problem["line_bytes"])
         elif status != IGNORED and (numbers[2] or 0) > 0:
             status, reason = DAMAGED, "some of its batches are quarantined (see quarantine)"
-        if f.counted and status != IGNORED:
+        # A dump text's batches are not counted per file (its rows carry a line, not the file's
+        # id), but its bytes are: the lines no part of the tool's output count by them.
+        if (f.counted or f.format == "dump-log") and status != IGNORED:
             out.bytes_read += size or 0
             out.bytes_quarantined += lost or 0
         out.rows.append((run_id, f.path, f.format, size, *numbers, lost, status, reason))
     out.unreadable = tuple(unreadable)
     return out
+
+
+def _lines_reason(lines: int) -> str:
+    """input_files' reason for a dump text whose only damage is lines no part of the output."""
+    what = "line matches" if lines == 1 else "lines match"
+    return f"{lines} {what} no known kafka-dump-log.sh format (see quarantine, input {LINE_INPUT})"
 
 
 def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -> DataFrame:

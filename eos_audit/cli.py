@@ -330,6 +330,13 @@ def _print_summary(result, out=None) -> None:
         f"{result.batches_quarantined}{skipped}",
         file=out,
     )
+    if result.lines_quarantined:
+        lines = "line" if result.lines_quarantined == 1 else "lines"
+        print(
+            f"{result.lines_quarantined} text {lines} quarantined: no part of kafka-dump-log.sh's "
+            "output, counted by their bytes (see input_files), not as batches",
+            file=out,
+        )
     if result.seeded_from_run and not result.batches_skipped:
         print(f"seeded with run {result.seeded_from_run}'s producer_state", file=out)
     if result.error:

@@ -18,6 +18,7 @@ from eos_audit.replay.rows import ControlType
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.replay.state import OUTPUTS as KERNEL_OUTPUTS
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
+from eos_audit.sources.kafka.dump_log import LINE_INPUT, UNKNOWN_LINE
 from eos_audit.sql_text import cast, cast_text, ident, lookup, sql_type, string_literal
 
 # Every output an audit's records hold: the kernel's, then the batches quarantined as they were
@@ -196,7 +197,10 @@ def _quarantine(run_id: str) -> Column:
         .substr(1, 32)
         .alias("quarantine_id"),
         F.lit(run_id).alias("run_id"),
-        F.lit("record_batch").alias("input"),
+        # A dump text's line that is no part of the tool's output is a line, not a batch.
+        F.when(q["reason"].startswith(UNKNOWN_LINE), F.lit(LINE_INPUT))
+        .otherwise(F.lit("record_batch"))
+        .alias("input"),
         q["reason"].alias("reason"),
         F.col("source"),
         F.col("topic"),

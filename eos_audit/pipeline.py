@@ -45,6 +45,7 @@ from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.files import filesystems
 from eos_audit.sources.files.input_files import dedupe_paths, list_table_files, path_identity
 from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
+from eos_audit.sources.kafka.dump_log import LINE_INPUT as DUMP_LOG_LINE
 from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
 from eos_audit.sources.tabular.producer_state import Keep, seed_inputs
 from eos_audit.summaries import partition_summary, producer_sessions
@@ -84,6 +85,9 @@ class RunResult:
     batches_audited: int = 0
     batches_quarantined: int = 0
     batches_skipped: int = 0  # below the offsets the seeding run's state covers (--since-state)
+    # Lines of dump-log texts that are no part of the tool's output (quarantine input
+    # dump_log_line): not batches, so in no batch count; their bytes count (input_files).
+    lines_quarantined: int = 0
     seeded_from_run: str | None = None
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
@@ -326,7 +330,10 @@ def _summary(staged: DataFrame) -> dict:
         )
         .collect()
     )
-    summary: dict = {"quarantined": 0, "seeds_quarantined": 0, "audited": 0, "skipped": 0}
+    summary: dict = {
+        "quarantined": 0, "lines_quarantined": 0, "seeds_quarantined": 0, "audited": 0,
+        "skipped": 0,
+    }  # fmt: skip
     summary.update(dict.fromkeys(SEVERITY_ORDER, 0))
     by_type: dict[str, int] = {}
     for row in groups:
@@ -339,6 +346,8 @@ def _summary(staged: DataFrame) -> dict:
             # not a batch and must not upset the read = audited + quarantined reconciliation.
             if row["input"] == "record_batch":
                 summary["quarantined"] += row["n"]
+            elif row["input"] == DUMP_LOG_LINE:
+                summary["lines_quarantined"] += row["n"]
             # A seed row that could not be trusted: its producer was replayed without its state.
             elif row["input"] == SEED_INPUT:
                 summary["seeds_quarantined"] += row["n"]
@@ -537,6 +546,7 @@ def _audit_and_write(
     result.batches_audited = int(summary["audited"])
     result.batches_quarantined = int(summary["quarantined"])
     result.batches_skipped = int(summary["skipped"])
+    result.lines_quarantined = int(summary["lines_quarantined"])
     result.batches_read = (
         result.batches_audited + result.batches_quarantined + result.batches_skipped
     )

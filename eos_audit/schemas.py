@@ -218,8 +218,9 @@ QUARANTINE_COLUMNS: list[Column] = [
         "input",
         T.StringType(),
         False,
-        "what was rejected: record_batch, producer_snapshot, producer_state (a seed row), "
-        "checkpoint, leader_epoch_checkpoint, list_offsets or acks",
+        "what was rejected: record_batch, dump_log_line (a line of a kafka-dump-log.sh text "
+        "that is no part of the tool's output: not a batch), producer_snapshot, producer_state "
+        "(a seed row), checkpoint, leader_epoch_checkpoint, list_offsets or acks",
     ),
     Column("reason", T.StringType(), False, "why the row was rejected (all reasons, ';'-joined)"),
     Column("source", T.StringType(), True, "where the row came from"),

@@ -266,6 +266,32 @@ def test_cli_audits_dump_log_text(spark, tmp_path, capsys):
     assert rows and all(":line " in r["source"] for r in rows)
 
 
+def test_a_pasted_line_in_a_dump_is_accounted_as_a_line_not_a_batch(spark, tmp_path, capsys):
+    # Kafka's own transactional dump with one `...` pasted between two batches, as a text cut
+    # for a ticket: 4 batches and a line the parser does not know, of 4 bytes in 1,418.
+    lines = (FIXTURES / "klog_txn_3_0.txt").read_text().splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if line.startswith("baseOffset:")][1]
+    pasted = tmp_path / "pasted.txt"
+    pasted.write_text("".join([*lines[:second], "...\n", *lines[second:]]))
+    warehouse = tmp_path / "wh"
+    code = main(["audit", "--batches", str(pasted), "--batches-format", "dump-log", "--topic",
+                 "txn-demo", "--partition", "0", "--warehouse", str(warehouse),
+                 "--fail-on", "never"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out  # 4 when the line was taken for one of five batches
+    assert "batches read 4 = audited 4 + quarantined 0" in out
+    assert "1 text line quarantined: no part of kafka-dump-log.sh's output" in out
+    (run,) = _sql(warehouse / "audit_runs", "SELECT * FROM t")
+    assert (run["status"], run["batches_read"], run["batches_quarantined"]) == ("SUCCEEDED", 4, 0)
+    (row,) = _sql(warehouse / "quarantine", "SELECT input, reason, source FROM t")
+    assert row["input"] == "dump_log_line"
+    assert row["source"] == f"{pasted}:line {second + 1}"
+    assert row["reason"].startswith("line matches no known kafka-dump-log.sh format (4 bytes")
+    (listed,) = _sql(warehouse / "input_files", "SELECT status, reason, bytes_quarantined FROM t")
+    assert (listed["status"], listed["bytes_quarantined"]) == ("DAMAGED", 4)
+    assert listed["reason"].startswith("1 line matches no known kafka-dump-log.sh format")
+
+
 @pytest.mark.parametrize(
     ("fixture", "marker_offset"), [("klog_txn_3_0_default.txt", 4), ("v2_0_batches.txt", 3)]
 )

@@ -147,6 +147,12 @@ INVALID_BYTES = r"^Found (?P<n>\d+) invalid bytes at the end of (?P<file>.+?)\s*
 # markers, and the audit checks continuity itself from the batches; so the block is ignored.
 NON_CONSECUTIVE = r"^(?:Non-consecutive offsets in .*|\s+-?\d+ is followed by -?\d+)\s*$"
 BLANK = r"^\s*$"
+# The reason of a line that is no part of the tool's output (a shell prompt, a `...` where an
+# excerpt was cut). Such a line is accounted as a text line, not as a batch: its quarantine row's
+# input is `dump_log_line` (eos_audit.output_records) and its bytes count against the file
+# (eos_audit.accounting), so one pasted `...` is not one batch in nine.
+UNKNOWN_LINE = "line matches no known kafka-dump-log.sh format"
+LINE_INPUT = "dump_log_line"
 _PARTITION_FROM_PATH = r"(?:^|[/\\])(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)[/\\][^/\\]+$"
 
 
@@ -392,10 +398,10 @@ def parse_dump_log(
         rows.append((where, b))
 
     unknown = np.flatnonzero(~known)
-    errors(
-        unknown,
-        ["line matches no known kafka-dump-log.sh format (content not copied)"] * len(unknown),
-    )
+    if len(unknown):
+        # Its bytes in the file, newline included (the text is not copied: it may be data).
+        sizes = _np(pc.binary_length(pc.cast(_take(lines, unknown), pa.binary()))) + 1
+        errors(unknown, [f"{UNKNOWN_LINE} ({n} bytes, content not copied)" for n in sizes])
     orphans = rec_idx[orphan]
     errors(orphans, ["record line with no batch line before it (excerpt cut?)"] * len(orphans))
     inv = np.flatnonzero(is_invalid)
