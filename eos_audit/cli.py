@@ -364,7 +364,8 @@ def _run(args: argparse.Namespace) -> int:
 
     def get_spark() -> SparkSession:
         """The session of this command: --remote's, else the active one, else a local one."""
-        return _get_spark(remote=remote)
+        # JSON logs are JSON from the first line: the JVM's own output goes through them.
+        return _get_spark(remote=remote, jvm_output_as_logs=args.log_format == "json")
 
     if args.command in ("generate", "score"):
         with _remote_environment(remote):

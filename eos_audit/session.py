@@ -60,7 +60,10 @@ _LOCAL_DEFAULTS = {
 
 
 def get_spark(
-    app_name: str = "eos-audit", master: str | None = None, remote: str | None = None
+    app_name: str = "eos-audit",
+    master: str | None = None,
+    remote: str | None = None,
+    jvm_output_as_logs: bool = False,
 ) -> SparkSession:
     """Return the active SparkSession (Databricks, notebook, spark-submit, tests) or a new one.
 
@@ -69,6 +72,9 @@ def get_spark(
         master: Spark master for a new session; defaults to `local[*]`.
         remote: a Spark Connect URL (`sc://host:port`) for a Spark Connect session; default:
             `SPARK_REMOTE` of the environment, when set.
+        jvm_output_as_logs: a new local session's JVM writes its stderr (the JVM's own warnings,
+            Spark's log, its Python workers' output) through this process's logging, a record
+            per line (`_relay_jvm_stderr`), so that logs in JSON are JSON from the first line.
 
     Returns:
         The session. A new local session has its UI off, UTC time and Spark's own logs at WARN; a
@@ -98,10 +104,66 @@ def get_spark(
     builder = builder.config(
         "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"
     )
+    if jvm_output_as_logs:
+        _launch_jvm_relaying_stderr(builder)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     log.info("started local Spark %s (%s)", spark.version, spark.sparkContext.master)
     return spark
+
+
+# A line of the package's log4j2.properties pattern: `yy/MM/dd HH:mm:ss LEVEL Logger: message`.
+_LOG4J_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?P<level>[A-Z]+) (?P<logger>[^:\s]+): ")
+_JVM_LEVELS = {
+    "TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
+    "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+}  # fmt: skip
+
+
+def _launch_jvm_relaying_stderr(builder: SparkSession.Builder) -> None:
+    """Start the local session's JVM with its stderr read by a thread of this process.
+
+    pyspark starts the JVM with this process's stderr, where the JVM writes what no logging
+    configuration governs (`WARNING: Using incubator modules`), Spark's log lines (before and
+    after the session starts) and its Python workers' output. Here the JVM is started as pyspark
+    starts it (`launch_gateway`, with the builder's settings) but with a pipe for its stderr, and
+    the SparkContext the builder then creates uses it. Each line becomes a record of the logger
+    `spark.jvm.<Logger>` (`spark.jvm` when the line is not one of log4j's), at the line's level
+    (a line that is not log4j's: WARNING, or the level of the log4j line it continues). Nothing is
+    lost: the thread reads until the JVM closes its stderr.
+    """
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf
+    from pyspark.core.context import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # noqa: SLF001 - a JVM is up: nothing to start
+        return
+    conf = SparkConf(loadDefaults=False).setAll(builder._options.items())  # noqa: SLF001
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    stderr = gateway.proc.stderr
+    threading.Thread(target=_relay_jvm_stderr, args=(stderr,), daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)  # noqa: SLF001
+
+
+def _relay_jvm_stderr(stream: Any) -> None:
+    """Log each line the JVM writes to `stream` (`_launch_jvm_relaying_stderr`)."""
+    level, name = logging.WARNING, "spark.jvm"
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if not line.strip():
+            continue
+        match = _LOG4J_LINE.match(line)
+        if match:
+            level = _JVM_LEVELS.get(match["level"], logging.WARNING)
+            name = f"spark.jvm.{match['logger']}"
+            line = line[match.end():]
+        elif not line.startswith((" ", "\t", "at ", "Caused by", "...")):
+            level, name = logging.WARNING, "spark.jvm"
+        logging.getLogger(name).log(level, "%s", line)
+    stream.close()
 
 
 # Where Spark's default log4j profile (root at INFO) is, as its LoggerContext names it when Spark
