@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 
-from eos_audit.sources.kafka.dump_log import parse_dump_log, read_dump_log
+from eos_audit.sources.kafka.dump_log import UNKNOWN_LINE, parse_dump_log, read_dump_log
 from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, read_segments
 from tests.fixtures.segment_builder import (
     control_batch,
@@ -150,6 +150,21 @@ def test_excerpt_noise_becomes_error_rows_with_line_numbers():
     assert all("no known kafka-dump-log.sh format" in e for _, e in errors)
     assert "kafka-dump-log.sh --files" not in repr(got)  # the line's text is not copied
     assert [r["base_offset"] for r in got if not r[SOURCE_ERROR_COL]] == [1000, 1500]
+
+
+def test_a_cut_batch_line_stands_for_a_batch_and_other_noise_for_its_bytes():
+    text = (FIXTURES / "klog_txn_3_0.txt").read_bytes()
+    batch_line = next(line for line in text.splitlines() if line.startswith(b"baseOffset"))
+    got = parse_dump_log(
+        text + b"$ ls\n" + batch_line[:40] + b"\n", path="f", topic="t", partition=0
+    ).to_pylist()
+    errors = [(r["source"], r[SOURCE_ERROR_COL]) for r in got if r[SOURCE_ERROR_COL]]
+    lines = text.count(b"\n")
+    assert errors == [
+        (f"f:line {lines + 1}", f"{UNKNOWN_LINE} (5 bytes, content not copied)"),
+        (f"f:line {lines + 2}", "batch line matches no known kafka-dump-log.sh format (cut or "
+                                "damaged?)"),
+    ]  # fmt: skip
 
 
 def test_record_line_without_its_batch_line():

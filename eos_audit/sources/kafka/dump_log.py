@@ -153,6 +153,9 @@ BLANK = r"^\s*$"
 # (eos_audit.accounting), so one pasted `...` is not one batch in nine.
 UNKNOWN_LINE = "line matches no known kafka-dump-log.sh format"
 LINE_INPUT = "dump_log_line"
+# How a batch line starts, magic 2 or older: an unknown line that starts so is a batch line cut or
+# damaged (a copy cut mid-line), and stands for a batch: quarantined as one.
+DAMAGED_BATCH_LINE = r"^(?:baseOffset: -?\d|offset: -?\d+ position: )"
 _PARTITION_FROM_PATH = r"(?:^|[/\\])(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)[/\\][^/\\]+$"
 
 
@@ -397,7 +400,13 @@ def parse_dump_log(
             b = b.set_column(1, "partition", _opt_int(partition, len(where)))
         rows.append((where, b))
 
-    unknown = np.flatnonzero(~known)
+    damaged = ~known & _matches(lines, DAMAGED_BATCH_LINE)
+    errors(
+        np.flatnonzero(damaged),
+        ["batch line matches no known kafka-dump-log.sh format (cut or damaged?)"]
+        * int(damaged.sum()),
+    )
+    unknown = np.flatnonzero(~known & ~damaged)
     if len(unknown):
         # Its bytes in the file, newline included (the text is not copied: it may be data).
         sizes = _np(pc.binary_length(pc.cast(_take(lines, unknown), pa.binary()))) + 1
