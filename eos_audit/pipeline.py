@@ -371,6 +371,15 @@ _READ_FAILURE = re.compile(
     r"Could not read footer|UNABLE_TO_INFER_SCHEMA"
 )
 _FAILED_FILE = re.compile(r"(?:reading file|read footer for file:?|file) (\S+?)[.;,]?(?:\s|$)")
+# Hadoop's wording when Spark has no filesystem for a URI's scheme (no connector in the session).
+_NO_FILESYSTEM = re.compile(r'No FileSystem for scheme "?([A-Za-z][A-Za-z0-9+.-]*)"?')
+# ... or, for a scheme Hadoop maps to a connector's class, that the class is not there.
+_FILESYSTEM_CLASS_NOT_FOUND = re.compile(r"Class (org\.apache\.hadoop\.fs\.\S+) not found")
+_CONNECTOR_SCHEMES = {
+    "org.apache.hadoop.fs.s3a.S3AFileSystem": "s3a",
+    "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem": "abfs",
+    "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem": "abfss",
+}
 # Java's wording when the run's user may not read a file Spark opens (FileNotFoundException,
 # AccessDeniedException); the driver's listing catches most, a file made unreadable later not.
 _PERMISSION = re.compile(r"(\S+) \(Permission denied\)|AccessDeniedException: (\S+)")
@@ -379,6 +388,17 @@ _PERMISSION = re.compile(r"(\S+) \(Permission denied\)|AccessDeniedException: (\
 def as_input_error(exc: Exception) -> EosAuditError | None:
     """An unreadable input file as the user's problem (exit 2) naming the file, else None."""
     text = str(exc)
+    scheme = _NO_FILESYSTEM.search(text)
+    missing_class = _FILESYSTEM_CLASS_NOT_FOUND.search(text)
+    if scheme or missing_class:
+        named = scheme.group(1) if scheme else _CONNECTOR_SCHEMES.get(missing_class.group(1))
+        uris = f"{named}:// URIs" if named else f"these URIs ({missing_class.group(1)} not found)"
+        return InputSchemaError(
+            f"Spark cannot read {uris} in this session: it has no filesystem "
+            "connector for the scheme. Parquet, JSON, CSV and Delta inputs on an object store are "
+            "read by Spark and need the cluster's connector (hadoop-aws for s3a://: README, "
+            "Inputs on object stores); Kafka's own files are read without one"
+        )
     denied = _PERMISSION.search(text)
     if denied:
         where = re.sub(r"^file:/*", "/", denied.group(1) or denied.group(2))

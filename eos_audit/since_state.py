@@ -27,6 +27,7 @@ from eos_audit.errors import ConfigError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
 from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sinks.run_status import FINISHED
+from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.tabular.producer_state import Keep, check_seeds
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,8 @@ class SeedState:
 
 
 def _is_delta_dir(path: str) -> bool:
-    return (Path(path) / "_delta_log").is_dir()
+    """Whether a Delta table is at `path`, a local path or an object store's URI."""
+    return fsys.isdir(fsys.join(path, "_delta_log"))
 
 
 def _read_delta(spark: SparkSession, location: str, columns: list[str]) -> DataFrame:
@@ -98,7 +100,7 @@ def latest_state(
             tell which is the latest.
     """
     if "/" in producer_state or _is_delta_dir(producer_state):
-        audit_runs = str(Path(producer_state).parent / "audit_runs")
+        audit_runs = fsys.join(fsys.dirname(producer_state.rstrip("/")), "audit_runs")
         has_runs = _is_delta_dir(audit_runs)
     else:  # catalog_schema.producer_state
         audit_runs = producer_state.rsplit(".", 1)[0] + ".audit_runs"

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
+from eos_audit.sources.files import filesystems as fsys
 
 
 def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) -> DataFrame:
@@ -34,7 +35,7 @@ def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) 
         return spark.read.format("delta").load(path)
     from deltalake import DeltaTable
 
-    table = DeltaTable(path)
+    table = DeltaTable(path, storage_options=fsys.delta_storage_options(path))
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
     unsupported = features & {"deletionVectors", "columnMapping", "v2Checkpoint"}
@@ -44,7 +45,7 @@ def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) 
             "only read through Spark with Delta Lake; run with delta-spark (spark-submit.sh) or on "
             "Databricks"
         )
-    files = table.file_uris()
+    files = files_as_given(path, table.table_uri, table.file_uris())
     if not files:
         return spark.createDataFrame([], empty_schema)
     if table.metadata().partition_columns:
@@ -53,6 +54,18 @@ def delta_dataframe(spark: SparkSession, path: str, empty_schema: T.StructType) 
             "it unpartitioned"
         )
     return spark.read.parquet(*files)
+
+
+def files_as_given(path: str, table_uri: str, files: list[str]) -> list[str]:
+    """A Delta table's data files named under `path` as the user gave it.
+
+    delta-rs names them under its own spelling of the table's URI (`s3://` for `s3a://`, an
+    absolute path for a relative one); Spark reads them through the filesystem connector of their
+    scheme, and the cluster's is the one of the URI the user gave (hadoop-aws serves `s3a://`).
+    """
+    root = table_uri.rstrip("/")
+    given = path.rstrip("/")
+    return [given + f[len(root) :] if f.startswith(root + "/") else f for f in files]
 
 
 def read_delta(spark: SparkSession, location: str) -> DataFrame:

@@ -4,20 +4,29 @@ dump-log file, and the audit of `s3://...` equals the audit of the same files on
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 from moto.server import ThreadedMotoServer
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.readwriter import DataFrameReader
+from pyspark.sql.types import StructType
 
+from eos_audit import cli
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError
 from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
+from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sources.files.input_files import InputUnreadableError, dedupe_paths
+from tests.builders import NULLABLE_BATCH
 from tests.fixtures.segment_builder import (
     SnapshotEntry,
     checkpoint_text,
@@ -27,6 +36,7 @@ from tests.fixtures.segment_builder import (
     snapshot_bytes,
     write_partition_dir,
 )
+from tests.integration.test_incremental import DAY_1, DAY_2
 
 pytestmark = pytest.mark.slow
 
@@ -359,3 +369,50 @@ def test_objects_listed_but_not_readable_are_input_unreadable_and_no_verdict_res
     assert [(f["finding_type"], f["partition"]) for f in found] == [("SEQUENCE_GAP", 0)]
     assert {(f["severity"], f["cause"]) for f in found} == {("INFO", "UNREADABLE_INPUT")}
     assert (run["findings_critical"], run["findings_info"]) == (0, 1)
+
+
+@pytest.mark.cost(6)  # a night's audit, and two runs that stop at Spark's read
+def test_delta_tables_on_s3_are_found_by_delta_rs_and_read_by_spark_through_a_connector(
+    spark, s3, tmp_path, capsys, monkeypatch
+):
+    # A Delta table of batches and a producer_state table on the object store. delta-rs reads
+    # their logs there (the endpoint from the environment, plain HTTP allowed); Spark reads their
+    # Parquet files through the cluster's connector, which the suite's session does not have:
+    # one line naming it, the scheme as given (s3a://, not delta-rs's s3://), exit 2.
+    day_1 = tmp_path / "day-1"
+    day_1.mkdir()
+    schema = to_arrow_schema(NULLABLE_BATCH)
+    pq.write_table(pa.Table.from_pylist(DAY_1, schema=schema), day_1 / "part-0.parquet")
+    night_1 = tmp_path / "night-1"
+    run_audit(spark, AuditInputs(batches=(str(day_1),)), AuditConfig(), str(night_1), "night-1")
+    local = tmp_path / "night-2-inputs"
+    write_deltalake(str(local / "day-2"), pa.Table.from_pylist(DAY_2, schema=schema))
+    shutil.copytree(night_1 / "producer_state", local / "producer_state")
+    shutil.copytree(night_1 / "audit_runs", local / "audit_runs")
+    pafs.copy_files(str(local), f"{BUCKET}/night-2", destination_filesystem=s3)
+    capsys.readouterr()
+
+    batches = ["--batches", f"s3a://{BUCKET}/night-2/day-2", "--batches-format", "delta"]
+    state = ["--batches", str(day_1), "--producer-state", f"s3://{BUCKET}/night-2/producer_state"]
+    for args, scheme in ((batches, "s3a"), (state, "s3")):
+        code = cli.main(["audit", *args, "--warehouse", str(tmp_path / f"wh-{scheme}")])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if not line.startswith("20")]  # log lines
+        assert code == 2, err
+        assert lines == [
+            f"eos-audit: error: Spark cannot read {scheme}:// URIs in this session: it has no "
+            "filesystem connector for the scheme. Parquet, JSON, CSV and Delta inputs on an "
+            "object store are read by Spark and need the cluster's connector (hadoop-aws for "
+            "s3a://: README, Inputs on object stores); Kafka's own files are read without one"
+        ], err
+    # What Spark is asked to read: the table's data files, under the URI as given.
+    asked: list[str] = []
+
+    def parquet(reader, *files):
+        asked.extend(files)
+        return spark.range(0)
+
+    monkeypatch.setattr(DataFrameReader, "parquet", parquet)
+    delta_dataframe(spark, f"s3a://{BUCKET}/night-2/day-2", StructType([]))
+    (day_2,) = [Path(f).name for f in DeltaTable(str(local / "day-2")).file_uris()]
+    assert asked == [f"s3a://{BUCKET}/night-2/day-2/{day_2}"]

@@ -85,6 +85,27 @@ def settings() -> dict[str, str]:
     return out
 
 
+def delta_storage_options(path: str) -> dict[str, str] | None:
+    """delta-rs's storage options for a Delta table at `path`: the store this process reads.
+
+    None for a local path. For S3, the endpoint and region the environment gives (as `settings`),
+    and plain HTTP allowed when the endpoint is an `http://` one (an S3-compatible store on a
+    private network): delta-rs refuses it otherwise ("URL scheme is not allowed"). Credentials
+    are delta-rs's own from the environment, as for every other reader.
+    """
+    if not is_remote(path):
+        return None
+    config = settings()
+    options: dict[str, str] = {}
+    if config.get("s3_endpoint"):
+        options["AWS_ENDPOINT_URL"] = config["s3_endpoint"]
+        if config["s3_endpoint"].lower().startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if config.get("s3_region"):
+        options["AWS_REGION"] = config["s3_region"]
+    return options
+
+
 @lru_cache(maxsize=32)
 def _filesystem(
     root: str, s3_endpoint: str, s3_region: str, s3_max_attempts: str

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +29,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
+from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.tabular import contract_reader as cr
 from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
@@ -389,7 +389,7 @@ def read_producer_state(
 
     read = SeedRead()
     for path in paths:
-        if (Path(path) / "_delta_log").is_dir():
+        if fsys.isdir(fsys.join(path, "_delta_log")):  # a local path or an object store's
             from eos_audit.sinks.warehouse import check_table
 
             check_table(path, "--producer-state")
