@@ -6,12 +6,10 @@ since a Spark start per test costs more than the rest of the test. The demo as a
 (tests/integration/test_wheel.py).
 """
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,10 +21,8 @@ from eos_audit.demo import write_demo_export
 pytestmark = pytest.mark.slow
 
 
-def run_cli(
-    *args, code: str | None = None, timeout: int = 300, **env_vars: str
-) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, **env_vars)
+def run_cli(*args, code: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "eos_audit.cli"]
     return subprocess.run(
         [*command, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
@@ -164,23 +160,6 @@ def test_bad_config_exits_2(export, tmp_path):
     result = run_cli("audit", "--batches", str(export), "--warehouse", "w", "--conf", str(conf))
     assert result.returncode == 2
     assert "unknown key(s) ['kafka_verison'] in [cluster]" in result.stderr
-
-
-@pytest.mark.cost(15)  # a JVM of its own
-def test_json_logs_are_json_from_the_first_line_the_jvms_own_output_included(tmp_path):
-    # JAVA_TOOL_OPTIONS makes the JVM itself print a line on its stderr before anything else.
-    dump = Path(__file__).parents[1] / "fixtures" / "dump_log" / "klog_txn_3_0.txt"
-    options = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} -Deos.audit.test=1".strip()
-    result = run_cli("--log-format", "json", "audit", "--batches", str(dump), "--topic", "t",
-                     "--partition", "0", "--warehouse", str(tmp_path / "w"), "--fail-on", "never",
-                     JAVA_TOOL_OPTIONS=options)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    lines = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]
-    assert all(set(line) == {"time", "level", "logger", "message"} for line in lines), lines
-    jvm = [line for line in lines if line["logger"].startswith("spark.jvm")]
-    assert jvm[0]["message"].startswith("Picked up JAVA_TOOL_OPTIONS:"), jvm
-    assert jvm[0]["level"] == "WARNING"
-    assert any(line["logger"] == "eos_audit.session" for line in lines)
 
 
 def test_internal_error_exits_3_and_says_it_is_a_bug(export):

@@ -18,6 +18,7 @@ installed and cannot fetch or replace anything (nothing under a link is ever uni
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -202,10 +203,18 @@ def test_the_installed_wheel_says_what_it_needs_then_runs_the_demo(tmp_path):
     _link_dependencies(venv, local - core)
     _pip(venv, f"{wheel}[local]", cwd=work, env=env)
     warehouse = work / "wh"
-    demo = _run([str(venv / "bin" / "eos-audit"), "demo", "--warehouse", "wh",
-                 "--export", "x"], work, env)  # fmt: skip
+    # With JSON logs, as a scheduler runs it: JAVA_TOOL_OPTIONS makes the JVM itself print a line
+    # on its stderr before anything else, which must come through as JSON too.
+    demo_env = {**env, "JAVA_TOOL_OPTIONS": f"{env.get('JAVA_TOOL_OPTIONS', '')} -Deos.audit=1"}
+    demo = _run([str(venv / "bin" / "eos-audit"), "--log-format", "json", "demo", "--warehouse",
+                 "wh", "--export", "x"], work, demo_env)  # fmt: skip
     # The exit code a real run over the demo's export gives: 1, its planted faults are CRITICAL.
     assert demo.returncode == 1, demo.stderr[-3000:]
+    logs = [json.loads(line) for line in demo.stderr.splitlines() if line.strip()]
+    assert all(set(line) == {"time", "level", "logger", "message"} for line in logs), logs[:5]
+    jvm = [line for line in logs if line["logger"].startswith("spark.jvm")]
+    assert jvm and jvm[0]["message"].startswith("Picked up JAVA_TOOL_OPTIONS:"), jvm[:5]
+    assert any(line["logger"] == "eos_audit.session" for line in logs)
     assert "exit code 1: findings at or above --fail-on" in demo.stdout
     assert "eos-audit run demo: SUCCEEDED" in demo.stdout  # its malformed row is planted
     assert "as --max-quarantined-share 0.05" in demo.stdout  # and the demo says it allows it
