@@ -42,6 +42,10 @@ PYTHON_WORKER_SOCKETS = (
 # Local sessions only: on Databricks and under spark-submit the runtime owns these settings.
 _LOCAL_DEFAULTS = {
     **PYTHON_WORKER_SOCKETS,
+    # PySpark's daemon without the BrokenPipeError trace of a worker whose reader went away
+    # (eos_audit/python_daemon.py): the workers of a local session run this interpreter, which
+    # has eos_audit.
+    "spark.python.daemon.module": "eos_audit.python_daemon",
     "spark.ui.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",

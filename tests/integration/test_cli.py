@@ -162,6 +162,32 @@ def test_bad_config_exits_2(export, tmp_path):
     assert "unknown key(s) ['kafka_verison'] in [cluster]" in result.stderr
 
 
+# Queries that stop reading a Python worker's output before its end: on PySpark's own daemon,
+# 15 BrokenPipeError traces for these nine queries (measured).
+_FIRST_AND_LIMIT = textwrap.dedent("""
+    import sys
+    from pyspark.sql import functions as F
+    from eos_audit.session import get_spark
+    spark = get_spark()
+    df = spark.range(0, 1000000, numPartitions=4)
+    def same(batches):
+        yield from batches
+    for _ in range(3):
+        assert df.mapInArrow(same, df.schema).first()[0] == 0
+        assert len(df.mapInArrow(same, df.schema).limit(3).collect()) == 3
+        assert df.select(F.udf(lambda x: x + 1, "long")("id")).first()[0] == 1
+    print(spark.conf.get("spark.python.daemon.module"))
+""")
+
+
+@pytest.mark.cost(15)  # a local session of its own, as the CLI starts it
+def test_a_local_session_prints_no_trace_when_a_query_stops_reading_its_workers():
+    done = run_cli(code=_FIRST_AND_LIMIT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "eos_audit.python_daemon"
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr[-3000:]
+
+
 def test_internal_error_exits_3_and_says_it_is_a_bug(export):
     code = textwrap.dedent("""
         import sys
