@@ -8,6 +8,7 @@ the driver, over a few rows per file: no batch data is read again.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -32,7 +33,7 @@ _FRAMING = "truncated batch|unknown magic|invalid batch length"
 # What a reader says of a file it could not open (sources.file_source, segments.unreadable).
 _CANNOT_READ = "cannot read"
 # The bytes of a dump text's line that is no part of the tool's output, as its reason gives them.
-_LINE_BYTES = rf"^{UNKNOWN_LINE} \(([0-9]+) bytes"
+_LINE_BYTES = rf"^{re.escape(UNKNOWN_LINE)} \(([0-9]+) bytes"
 # `<file>:<byte>` (segments), `<file>:row <n>` (Parquet), `<file>:line <n>` (text).
 # or the file alone (CSV).
 _LOCATION = r"^(.*?)(?::(?:row |line )?([0-9]+))?$"

@@ -163,7 +163,7 @@ def test_bad_config_exits_2(export, tmp_path):
 
 
 # Queries that stop reading a Python worker's output before its end: on PySpark's own daemon,
-# 15 BrokenPipeError traces for these nine queries (measured).
+# 9 BrokenPipeError traces for these nine queries (measured; 15 for fifteen).
 _FIRST_AND_LIMIT = textwrap.dedent("""
     import sys
     from pyspark.sql import functions as F
