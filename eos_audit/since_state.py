@@ -43,11 +43,6 @@ class SeedState:
     problems: DataFrame | None = None  # input, source, reason: rows that did not (quarantined)
 
 
-def _is_delta_dir(path: str) -> bool:
-    """Whether a Delta table is at `path`, a local path or an object store's URI."""
-    return fsys.isdir(fsys.join(path, "_delta_log"))
-
-
 def _read_delta(spark: SparkSession, location: str, columns: list[str]) -> DataFrame:
     """Columns of an eos-audit table, a path or a catalog name (the readers' one Delta reader)."""
     if "/" not in location and "." in location:
@@ -99,9 +94,9 @@ def latest_state(
         ConfigError: the table has rows of several runs but no `audit_runs` table beside it to
             tell which is the latest.
     """
-    if "/" in producer_state or _is_delta_dir(producer_state):
+    if "/" in producer_state or fsys.is_delta_table(producer_state):
         audit_runs = fsys.join(fsys.dirname(producer_state.rstrip("/")), "audit_runs")
-        has_runs = _is_delta_dir(audit_runs)
+        has_runs = fsys.is_delta_table(audit_runs)
     else:  # catalog_schema.producer_state
         audit_runs = producer_state.rsplit(".", 1)[0] + ".audit_runs"
         has_runs = spark.catalog.tableExists(audit_runs)
@@ -164,7 +159,7 @@ def warehouse_state(
         exists = spark.catalog.tableExists(location)
     else:
         location = str(Path(warehouse) / "producer_state")
-        exists = _is_delta_dir(location)
+        exists = fsys.is_delta_table(location)
     state = latest_state(spark, location, exclude_run_id=run_id, keep=keep) if exists else None
     if state is None:
         log.info(

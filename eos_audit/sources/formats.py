@@ -173,7 +173,7 @@ def detect_format(path: str) -> str:
             f"cannot tell the format of {path} from its name; pass --batches-format "
             f"(one of {list(FORMAT_NAMES)})"
         )
-    if fsys.isdir(fsys.join(path, "_delta_log")):
+    if fsys.is_delta_table(path):
         return "delta"
     unreadable: list[str] = []
     files = [Path(name) for _, _, names in walk_files(path, unreadable) for name in names]

@@ -316,6 +316,11 @@ def walk(
     yield from visit(root)
 
 
+def is_delta_table(path: str) -> bool:
+    """Whether a Delta table is at `path` (its `_delta_log` folder), a local path or a URI."""
+    return isdir(join(path, "_delta_log"))
+
+
 def join(path: str, *names: str) -> str:
     """`os.path.join` for a path or URI."""
     return posixpath.join(path, *names) if is_remote(path) else os.path.join(path, *names)

@@ -389,7 +389,7 @@ def read_producer_state(
 
     read = SeedRead()
     for path in paths:
-        if fsys.isdir(fsys.join(path, "_delta_log")):  # a local path or an object store's
+        if fsys.is_delta_table(path):
             from eos_audit.sinks.warehouse import check_table
 
             check_table(path, "--producer-state")
