@@ -59,8 +59,8 @@ TINY_QUERIES = {
     # meet the planning of several), and no adaptive execution: a tiny query's stages re-planned
     # after each shuffle cost the driver more than they save. Measured on 2 cores, tests/spark
     # (-n 2), alternated: 368 and 302 CPU-s with 4 partitions and AQE, 319 and 238 with these.
-    # The CLI and demo subprocesses keep eos_audit's own settings (AQE on), the cluster's executors
-    # run more than one task at once, and the benchmark measures eos_audit's settings.
+    # The CLI's and the demo's subprocesses keep eos_audit's own settings (AQE on), as the
+    # benchmark measures them.
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.adaptive.enabled": "false",
     "spark.default.parallelism": "2",
