@@ -685,37 +685,48 @@ def ensure_code_on_server(spark: Any) -> None:
 
     On a classic session the executors get the code from the cluster's installation or
     spark-submit's `--py-files`. A Spark Connect server (Databricks serverless, a shared cluster,
-    a server started with `--remote`) may not have eos_audit installed, or another version of it:
-    then the client ships its own sources to the session with `addArtifacts(pyfile=True)`, which
-    the server puts on its Python workers' path ahead of their installed packages.
+    a server started with `--remote`) may not have eos_audit installed, or another version of it.
+    So the client first ships its own sources to the session (`addArtifacts(pyfile=True)`, which
+    the server puts on its Python workers' path ahead of their installed packages) and only then
+    asks the workers which eos_audit they import. Asking first would make a worker import the
+    installed one: Spark reuses its Python workers, and a worker keeps the modules it imported,
+    so the shipped code would not be the code that runs.
 
     Raises:
-        SparkConnectError: the server's workers cannot run eos_audit even with the code shipped.
+        SparkConnectError: the server's workers do not run this eos_audit: the server refused the
+            shipped sources and has another (or none) installed, or its workers had imported
+            another one before this session (reused workers keep it), or they cannot import it.
     """
     if not is_connect(spark) or str(spark.session_id) in _CODE_ON_SERVER:
         return
     digest = package_digest()
+    refused = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
+            spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
+        log.info("shipped this client's eos_audit to the Spark Connect session")
+    except Exception as exc:  # noqa: BLE001 - a server may refuse artifacts by policy
+        refused = exc
     found = _probe_server_code(spark)
     if found != digest:
-        log.info(
-            "the Spark Connect server's Python workers %s: shipping this client's eos_audit",
-            "have another eos_audit" if found else "do not have eos_audit",
-        )
-        try:
-            with tempfile.TemporaryDirectory(prefix="eos-audit-artifacts-") as directory:
-                spark.addArtifacts(str(_package_zip(Path(directory), digest)), pyfile=True)
-        except Exception as exc:  # noqa: BLE001 - a server may refuse artifacts by policy
-            first = _first_line(exc)
+        if refused is not None:
             raise SparkConnectError(
                 "the Spark Connect server's Python workers do not have this eos_audit and the "
-                f"server refused it as an artifact ({first}): install eos-audit "
+                f"server refused it as an artifact ({_first_line(refused)}): install eos-audit "
                 f"{__version__} on the server, in the Python its workers run"
-            ) from exc
-        found = _probe_server_code(spark)
-        if found != digest:
+            ) from refused
+        if found is not None:
             raise SparkConnectError(
-                "the Spark Connect server's Python workers cannot run eos_audit even with its "
-                "code shipped (addArtifacts): install eos-audit and its dependencies (pyarrow, "
-                "numpy, numba, crc32c) on the server, in the Python its workers run"
+                "the Spark Connect server's Python workers run another eos_audit than the one "
+                "shipped: a worker that imported it before keeps it (Spark reuses its Python "
+                f"workers). Install eos-audit {__version__} on the server, or restart its workers "
+                "(or set spark.python.worker.reuse=false on the server)"
             )
+        raise SparkConnectError(
+            "the Spark Connect server's Python workers cannot run eos_audit even with its "
+            "code shipped (addArtifacts): install eos-audit and its dependencies (pyarrow, "
+            "numpy, numba, crc32c) on the server, in the Python its workers run"
+        )
+    if refused is not None:
+        log.info("the server refused this client's eos_audit as an artifact; its workers have it")
     _CODE_ON_SERVER.add(str(spark.session_id))

@@ -276,7 +276,7 @@ def spark(tmp_path_factory):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from tests.fixtures.connect_server import CONNECT_SERVER, python_without_eos_audit
+    from tests.fixtures.connect_server import CONNECT_SERVER, python_with_an_older_eos_audit
 
     # The JVM reads its environment once, as it starts: SPARK_SUBMIT_OPTS (subprocesses read it
     # later) and PYSPARK_PYTHON, which the Spark Connect server's Python workers run.
@@ -284,7 +284,9 @@ def spark(tmp_path_factory):
     subprocess_options = os.environ["SPARK_SUBMIT_OPTS"]
     if subprocess_options == JVM_OPTIONS:  # the suite's own, not the caller's
         os.environ["SPARK_SUBMIT_OPTS"] = long_lived_jvm_options(SESSION_DRIVER_MB)
-    os.environ["PYSPARK_PYTHON"] = str(python_without_eos_audit(tmp_path_factory.mktemp("connect")))
+    os.environ["PYSPARK_PYTHON"] = str(
+        python_with_an_older_eos_audit(tmp_path_factory.mktemp("connect"))
+    )
     try:
         session = (
             SparkSession.builder.master("local[2]")

@@ -1,7 +1,7 @@
 """The audit, the demo and the report over Spark Connect write what a classic session writes.
 
 The Spark Connect server is the plugin pyspark's own jars bring, in the JVM of the pytest worker's
-session (tests/fixtures/connect_server.py). Its Python workers do not have eos_audit, and each
+session (tests/fixtures/connect_server.py). Its Python workers have an older eos_audit, and each
 Connect session's artifacts are its own: each run must ship the client's code (`addArtifacts`).
 The CLI runs as the user runs it, `eos-audit --remote sc://...` (or `SPARK_REMOTE`) in a
 subprocess with no JVM of its own, from a folder of its own and with relative paths, which must
@@ -50,7 +50,7 @@ TABLES = {
 RUN_COLUMNS = ("run_id", "status", "batches_read", "batches_audited", "batches_quarantined",
                "batches_skipped", "seeded_from_run")  # fmt: skip
 RUN_TIMEOUT_S = 300
-SHIPPED = "do not have eos_audit: shipping this client's eos_audit"
+SHIPPED = "shipped this client's eos_audit to the Spark Connect session"
 
 
 @contextmanager
