@@ -21,8 +21,11 @@ own from its environment (instance profile, workload identity, `AWS_ACCESS_KEY_I
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import re
+import shutil
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from urllib.parse import urlsplit
@@ -57,6 +60,27 @@ def is_remote(path: str) -> bool:
     """Whether a path is a URI read through pyarrow.fs (an object store or HDFS)."""
     scheme, sep, _ = path.partition("://")
     return bool(sep) and scheme.lower() in _SCHEMES
+
+
+def is_uri(path: str) -> bool:
+    """Whether a path is a URI of any scheme (s3a://, abfss://, dbfs:...), not a local path.
+
+    Wider than `is_remote`: a URI only Spark's connectors know (dbfs:) is one too. A URI is
+    never resolved or joined as a local path (`pathlib` turns `s3://b/k` into `s3:/b/k`).
+    """
+    return "://" in path or path.startswith("dbfs:")
+
+
+def canonical(uri: str) -> str:
+    """A URI spelled one way for comparisons: Hadoop's `s3a://`/`s3n://` as `s3://`, no end slash.
+
+    `s3://b/wh` and `s3a://b/wh/` name the same objects (the scheme only picks the client).
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return uri.rstrip("/") or uri
+    name = _SCHEMES.get(scheme.lower(), scheme.lower())
+    return f"{name}://{rest.rstrip('/')}"
 
 
 def settings() -> dict[str, str]:
@@ -322,8 +346,8 @@ def is_delta_table(path: str) -> bool:
 
 
 def join(path: str, *names: str) -> str:
-    """`os.path.join` for a path or URI."""
-    return posixpath.join(path, *names) if is_remote(path) else os.path.join(path, *names)
+    """`os.path.join` for a path or URI (a URI joined as text: `s3://b/wh` + `t` is `s3://b/wh/t`)."""
+    return posixpath.join(path, *names) if is_uri(path) else os.path.join(path, *names)
 
 
 def dirname(path: str) -> str:
@@ -358,6 +382,90 @@ def readable(path: str) -> bool:
         return info.type != pafs.FileType.NotFound
     except OSError:
         return False
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole content of a small file or object (a Delta commit, a checkpoint pointer).
+
+    Raises:
+        OSError: it cannot be read.
+    """
+    if not is_remote(path):
+        with open(path, "rb") as fh:
+            return fh.read()
+    return bytes(read_remote(path))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write a whole file or object; an object store's PUT makes it visible whole or not at all.
+
+    Raises:
+        OSError: it cannot be written (the message names the store's error).
+    """
+    if not is_remote(path):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    fs, inner = resolve(path)
+    with fs.open_output_stream(inner) as out:
+        out.write(data)
+
+
+def remove(path: str) -> None:
+    """Remove one file or object; one that is not there is no error.
+
+    Raises:
+        OSError: it exists and cannot be removed.
+    """
+    if not is_remote(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    fs, inner = resolve(path)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_file(inner)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a folder and everything under it, as far as possible (no error raised).
+
+    For scratch space, whose removal must not fail the run it served (`shutil.rmtree`'s
+    `ignore_errors`).
+    """
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fs, inner = resolve(path)
+        fs.delete_dir(inner)
+
+
+# Hadoop's wording when Spark has no filesystem for a URI's scheme (no connector in the session),
+# or, for a scheme Hadoop maps to a connector's class, that the class is not there.
+_NO_FILESYSTEM = re.compile(r'No FileSystem for scheme "?([A-Za-z][A-Za-z0-9+.-]*)"?')
+_FILESYSTEM_CLASS_NOT_FOUND = re.compile(r"Class (org\.apache\.hadoop\.fs\.\S+) not found")
+_CONNECTOR_SCHEMES = {
+    "org.apache.hadoop.fs.s3a.S3AFileSystem": "s3a",
+    "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem": "abfs",
+    "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem": "abfss",
+}
+
+
+def missing_connector(text: str) -> str | None:
+    """What Spark lacks, from its error's text, when it has no connector for a URI's scheme.
+
+    Returns:
+        `s3a:// URIs` (the scheme's URIs), `these URIs (<class> not found)` for a connector
+        class Hadoop names without a known scheme, or None: the error is another one.
+    """
+    scheme = _NO_FILESYSTEM.search(text)
+    if scheme:
+        return f"{scheme.group(1)}:// URIs"
+    missing_class = _FILESYSTEM_CLASS_NOT_FOUND.search(text)
+    if missing_class:
+        named = _CONNECTOR_SCHEMES.get(missing_class.group(1))
+        return f"{named}:// URIs" if named else f"these URIs ({missing_class.group(1)} not found)"
+    return None
 
 
 def read_remote(path: str, config: dict[str, str] | None = None) -> memoryview:
