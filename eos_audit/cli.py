@@ -30,6 +30,7 @@ from eos_audit.generate.command import add_generate_parser, run_generate
 from eos_audit.score import add_score_parser, run_score
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
 from eos_audit.sinks.warehouse import check_warehouse
+from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def absolute_local_path(path: str) -> str:
     A Spark Connect server resolves a relative path against its own working directory, which
     is not the client's: `--batches export/` would read another folder, or none.
     """
-    if "://" in path or path.startswith("dbfs:") or Path(path).is_absolute():
+    if fsys.is_uri(path) or Path(path).is_absolute():
         return path
     return str(Path(path).absolute())
 
@@ -414,7 +415,10 @@ def _run(args: argparse.Namespace) -> int:
             f"exit {EXIT_UNUSABLE_INPUT})"
         )
         inputs = demo_inputs(path, evidence)
-        warehouse = str(Path(args.warehouse).resolve())
+        # A URI as given: pathlib would make `s3://b/wh` the local `s3:/b/wh`.
+        warehouse = (
+            args.warehouse if fsys.is_uri(args.warehouse) else str(Path(args.warehouse).resolve())
+        )
         result = run_audit(get_spark(), inputs, config, warehouse, run_id="demo")
         _print_summary(result)
         _write_report(get_spark(), warehouse, result.run_id, config)
@@ -427,7 +431,7 @@ def _run(args: argparse.Namespace) -> int:
     # Fail before starting Spark (seconds) when a local input is plainly missing.
     paths = [*args.batches, *args.producer_state, *args.list_offsets, *args.acks]
     for path in paths:
-        if "://" not in path and not Path(path).exists():
+        if not fsys.is_uri(path) and not Path(path).exists():
             raise InputNotFoundError(
                 f"input {path} does not exist; check --batches, --producer-state, "
                 "--list-offsets and --acks"

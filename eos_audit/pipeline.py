@@ -35,6 +35,7 @@ from eos_audit.session import (
     lost_server_error,
     replay_arrow_settings,
     session_has_delta,
+    shares_driver_disk,
 )
 from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
@@ -236,7 +237,7 @@ def checked_once(spark: SparkSession, evidence: DataFrame, path: str) -> DataFra
     return spark.read.schema(evidence.schema).parquet(path)
 
 
-def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) -> None:
+def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: str) -> None:
     """Classify client-seen sequence errors and quarantine unusable acknowledgements.
 
     The acknowledgements checked against the log (ACKED_WRITE_LOST, ACKED_OFFSET_MISMATCH) went
@@ -254,7 +255,7 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: Path) 
     records = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )
-    records.write.mode("append").partitionBy("kind").parquet(str(stage))
+    records.write.mode("append").partitionBy("kind").parquet(stage)
 
 
 def _stage_list_offsets(
@@ -262,7 +263,7 @@ def _stage_list_offsets(
     inputs: AuditInputs,
     config: AuditConfig,
     run_id: str,
-    stage: Path,
+    stage: str,
     checked: str,
 ) -> DataFrame:
     """Audit ListOffsets observations and add their records to the run's stage.
@@ -287,7 +288,7 @@ def _stage_list_offsets(
         checked,
     )
     log_ends = output_records.partition_summary_of(
-        spark.read.schema(output_records.OUTPUT_RECORD).parquet(str(stage))
+        spark.read.schema(output_records.OUTPUT_RECORD).parquet(stage)
     ).select("topic", "partition", (F.col("last_offset") + 1).alias("log_end_offset"))
     valid = observations.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
     findings = list_offsets_findings(
@@ -301,7 +302,7 @@ def _stage_list_offsets(
     records = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )
-    records.write.mode("append").partitionBy("kind").parquet(str(stage))
+    records.write.mode("append").partitionBy("kind").parquet(stage)
     return observations
 
 
@@ -371,15 +372,6 @@ _READ_FAILURE = re.compile(
     r"Could not read footer|UNABLE_TO_INFER_SCHEMA"
 )
 _FAILED_FILE = re.compile(r"(?:reading file|read footer for file:?|file) (\S+?)[.;,]?(?:\s|$)")
-# Hadoop's wording when Spark has no filesystem for a URI's scheme (no connector in the session).
-_NO_FILESYSTEM = re.compile(r'No FileSystem for scheme "?([A-Za-z][A-Za-z0-9+.-]*)"?')
-# ... or, for a scheme Hadoop maps to a connector's class, that the class is not there.
-_FILESYSTEM_CLASS_NOT_FOUND = re.compile(r"Class (org\.apache\.hadoop\.fs\.\S+) not found")
-_CONNECTOR_SCHEMES = {
-    "org.apache.hadoop.fs.s3a.S3AFileSystem": "s3a",
-    "org.apache.hadoop.fs.azurebfs.AzureBlobFileSystem": "abfs",
-    "org.apache.hadoop.fs.azurebfs.SecureAzureBlobFileSystem": "abfss",
-}
 # Java's wording when the run's user may not read a file Spark opens (FileNotFoundException,
 # AccessDeniedException); the driver's listing catches most, a file made unreadable later not.
 _PERMISSION = re.compile(r"(\S+) \(Permission denied\)|AccessDeniedException: (\S+)")
@@ -388,11 +380,8 @@ _PERMISSION = re.compile(r"(\S+) \(Permission denied\)|AccessDeniedException: (\
 def as_input_error(exc: Exception) -> EosAuditError | None:
     """An unreadable input file as the user's problem (exit 2) naming the file, else None."""
     text = str(exc)
-    scheme = _NO_FILESYSTEM.search(text)
-    missing_class = _FILESYSTEM_CLASS_NOT_FOUND.search(text)
-    if scheme or missing_class:
-        named = scheme.group(1) if scheme else _CONNECTOR_SCHEMES.get(missing_class.group(1))
-        uris = f"{named}:// URIs" if named else f"these URIs ({missing_class.group(1)} not found)"
+    uris = filesystems.missing_connector(text)
+    if uris:
         return InputSchemaError(
             f"Spark cannot read {uris} in this session: it has no filesystem "
             "connector for the scheme. Parquet, JSON, CSV and Delta inputs on an object store are "
@@ -416,6 +405,25 @@ def as_input_error(exc: Exception) -> EosAuditError | None:
 
 
 _NO_SPACE = re.compile(r"No space left on device|ENOSPC|os error 28", re.IGNORECASE)
+
+
+def _staging_error(exc: Exception, stage: RunStage) -> EosAuditError | None:
+    """Spark without the connector of a warehouse it stages on (a cluster's run), else None.
+
+    The run's executors do not share this machine's disk, so they stage under the warehouse's
+    URI (eos_audit.sinks.staging): its scheme needs the cluster's connector, as inputs do.
+    """
+    if not filesystems.is_uri(stage.data):
+        return None
+    uris = filesystems.missing_connector(str(exc))
+    if uris != stage.data.split("://", 1)[0] + ":// URIs":
+        return None
+    return SinkError(
+        f"Spark cannot write {uris} in this session: it has no filesystem connector for the "
+        f"scheme, and this run stages its results under --warehouse {stage.warehouse} (its "
+        "executors do not share this machine's disk); give the cluster the connector (hadoop-aws "
+        "for s3a://: README, Inputs on object stores) or the warehouse in its scheme"
+    )
 
 
 def disk_full_error(exc: BaseException, warehouse: str) -> EosAuditError | None:
@@ -462,7 +470,7 @@ def _audit_and_write(
 ) -> None:
     """Read, audit in one pass, stage, write every table and count: the body of a run."""
     run_id = result.run_id
-    staged_path = Path(stage.subdir("records"))
+    staged_path = stage.subdir("records")
     as_of_ms = export_time_ms(inputs.export_time)
     # The evidence beside the batches is input too: listed (and checked readable) first.
     evidence = [
@@ -520,7 +528,7 @@ def _audit_and_write(
     _reached("read")
     offset_errors = None
     with progress.stage(spark, run_id, "auditing (one shuffle) and staging the results"):
-        records.write.mode("overwrite").partitionBy("kind").parquet(str(staged_path))
+        records.write.mode("overwrite").partitionBy("kind").parquet(staged_path)
         if acks is not None:
             _stage_acks(acks, config, run_id, staged_path)
         if inputs.list_offsets:
@@ -531,7 +539,7 @@ def _audit_and_write(
             )
             offset_errors = list_offsets_error_counts(observations, run_id)
     _reached("staged")
-    staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(str(staged_path))
+    staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
     with progress.stage(spark, run_id, "counting"):
         books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
         if books.unreadable:  # no verdict rests on a file the run could not read
@@ -660,7 +668,9 @@ def _run(
     has_delta: bool,
 ) -> RunResult:
     """`run_audit` once the warehouse is checked: stage, record, audit, record the end."""
-    with RunStage(warehouse, run_id) as stage:
+    # A warehouse on an object store stages on this machine's disk where the executors write to
+    # it too, else on the store (eos_audit.sinks.staging).
+    with RunStage(warehouse, run_id, shares_driver_disk(spark)) as stage:
         writer: TableWriter = choose_writer(
             spark,
             warehouse,
@@ -683,7 +693,8 @@ def _run(
                     _audit_and_write(spark, warehouse, inputs, config, writer, result, stage)
             except Exception as exc:
                 unreadable = (
-                    as_input_error(exc)
+                    _staging_error(exc, stage)
+                    or as_input_error(exc)
                     or disk_full_error(exc, warehouse)
                     or lost_server_error(exc, spark)
                 )

@@ -25,8 +25,9 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputNotFoundError, InputSchemaError
 from eos_audit.schemas import AUDIT_RUNS, FINDINGS, GROUND_TRUTH
-from eos_audit.sinks.delta_reader import delta_dataframe
+from eos_audit.sinks.delta_reader import warehouse_table
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
+from eos_audit.sources.files import filesystems as fsys
 
 EXIT_PERFECT, EXIT_IMPERFECT = 0, 1
 MATCH_KEY = ("finding_type", "cause", "topic", "partition", "base_offset")
@@ -34,16 +35,17 @@ FINISHED = ("SUCCEEDED", *UNUSABLE_INPUT)
 
 
 def read_delta(spark: SparkSession, path: str, schema: T.StructType) -> DataFrame:
-    """A Delta table by path, in `schema`'s columns, read on the executors (`delta_dataframe`).
+    """A Delta table by path or URI, in `schema`'s columns, read on the executors.
+
+    Read as the warehouse's own tables are (`warehouse_table`): the audit's, or the generator's
+    ground truth, both written by eos-audit.
 
     Raises:
         InputNotFoundError: there is no Delta table at `path`.
     """
-    from pathlib import Path
-
-    if "://" not in path and not (Path(path) / "_delta_log").is_dir():
+    if not (fsys.is_uri(path) and not fsys.is_remote(path)) and not fsys.is_delta_table(path):
         raise InputNotFoundError(f"{path} is not a Delta table (no _delta_log)")
-    return delta_dataframe(spark, path, schema).select(*schema.fieldNames())
+    return warehouse_table(spark, path, schema).select(*schema.fieldNames())
 
 
 @dataclass(frozen=True)

@@ -402,6 +402,19 @@ def is_connect(spark: Any) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def shares_driver_disk(spark: Any) -> bool:
+    """Whether the session's executors write to this process's local disk (a `local` master).
+
+    Then scratch files Spark writes to a local path are files this process can read, and remove.
+    A cluster's executors (and a Spark Connect server, wherever it runs) write to their own
+    machines' disks: scratch space must be storage every one of them and this process reach.
+    """
+    if is_connect(spark):
+        return False
+    master = spark.sparkContext.master
+    return master == "local" or master.startswith("local[")
+
+
 def status_tracker(spark: Any) -> Any | None:
     """The classic session's `StatusTracker`; None on Spark Connect, which has no SparkContext."""
     if is_connect(spark):

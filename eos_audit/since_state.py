@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -25,7 +24,7 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import ConfigError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
-from eos_audit.sinks.delta_reader import delta_dataframe
+from eos_audit.sinks.delta_reader import delta_dataframe, table_location, warehouse_table
 from eos_audit.sinks.run_status import FINISHED
 from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.tabular.producer_state import Keep, check_seeds
@@ -43,26 +42,37 @@ class SeedState:
     problems: DataFrame | None = None  # input, source, reason: rows that did not (quarantined)
 
 
-def _read_delta(spark: SparkSession, location: str, columns: list[str]) -> DataFrame:
-    """Columns of an eos-audit table, a path or a catalog name (the readers' one Delta reader)."""
+def _read_delta(
+    spark: SparkSession, location: str, columns: list[str], warehouse: bool = False
+) -> DataFrame:
+    """Columns of an eos-audit table, a path or a catalog name (the readers' one Delta reader).
+
+    `warehouse`: the run's own warehouse's table, read as the run writes it (`warehouse_table`:
+    no Spark connector needed on an object store); else an input, read by Spark's readers.
+    """
     if "/" not in location and "." in location:
         return spark.read.table(location).select(*columns)
     schema = PRODUCER_STATE if "producer_id" in columns else AUDIT_RUNS
+    if warehouse:
+        return warehouse_table(spark, location, schema).select(*columns)
     empty = T.StructType([schema[c] for c in columns])
     return delta_dataframe(spark, location, empty).select(*columns)
 
 
 def latest_finished_run(
-    spark: SparkSession, audit_runs: str, exclude_run_id: str | None = None
+    spark: SparkSession,
+    audit_runs: str,
+    exclude_run_id: str | None = None,
+    warehouse: bool = False,
 ) -> str | None:
     """The run id of the latest finished run in an `audit_runs` table, other than `exclude_run_id`.
 
     A re-run of a night (same run id) is therefore seeded by the run before it, not by its own
     earlier attempt. FAILED and RUNNING runs never seed: their tables may be incomplete.
+    `warehouse`: see `_read_delta`.
     """
-    runs = _read_delta(spark, audit_runs, ["run_id", "status", "finished_at"]).where(
-        F.col("status").isin(*FINISHED)
-    )
+    columns = ["run_id", "status", "finished_at"]
+    runs = _read_delta(spark, audit_runs, columns, warehouse).where(F.col("status").isin(*FINISHED))
     if exclude_run_id is not None:
         runs = runs.where(F.col("run_id") != exclude_run_id)
     # One small row per run, never batch data.
@@ -70,9 +80,14 @@ def latest_finished_run(
     return latest[0]["run_id"] if latest else None
 
 
-def state_of_run(spark: SparkSession, producer_state: str, run_id: str) -> DataFrame:
-    """The rows of one run in a `producer_state` Delta table (read on the executors)."""
-    table = _read_delta(spark, producer_state, PRODUCER_STATE.fieldNames())
+def state_of_run(
+    spark: SparkSession, producer_state: str, run_id: str, warehouse: bool = False
+) -> DataFrame:
+    """The rows of one run in a `producer_state` Delta table (read on the executors).
+
+    `warehouse`: see `_read_delta`.
+    """
+    table = _read_delta(spark, producer_state, PRODUCER_STATE.fieldNames(), warehouse)
     return table.where(F.col("run_id") == run_id)
 
 
@@ -81,6 +96,7 @@ def latest_state(
     producer_state: str,
     exclude_run_id: str | None = None,
     keep: Keep | None = None,
+    warehouse: bool = False,
 ) -> SeedState | None:
     """The latest finished run's state in a `producer_state` table, or None when there is none.
 
@@ -89,6 +105,8 @@ def latest_state(
         producer_state: the table (a path, or catalog_schema.producer_state).
         exclude_run_id: the run being made, which must not seed itself.
         keep: see `check_seeds`.
+        warehouse: the table is the run's own warehouse's (`--since-state`), read as the run
+            writes it; else a `--producer-state` input (see `_read_delta`).
 
     Raises:
         ConfigError: the table has rows of several runs but no `audit_runs` table beside it to
@@ -101,12 +119,12 @@ def latest_state(
         audit_runs = producer_state.rsplit(".", 1)[0] + ".audit_runs"
         has_runs = spark.catalog.tableExists(audit_runs)
     if has_runs:
-        run_id = latest_finished_run(spark, audit_runs, exclude_run_id)
+        run_id = latest_finished_run(spark, audit_runs, exclude_run_id, warehouse)
     else:
         # Distinct run ids of a state table: one per run, a handful of rows.
         ids = [
             r["run_id"]
-            for r in _read_delta(spark, producer_state, ["run_id"]).distinct().collect()
+            for r in _read_delta(spark, producer_state, ["run_id"], warehouse).distinct().collect()
             if r["run_id"] != exclude_run_id
         ]
         if len(ids) > 1:
@@ -121,7 +139,7 @@ def latest_state(
     # The warehouse's own state is input too: a row damaged since it was written (or written by
     # a faulty version) is quarantined, not trusted.
     checked = check_seeds(
-        state_of_run(spark, producer_state, run_id),
+        state_of_run(spark, producer_state, run_id, warehouse),
         location=F.format_string(
             "%s run %s: producer %s of %s-%s",
             F.lit(producer_state),
@@ -158,9 +176,13 @@ def warehouse_state(
         location = f"{catalog_schema}.producer_state"
         exists = spark.catalog.tableExists(location)
     else:
-        location = str(Path(warehouse) / "producer_state")
+        location = table_location(warehouse, "producer_state")
         exists = fsys.is_delta_table(location)
-    state = latest_state(spark, location, exclude_run_id=run_id, keep=keep) if exists else None
+    state = (
+        latest_state(spark, location, exclude_run_id=run_id, keep=keep, warehouse=True)
+        if exists
+        else None
+    )
     if state is None:
         log.info(
             "run %s: --since-state: no finished run's producer_state in %s yet (a first night): "

@@ -14,26 +14,32 @@ from eos_audit.report.limits import ReportLimits
 from eos_audit.report.overview import RunOverview, build_overview, query_overview
 from eos_audit.report.page import render_report
 from eos_audit.report.tables import TableLocation, resolve_run_id, run_tables
+from eos_audit.sources.files import filesystems as fsys
 
 log = logging.getLogger(__name__)
 
 
-def report_path(warehouse: str | Path, run_id: str) -> Path:
+def report_path(warehouse: str | Path, run_id: str) -> Path | str:
     """Where a run's report goes by default: `<warehouse>/reports/<run_id>.html`.
 
+    A local path, or on an object store (s3://, s3a://, gs://, abfss://...) the object's URI,
+    written there through pyarrow's filesystems as the tables are by delta-rs.
+
     Raises:
-        ConfigError: the warehouse is a remote URI (s3://, abfss://...): a report is one local
-            file, so give `output` (a local, DBFS /dbfs/... or /Volumes/... path) instead.
+        ConfigError: the warehouse is a URI only Spark's connectors know (dbfs:...): give
+            `output` (a local, DBFS /dbfs/... or /Volumes/... path) instead.
     """
     text = str(warehouse)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
     if text.startswith("file:"):
         text = re.sub(r"^file:/*", "/", text)
-    elif "://" in text:
+    elif fsys.is_remote(text):
+        return fsys.join(text, "reports", f"{safe}.html")
+    elif fsys.is_uri(text):
         raise ConfigError(
             f"cannot write the report under {text}: it is not a local path; pass an output "
             "path (on Databricks a /Volumes/... or /dbfs/... path)"
         )
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
     return Path(text) / "reports" / f"{safe}.html"
 
 
@@ -45,7 +51,7 @@ def write_report(
     *,
     catalog_schema: str = "",
     limits: ReportLimits | None = None,
-) -> Path:
+) -> Path | str:
     """Write one self-contained HTML report of a run and return its path.
 
     Args:
@@ -58,26 +64,30 @@ def write_report(
         limits: how much the report shows (default `ReportLimits()`).
 
     Returns:
-        The path of the written report.
+        The path of the written report (the object's URI on an object store).
 
     Raises:
         InputNotFoundError: no such run, or no finished run.
-        ConfigError: no local place to write the report (see `report_path`).
+        ConfigError: no place to write the report (see `report_path`).
         SinkError: the report cannot be written there (permission, a full disk).
     """
     where = TableLocation(str(warehouse), catalog_schema)
     run_id = resolve_run_id(spark, where, run_id)
     path = Path(output) if output is not None else report_path(warehouse, run_id)
     html = render_report(collect_report_data(spark, where, run_id, limits))
-    # Written whole, then renamed: a reader never sees half a report.
-    partial = path.with_name(path.name + ".partial")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(html, encoding="utf-8")
-        partial.replace(path)
+        if isinstance(path, str):  # an object: a PUT shows it whole or not at all
+            fsys.write_bytes(path, html.encode("utf-8"))
+        else:
+            # Written whole, then renamed: a reader never sees half a report.
+            partial = path.with_name(path.name + ".partial")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(html, encoding="utf-8")
+            partial.replace(path)
     except OSError as exc:  # a warehouse the user may read but not write, a full disk
         hint = "" if output is not None else "; pass --output FILE to write it elsewhere"
-        raise SinkError(f"cannot write the report to {path}: {exc.strerror or exc}{hint}") from exc
+        first = (str(exc.strerror or exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SinkError(f"cannot write the report to {path}: {first}{hint}") from exc
     log.info("run %s: report written to %s (%d kB)", run_id, path, len(html) // 1024)
     return path
 

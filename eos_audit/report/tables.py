@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -17,8 +16,9 @@ from pyspark.sql import types as T
 from eos_audit.errors import InputNotFoundError
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import OUTPUT_TABLES
-from eos_audit.sinks.delta_reader import delta_dataframe, read_delta
+from eos_audit.sinks.delta_reader import read_delta, table_location, warehouse_table
 from eos_audit.sinks.run_status import FINISHED
+from eos_audit.sources.files import filesystems as fsys
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class TableLocation:
         """The table's catalog name (`catalog.schema.table`) or its directory."""
         if self.catalog_schema:
             return f"{self.catalog_schema}.{table}"
-        return str(Path(self.warehouse) / table)
+        return table_location(self.warehouse, table)
 
 
 def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFrame:
@@ -56,10 +56,10 @@ def read_table(spark: SparkSession, where: TableLocation, table: str) -> DataFra
         if not spark.catalog.tableExists(location):
             return spark.createDataFrame([], schema)
         df = read_delta(spark, location)
-    elif not (Path(location) / "_delta_log").is_dir():
+    elif not fsys.is_delta_table(location):
         return spark.createDataFrame([], schema)
     else:
-        df = delta_dataframe(spark, location, schema)
+        df = warehouse_table(spark, location, schema)
     # Columns added to a contract after a table was written (findings.batch_time) read as null.
     return df.select(
         *[

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -30,22 +29,15 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.errors import SinkError
+from eos_audit.sinks.delta_reader import table_location, utc_arrow_schema
+from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sql_text import cast_as, cast_text, ident, sql_type, string_literal
 
 log = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 8
-
-
-def _utc_arrow_schema(schema: T.StructType) -> pa.Schema:
-    """Spark's Arrow schema for `schema`, timestamps in UTC, on every pyspark the package admits."""
-    try:
-        return to_arrow_schema(schema, timezone="UTC")
-    except TypeError:  # before pyspark 4.2: no `timezone`, and timestamps are UTC by default
-        return to_arrow_schema(schema)
 
 
 def _is_conflict(exc: Exception) -> bool:
@@ -181,7 +173,7 @@ def _absolute(path: str) -> str:
     Delta takes ``delta.`<path>` `` for a table path only when the path is absolute: a relative
     one is read as a table of a schema named delta, which does not exist (measured).
     """
-    if "://" in path or ":/" in path:
+    if fsys.is_uri(path) or ":/" in path:
         return path
     return str(Path(path).absolute())
 
@@ -198,7 +190,7 @@ class SparkDeltaWriter:
         """A catalog table name (catalog_schema.table) or a path under the warehouse."""
         if self.catalog_schema:
             return f"{self.catalog_schema}.{table}"
-        return str(Path(self.warehouse) / table)
+        return table_location(self.warehouse, table)
 
     def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
         """Overwrite only this run's rows (replaceWhere), creating the table on first use."""
@@ -212,11 +204,25 @@ class SparkDeltaWriter:
         )
         target = self.location(table)
         name = target if self.catalog_schema else f"delta.{ident(_absolute(target))}"
-        with_commit_retries(lambda: _create_with_contract(df.sparkSession, name, schema), target)
-        if self.catalog_schema:
-            with_commit_retries(lambda: writer.saveAsTable(target), target)
-        else:
-            with_commit_retries(lambda: writer.save(target), target)
+        try:
+            with_commit_retries(
+                lambda: _create_with_contract(df.sparkSession, name, schema), target
+            )
+            if self.catalog_schema:
+                with_commit_retries(lambda: writer.saveAsTable(target), target)
+            else:
+                with_commit_retries(lambda: writer.save(target), target)
+        except Exception as exc:
+            uris = fsys.missing_connector(str(exc))
+            if uris is None:
+                raise
+            # A warehouse in a scheme the cluster has no connector for (s3:// beside hadoop-aws's
+            # s3a://): the user's to fix, in one line rather than a JVM trace.
+            raise SinkError(
+                f"cannot write {target}: Spark has no filesystem connector for {uris} in this "
+                "session; give --warehouse in the scheme of the cluster's connector (s3a:// with "
+                "hadoop-aws, s3:// on EMR), or write with delta-rs (output.writer = 'delta-rs')"
+            ) from exc
         return target
 
     def replace_run_rows(
@@ -244,17 +250,17 @@ class DeltaRsWriter:
     staging_dir: str = ""
 
     def location(self, table: str) -> str:
-        """The table's directory under the warehouse."""
-        return str(Path(self.warehouse) / table)
+        """The table's directory (or URI) under the warehouse."""
+        return table_location(self.warehouse, table)
 
     def replace_run(self, table: str, df: DataFrame, schema: T.StructType, run_id: str) -> str:
         """Stage on the executors as Parquet, then stream into the Delta table."""
         staging = self._staging(table)
         try:
-            _conform(df, schema).write.mode("overwrite").parquet(str(staging))
+            _conform(df, schema).write.mode("overwrite").parquet(staging)
             return self._stream(table, staging, schema, run_id, lambda batch: batch.columns)
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            fsys.remove_tree(staging)
 
     def replace_runs(
         self, tables: list[TableRows], run_id: str, on_written: Callable[[str, str], None]
@@ -292,7 +298,7 @@ class DeltaRsWriter:
         staging = self._staging("tables")
         out = {}
         try:
-            union.write.mode("overwrite").partitionBy("_table").parquet(str(staging))
+            union.write.mode("overwrite").partitionBy("_table").parquet(staging)
             for t in tables:
                 rows = t.rows_known()
                 if rows is not None:
@@ -301,24 +307,25 @@ class DeltaRsWriter:
                     name = column[t.table]
                     out[t.table] = self._stream(
                         t.table,
-                        staging / f"_table={t.table}",
+                        fsys.join(staging, f"_table={t.table}"),
                         t.schema,
                         run_id,
                         lambda batch, name=name: batch.column(name).flatten(),
                     )
                 on_written(t.table, out[t.table])
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            fsys.remove_tree(staging)
         return out
 
-    def _staging(self, name: str) -> Path:
-        root = Path(self.staging_dir) if self.staging_dir else Path(self.warehouse) / "_staging"
-        return root / f"{name}-{uuid.uuid4().hex}"
+    def _staging(self, name: str) -> str:
+        """A new folder for one write's staged Parquet: a local path, or a URI on the store."""
+        root = self.staging_dir or fsys.join(self.warehouse, "_staging")
+        return fsys.join(root, f"{name}-{uuid.uuid4().hex}")
 
     def _stream(
         self,
         table: str,
-        folder: Path,
+        folder: str,
         schema: T.StructType,
         run_id: str,
         columns: Callable[[pa.RecordBatch], list[pa.Array]],
@@ -330,9 +337,8 @@ class DeltaRsWriter:
         from deltalake import write_deltalake
 
         target = self.location(table)
-        arrow_schema = _utc_arrow_schema(schema)
-        files = sorted(str(p) for p in folder.glob("*.parquet")) if folder.exists() else []
-        dataset = pads.dataset(files, format="parquet") if files else None
+        arrow_schema = utc_arrow_schema(schema)
+        dataset = _staged_dataset(folder)
 
         def batches():
             if dataset is None:
@@ -355,6 +361,7 @@ class DeltaRsWriter:
                 predicate=_delta_rs_run_predicate(run_id),
                 # A newer eos-audit may add (nullable) columns to a table an older one created.
                 schema_mode="merge",
+                storage_options=fsys.delta_storage_options(target),
             )
 
         _commit(commit, target)
@@ -367,7 +374,7 @@ class DeltaRsWriter:
         from deltalake import write_deltalake
 
         target = self.location(table)
-        arrow_schema = _utc_arrow_schema(schema)
+        arrow_schema = utc_arrow_schema(schema)
         data = pa.Table.from_pylist(
             [dict(zip(schema.fieldNames(), row, strict=True)) for row in rows], schema=arrow_schema
         )
@@ -378,10 +385,25 @@ class DeltaRsWriter:
                 mode="overwrite",
                 predicate=_delta_rs_run_predicate(run_id),
                 schema_mode="merge",
+                storage_options=fsys.delta_storage_options(target),
             ),
             target,
         )
         return target
+
+
+def _staged_dataset(folder: str) -> pads.Dataset | None:
+    """The Parquet files Spark staged in a folder (a local path or a URI); None for none."""
+    try:
+        names = sorted(n for n in fsys.files_in(folder) if n.endswith(".parquet"))
+    except (FileNotFoundError, NotADirectoryError):  # a DataFrame of no partitions wrote none
+        return None
+    if not names:
+        return None
+    if not fsys.is_remote(folder):
+        return pads.dataset([fsys.join(folder, n) for n in names], format="parquet")
+    fs, inner = fsys.resolve(folder)
+    return pads.dataset([f"{inner}/{n}" for n in names], format="parquet", filesystem=fs)
 
 
 def _commit(commit: Callable[[], None], target: str) -> None:
@@ -389,7 +411,7 @@ def _commit(commit: Callable[[], None], target: str) -> None:
     try:
         with_commit_retries(commit, target)
     except Exception as exc:
-        if "schema" in str(exc).lower() and Path(target, "_delta_log").exists():
+        if "schema" in str(exc).lower() and fsys.is_delta_table(target):
             raise SinkError(
                 f"cannot write {target}: the existing Delta table has another schema ({exc}); "
                 "write to a new --warehouse or migrate the table"

@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
@@ -35,6 +34,7 @@ from eos_audit.schemas import (
 from eos_audit.sinks.delta import TableWriter
 from eos_audit.sinks.run_status import FAILED, RUNNING
 from eos_audit.sinks.staging import RunStage
+from eos_audit.sources.files import filesystems as fsys
 
 if TYPE_CHECKING:
     from eos_audit.pipeline import RunResult
@@ -152,23 +152,25 @@ class RunRecorder:
     def _exists(self, location: str) -> bool:
         if "/" not in location and "." in location:  # catalog_schema.table
             return self.spark.catalog.tableExists(location)
-        if "://" in location or location.startswith("dbfs:"):
+        if fsys.is_uri(location) and not fsys.is_remote(location):  # dbfs:, only Spark knows
             return True  # replacing no rows of a table that does not exist costs nothing wrong
-        return (Path(location) / "_delta_log").is_dir()
+        return fsys.is_delta_table(location)
 
     def _runs(self) -> dict[str, dict]:
         """Every run's audit_runs row as it is now, by run id (one small row per run).
 
-        Read on the driver through delta-rs where the table is a local path (no Spark job at
-        every run's start), else through Spark; a table without rows or columns gives nothing.
+        Read on the driver through delta-rs where the table is a local path or on an object
+        store (no Spark job at every run's start, and no Spark connector needed), else through
+        Spark; a table without rows or columns gives nothing.
         """
         location = self.writer.location("audit_runs")
         rows = None
-        if "/" in location and "://" not in location and not location.startswith("dbfs:"):
+        if "/" in location and (fsys.is_remote(location) or not fsys.is_uri(location)):
             try:
                 from deltalake import DeltaTable
 
-                rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+                table = DeltaTable(location, storage_options=fsys.delta_storage_options(location))
+                rows = table.to_pyarrow_table().to_pylist()
             except Exception:  # noqa: BLE001 - features delta-rs lacks: Spark reads it
                 log.debug(
                     "audit_runs not read by delta-rs; reading it through Spark", exc_info=True

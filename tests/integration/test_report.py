@@ -174,12 +174,14 @@ def test_unknown_runs(spark, demo_run, tmp_path):
         resolve_run_id(spark, TableLocation(str(tmp_path)), None)
 
 
-def test_report_path_is_local():
+def test_report_path_is_local_or_on_the_warehouse_store():
     assert (
         str(report_path("file:///lake/wh", "2026-11-21/x")) == "/lake/wh/reports/2026-11-21_x.html"
     )
-    with pytest.raises(ConfigError, match=re.escape("cannot write the report under s3://b/wh")):
-        report_path("s3://b/wh", "r")
+    # On an object store, next to the tables (written there through pyarrow.fs).
+    assert report_path("s3a://b/wh/", "2026-11-21/x") == "s3a://b/wh/reports/2026-11-21_x.html"
+    with pytest.raises(ConfigError, match=re.escape("cannot write the report under dbfs:/wh")):
+        report_path("dbfs:/wh", "r")
 
 
 def _databricks_queries() -> list[str]:
