@@ -5,12 +5,14 @@ process, on the suite's session, which has no Delta jars), the second by delta-s
 (`./spark-submit.sh audit ... --since-state`, `--packages` resolved offline from the local Maven
 repository that `tests/jars.py` filled), the third by delta-rs again. So delta-spark seeds from,
 checks and appends to tables delta-rs wrote, and delta-rs from tables delta-spark wrote. The tables
-must be those of the same three nights written by delta-rs alone.
+must be those of the same three nights written by delta-rs alone (on local disk).
 
-The second night also reads its inputs with Spark's own readers from an object store, as README's
-connector section says they are read: the record batches are a Delta table and the acknowledgements
-Parquet, at `s3a://` URIs of moto's S3 server on 127.0.0.1, through hadoop-aws (`tests/jars.py`).
-One JVM for both: a spark-submit run costs about 40 CPU-s on 2 cores.
+The warehouse is on moto's S3 server on 127.0.0.1, at one `s3a://` URI for both writers: delta-rs
+writes it with the environment's endpoint and credentials, delta-spark through hadoop-aws
+(`tests/jars.py`). The second night also reads its inputs with Spark's own readers from the store,
+as README's connector section says they are read: the record batches are a Delta table and the
+acknowledgements Parquet, at `s3a://` URIs. One JVM for all of it: a spark-submit run costs about
+40 CPU-s on 2 cores.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -26,14 +27,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.schemas import ACKS
+from eos_audit.sources.files.filesystems import delta_storage_options
 from tests.builders import NULLABLE_BATCH, data
-from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
+from tests.cli_runs import audit, no_html_report  # noqa: F401 (an autouse fixture)
 from tests.conftest import JVM_OPTIONS, REPO, TINY_QUERIES, submit_conf_args
-from tests.integration import test_object_store
+from tests.integration import test_object_store, test_object_store_warehouse
 from tests.integration.test_incremental import DAY_1, DAY_2
 from tests.jars import (
     DELTA_SPARK,
@@ -49,6 +51,8 @@ pytestmark = pytest.mark.slow
 # moto's S3 server on 127.0.0.1, its endpoint and credentials in the environment (module-scoped).
 s3 = test_object_store.s3
 BUCKET = test_object_store.BUCKET
+# The S3 credentials on the suite's Python workers too: they read the warehouse's producer_state.
+workers_with_credentials = test_object_store_warehouse.workers_with_credentials
 DELTA_COORDINATE = f"io.delta:delta-spark_2.13:{DELTA_SPARK}"
 TABLES = (
     "findings", "quarantine", "transactions", "partition_summary", "producer_sessions",
@@ -107,7 +111,7 @@ def _inputs(root: Path) -> dict[str, Path]:
     return paths
 
 
-def _night_args(batches: str, acks: str | None, warehouse: Path, night: int) -> list[str]:
+def _night_args(batches: str, acks: str | None, warehouse: Path | str, night: int) -> list[str]:
     """README's nightly `audit --batches ... --warehouse ... --since-state`, and a run id."""
     args = ["--batches", batches, "--warehouse", str(warehouse), "--since-state"]
     # A URI's format is told from its name only: a folder of Parquet files is named.
@@ -115,7 +119,7 @@ def _night_args(batches: str, acks: str | None, warehouse: Path, night: int) -> 
     return [*args, *acks_args, "--run-id", f"night-{night}"]
 
 
-def _in_process(capsys, batches: Path, acks: Path | None, warehouse: Path, night: int) -> str:
+def _in_process(capsys, batches: Path, acks: Path | None, warehouse: Path | str, night: int) -> str:
     """A night through the CLI on the suite's session (no Delta jars: delta-rs writes)."""
     code, out, err = audit(capsys, *_night_args(str(batches), acks and str(acks), warehouse, night))
     assert code in (0, 1), out + err  # 1: findings at or above critical
@@ -163,9 +167,16 @@ def _normalized(value, s3_root: str, local_root: str):
     return value
 
 
-def _rows(warehouse: Path, table: str, s3_root: str, local_root: str) -> list[str]:
+def _table(warehouse: Path | str, table: str) -> list[dict]:
+    """Every row of a warehouse's table, on local disk or on the S3 server, as delta-rs reads it."""
+    location = f"{warehouse}/{table}"
+    options = delta_storage_options(location)
+    return DeltaTable(location, storage_options=options).to_pyarrow_table().to_pylist()
+
+
+def _rows(warehouse: Path | str, table: str, s3_root: str, local_root: str) -> list[str]:
     """The table's rows without the run columns, normalized and sorted (as JSON texts)."""
-    rows = sql(warehouse, table, "SELECT * FROM t")
+    rows = _table(warehouse, table)
     kept = [
         {k: _normalized(v, s3_root, local_root) for k, v in row.items() if k not in RUN_COLUMNS}
         for row in rows
@@ -173,29 +184,33 @@ def _rows(warehouse: Path, table: str, s3_root: str, local_root: str) -> list[st
     return sorted(json.dumps(row, sort_keys=True, default=str) for row in kept)
 
 
-def _engines(table: Path) -> list[str]:
-    """Which engine made each commit of a Delta table, in order (its commitInfo)."""
+def _engines(s3: pafs.S3FileSystem, table: str) -> list[str]:
+    """Which engine made each commit of a Delta table on the S3 server, in order (commitInfo)."""
     engines = []
-    for commit in sorted((table / "_delta_log").glob("*.json")):
-        for line in commit.read_text().splitlines():
-            info = json.loads(line).get("commitInfo")
-            if info:
-                engines.append(info.get("engineInfo", ""))
+    log = pafs.FileSelector(f"{table}/_delta_log")
+    for commit in sorted(i.path for i in s3.get_file_info(log) if i.path.endswith(".json")):
+        with s3.open_input_stream(commit) as text:
+            for line in text.read().decode().splitlines():
+                info = json.loads(line).get("commitInfo")
+                if info:
+                    engines.append(info.get("engineInfo", ""))
     return engines
 
 
 @pytest.mark.cost(60)  # a spark-submit JVM with Delta (about 50 CPU-s), four runs in process
-def test_nights_alternate_between_delta_spark_over_s3a_and_delta_rs(spark, s3, tmp_path, capsys):
+def test_nights_on_an_s3a_warehouse_alternate_between_delta_spark_and_delta_rs(
+    spark, s3, workers_with_credentials, tmp_path, capsys
+):
     _jars_or_skip()
     local = _inputs(tmp_path / "inputs")
     s3_root = f"s3a://{BUCKET}/nightly"
     for name in ("day-2", "acks-2"):
         pafs.copy_files(str(local[name]), f"{BUCKET}/nightly/{name}", destination_filesystem=s3)
-    alternating, reference = tmp_path / "alternating", tmp_path / "reference"
+    alternating, reference = f"{s3_root}/warehouse", tmp_path / "reference"
 
     _in_process(capsys, local["day-1"], None, alternating, 1)
     # The reference's night 1 is the same run: copied rather than run again.
-    shutil.copytree(alternating, reference)
+    pafs.copy_files(f"{BUCKET}/nightly/warehouse", str(reference), source_filesystem=s3)
     # Night 2: spark-submit.sh, as README shows it, with the suite's settings for tiny queries.
     ivy = tmp_path / "ivy"  # an empty Ivy cache: everything comes from ~/.m2 on this run
     env = {
@@ -246,17 +261,17 @@ def test_nights_alternate_between_delta_spark_over_s3a_and_delta_rs(spark, s3, t
             reference_rows = [r for r in reference_rows if '"format": "acks"' not in r]
         assert alternating_rows == reference_rows, table
     # Each night's commits were made by the writer it ran with (night 1 creates the table).
-    engines = _engines(alternating / "findings")
+    engines = _engines(s3, f"{BUCKET}/nightly/warehouse/findings")
     makers = [engine.split("/")[0].split(":")[0] for engine in engines]
     assert makers == ["delta-rs", "Apache-Spark", "delta-rs"], engines
-    runs = sql(alternating, "audit_runs", "SELECT * FROM t ORDER BY run_id")
+    runs = sorted(_table(alternating, "audit_runs"), key=lambda r: r["run_id"])
     assert [(r["run_id"], r["writer"], r["status"], r["seeded_from_run"]) for r in runs] == [
         ("night-1", "delta-rs", "SUCCEEDED", None),
         ("night-2", "spark-delta", "SUCCEEDED", "night-1"),
         ("night-3", "delta-rs", "SUCCEEDED", "night-2"),
     ]
     assert [(r["batches_audited"], r["batches_skipped"]) for r in runs] == [(8, 0), (7, 3), (2, 1)]
-    found = sql(alternating, "findings", "SELECT run_id, finding_type, base_offset FROM t")
+    found = _table(alternating, "findings")
     assert sorted((f["run_id"], f["finding_type"], f["base_offset"]) for f in found) == [
         ("night-2", "ACKED_WRITE_LOST", 10),  # the Parquet acks, read over s3a
         ("night-2", "DUPLICATE_BATCH", 8),
@@ -264,7 +279,7 @@ def test_nights_alternate_between_delta_spark_over_s3a_and_delta_rs(spark, s3, t
         ("night-2", "SEQUENCE_GAP", 10),
         ("night-3", "DUPLICATE_BATCH", 15),  # of night 2's offset 9, known from its state
     ]
-    listed = sql(alternating, "input_files", "SELECT path, format FROM t WHERE run_id = 'night-2'")
+    listed = [r for r in _table(alternating, "input_files") if r["run_id"] == "night-2"]
     assert sorted((r["path"], r["format"]) for r in listed) == [
         (f"{s3_root}/acks-2", "acks"),
         (f"{s3_root}/day-2", "delta"),
