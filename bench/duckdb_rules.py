@@ -12,6 +12,8 @@ coordinator topics or for base sequence -1):
 
 - OFFSET_OVERLAP (#offset-overlap): exact. Base offset at or below the running maximum last
   offset of the earlier batches of the partition, in log order.
+- OFFSET_GAP (#offset-gap): exact. A batch of magic 2 (or null) whose base offset is above that
+  running maximum plus one.
 - FENCED_PRODUCER_EPOCH (#fenced-producer-epoch): a data batch or marker whose epoch is below the
   highest epoch of the producer's earlier rows. Exact within one producer session: fenced and
   duplicate rows never raise the maximum, so the running maximum over all rows is the state's.
@@ -46,7 +48,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-COMPARED_TYPES = ("SEQUENCE_GAP", "DUPLICATE_BATCH", "FENCED_PRODUCER_EPOCH", "OFFSET_OVERLAP")
+COMPARED_TYPES = (
+    "SEQUENCE_GAP", "DUPLICATE_BATCH", "FENCED_PRODUCER_EPOCH", "OFFSET_OVERLAP", "OFFSET_GAP",
+)  # fmt: skip
 COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state")  # conf/defaults.toml
 MAX_SEQUENCE = 2147483647
 
@@ -77,7 +81,7 @@ LOG_ORDER = (
 
 
 def rules_query(source: str, present: set[str]) -> str:
-    """The one SQL statement: findings of the four rules over `source`.
+    """The one SQL statement: findings of the five rules over `source`.
 
     Args:
         source: a DuckDB table expression, e.g. `read_parquet('dir/**/*.parquet')`.
@@ -109,15 +113,18 @@ b AS (
       AND NOT (is_control AND coalesce(record_count, 1) = 0) AS in_replay
   FROM src
 ),
-offset_overlaps AS (
-  SELECT 'OFFSET_OVERLAP' AS finding_type, topic, partition, base_offset
+offset_findings AS (
+  SELECT
+    CASE WHEN base_offset <= max_last_before THEN 'OFFSET_OVERLAP'
+         WHEN base_offset > max_last_before + 1 AND coalesce(magic, 2) >= 2 THEN 'OFFSET_GAP'
+    END AS finding_type,
+    topic, partition, base_offset
   FROM (
-    SELECT topic, partition, base_offset,
+    SELECT topic, partition, base_offset, magic,
       max(last_offset) OVER (PARTITION BY topic, partition ORDER BY {LOG_ORDER} NULLS FIRST
                              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS max_last_before
     FROM b
   )
-  WHERE base_offset <= max_last_before
 ),
 verdicts AS (
   SELECT *,
@@ -168,7 +175,8 @@ producer_findings AS (
 SELECT finding_type, topic, partition, base_offset FROM producer_findings
 WHERE finding_type IS NOT NULL
 UNION ALL
-SELECT finding_type, topic, partition, base_offset FROM offset_overlaps
+SELECT finding_type, topic, partition, base_offset FROM offset_findings
+WHERE finding_type IS NOT NULL
 """
 
 

@@ -66,11 +66,14 @@ class Cause(IntEnum):
     # Not from the replay: a file of the partition was listed and could not be read, so the
     # finding may rest on the hole it left (accounting.findings_beside_unreadable).
     UNREADABLE_INPUT = 5
+    # A batch the readers quarantined lies in the hole the finding is about (OFFSET_GAP).
+    QUARANTINED_BATCH = 6
 
 
 # A benign cause lowers a finding's severity to INFO (LIST_OFFSETS_REGRESSION's own benign causes
-# lower it to WARNING, see rules.list_offsets).
-BENIGN_CAUSES = ("LOG_START", "PRODUCER_EXPIRY", "COMPACTION")
+# lower it to WARNING, see rules.list_offsets). QUARANTINED_BATCH is not benign, but no verdict
+# rests on a batch nobody could read: its quarantine row is the evidence.
+BENIGN_CAUSES = ("LOG_START", "PRODUCER_EXPIRY", "COMPACTION", "QUARANTINED_BATCH")
 UNEXPLAINED = "UNEXPLAINED"
 
 
@@ -149,6 +152,20 @@ _TYPES = [
         "Batch {base_offset}-{last_offset} starts at or below offset {previous_offset}, already "
         "covered by an earlier batch of this partition: two batches claim the same offsets.",
         previous_offset_means="the earlier batch claiming these offsets",
+    ),
+    FindingType(
+        "OFFSET_GAP",
+        21,
+        "CRITICAL",
+        "offset-gap",
+        "Offsets between two batches are in no batch: records lost, or segments missing from the "
+        "export.",
+        "Offsets {first_missing_offset}-{last_missing_offset} are in no batch: batch "
+        "{base_offset}-{last_offset} follows offset {previous_offset}, and a log that was not "
+        "compacted holds every offset.",
+        facts=("first_missing_offset", "last_missing_offset"),
+        evidence=("first_missing_offset", "last_missing_offset"),
+        previous_offset_means="the highest offset of the earlier batches",
     ),
     FindingType(
         "LEADER_EPOCH_REGRESSION",
@@ -430,8 +447,9 @@ FACTS_PER_FINDING = max(len(t.facts) for t in _TYPES)
 # FACT_PRIMARY_BASE_SEQUENCE, FACT_HIGH_WATERMARK, FACT_STATE_LAST_SEQUENCE,
 # FACT_MISSING_SEQUENCES, FACT_CURRENT_EPOCH, FACT_LOG_START, FACT_COORDINATOR_EPOCH,
 # FACT_COORDINATOR_EPOCH_SEEN, FACT_AGE_MS, FACT_FIRST_OFFSET, FACT_MEASURED_AT_EXPORT,
-# FACT_ACKNOWLEDGED_MS, FACT_LOG_START_OFFSET, FACT_LOG_END_OFFSET, FACT_LOG_BATCHES (a test
-# checks this list against the registry).
+# FACT_ACKNOWLEDGED_MS, FACT_LOG_START_OFFSET, FACT_LOG_END_OFFSET, FACT_LOG_BATCHES,
+# FACT_FIRST_MISSING_OFFSET, FACT_LAST_MISSING_OFFSET (a test checks this list against the
+# registry).
 _FACT_CONSTANTS = {f"FACT_{name.upper()}": slot for name, slot in SLOT_OF_FACT.items()}
 assert not set(_FACT_CONSTANTS) & set(globals()), "a fact's constant would shadow a name here"
 globals().update(_FACT_CONSTANTS)

@@ -151,7 +151,7 @@ FINDINGS_COLUMNS: list[Column] = [
         T.StringType(),
         True,
         "why it happened when evidence explains it: LOG_START, PRODUCER_EXPIRY, COMPACTION, "
-        "UNEXPLAINED",
+        "QUARANTINED_BATCH, UNREADABLE_INPUT, UNEXPLAINED",
     ),
     Column(
         "kafka_error",

@@ -21,8 +21,6 @@ SLOT_MS = 10
 # A log start above 0 everywhere: retention already ran, as on any long-lived cluster, so a
 # producer whose earlier batches were deleted is benign (cause LOG_START, docs/rules.md#causes).
 FIRST_OFFSET = 10_000
-# Offsets one batch slot spans: the largest batch (a retry absorber, 2 x 3 records) fits.
-SLOT_OFFSETS = 6
 
 
 @dataclass(frozen=True)
@@ -64,15 +62,18 @@ FAULT_KINDS: dict[str, FaultKind] = {
             "a batch never reached the log: the producer's next batch is a gap",
         ),
         FaultKind(
-            "compacted_gap", "block", (("SEQUENCE_GAP", "COMPACTION"),),
-            "the cleaner removed a whole batch of a compacted topic: a benign gap (INFO)",
+            "compacted_gap", "block",
+            (("SEQUENCE_GAP", "COMPACTION"), ("OFFSET_GAP", "COMPACTION")),
+            "the cleaner removed a whole batch of a compacted topic: a benign gap in the sequences "
+            "and a hole in the offsets (INFO)",
         ),
         FaultKind(
             "acked_write_lost", "block",
             (("ACKED_WRITE_LOST", "UNEXPLAINED"), ("SEQUENCE_GAP", "UNEXPLAINED")),
             "a batch was acknowledged at an offset and then lost: the acknowledgement names a "
-            "batch the log does not hold, and the producer's next batch is a gap (COMPACTION for "
-            "both on a compacted topic)",
+            "batch the log does not hold (its offsets went to the next batch), and the producer's "
+            "next batch is a gap (COMPACTION for both on a compacted topic, where the batch's "
+            "offsets stay a hole: an OFFSET_GAP, COMPACTION)",
         ),
         FaultKind(
             "retention_evicted_producer", "session", (("UNKNOWN_PRODUCER", "LOG_START"),),
@@ -84,7 +85,7 @@ FAULT_KINDS: dict[str, FaultKind] = {
             (("UNKNOWN_PRODUCER", "LOG_START"), ("SEQUENCE_GAP", "UNEXPLAINED")),
             "a long-lived producer near sequence 2147483647 wraps to 0, and the batch starting at "
             "0 is lost: benign first batch, then a gap across the wrap (COMPACTION on a "
-            "compacted topic)",
+            "compacted topic, with an OFFSET_GAP, COMPACTION, where the batch was)",
         ),
         FaultKind(
             "zombie_producer", "session", (("FENCED_PRODUCER_EPOCH", None),),

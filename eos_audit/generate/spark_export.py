@@ -5,9 +5,12 @@ nothing of it passes through the driver; every placement is a hash of the seed a
 coordinates, so the same plan gives the same export on any cluster.
 
 Layout. Row `i` of `spark.range(batches)` is one *batch slot*: the hot partition takes the first
-`hot_partition_share` of the slots, the others take the rest round-robin. Slot `j` of a partition
-spans offsets `[start + 6 j, start + 6 j + 6)` (offset gaps between batches are normal,
-docs/rules.md#offset-overlap) and is written at `START_MS + 10 ms * j`. The producers of a
+`hot_partition_share` of the slots, the others take the rest round-robin. A partition's batches
+take its offsets one after the other from its first offset, as a leader gives them out
+(docs/rules.md#offset-gap): a slot's base offset is the sum of the record counts of the
+partition's slots before it. A slot that holds no batch takes no offset (a lost batch's offsets
+went to the next batch), except on a compacted topic, where a batch the cleaner removed leaves
+its hole. Slot `j` is written at `START_MS + 10 ms * j`. The producers of a
 partition take the slots in a fixed cycle in which the hot producers appear `hot_weight` times.
 A producer's own slots form its *stream*, cut into sessions of `session_blocks` blocks of
 `block_batches` batches; every session is one producer id (a producer that restarted got a new
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eos_audit.config import DEFAULT_SEVERITIES
@@ -49,7 +52,6 @@ from eos_audit.generate.plan import (
     FIRST_OFFSET,
     MAX_SEQUENCE,
     SLOT_MS,
-    SLOT_OFFSETS,
     START_MS,
     GenerationPlan,
 )
@@ -178,6 +180,62 @@ def _choose(u: Column, choices: list[tuple[int, float]]) -> Column:
 def start_offset(tp: Column | int) -> Column | int:
     """First offset of a partition's log (above 0: retention already ran)."""
     return FIRST_OFFSET * (tp + 1)
+
+
+# Slots per chunk of the offsets' running sum: each chunk is summed by its own window (one task
+# for a partition's chunk, never for a whole hot partition), then the chunks' totals, a small
+# table, are summed the same way once more.
+CHUNK_SLOTS = 4096
+# What removed the batches of a hole in a compacted topic's offsets (`cleaned` columns); 0 none.
+CLEANED_KINDS = ("compacted_gap", "acked_write_lost", "wraparound")
+
+
+def with_log_offsets(df: DataFrame) -> DataFrame:
+    """The slots with their `base_offset` and `cleaned_before`, the offsets given out in order.
+
+    `cleaned_before` says what removed the batches of the hole right before the slot (an index
+    into CLEANED_KINDS plus one; 0: no hole). A slot takes `record_count` offsets when it holds a
+    batch or, on a compacted topic, when the cleaner removed its batch (`cleaned` > 0, a hole);
+    none otherwise. Both are running values
+    over the partition's slots in order, computed in chunks of `CHUNK_SLOTS` and carried from
+    chunk to chunk through the chunks' small table, so no task holds a whole partition.
+    """
+    width = F.when(F.col("keep") | (F.col("cleaned") > 0), F.col("record_count")).otherwise(0)
+    df = df.withColumns({"width": width, "chunk": _div(F.col("j"), CHUNK_SLOTS)})
+    # The last slot before that takes offsets: its `cleaned` (null when none does).
+    last_taking = F.last(F.when(F.col("width") > 0, F.col("cleaned")), ignorenulls=True)
+    in_chunk = Window.partitionBy("tp", "chunk").orderBy("j").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    before_chunk = Window.partitionBy("tp").orderBy("chunk").rowsBetween(
+        Window.unboundedPreceding, -1
+    )
+    chunks = df.groupBy("tp", "chunk").agg(
+        F.sum("width").alias("chunk_width"),
+        F.max_by(F.col("cleaned"), F.when(F.col("width") > 0, F.col("j"))).alias("chunk_cleaned"),
+    )
+    chunks = chunks.select(
+        "tp",
+        "chunk",
+        F.coalesce(F.sum("chunk_width").over(before_chunk), F.lit(0)).alias("chunk_start"),
+        F.last("chunk_cleaned", ignorenulls=True).over(before_chunk).alias("cleaned_at_start"),
+    )
+    df = df.withColumns(
+        {
+            "offsets_before": F.coalesce(F.sum("width").over(in_chunk), F.lit(0)),
+            "cleaned_in_chunk": last_taking.over(in_chunk),
+        }
+    ).join(F.broadcast(chunks), ["tp", "chunk"])
+    return df.withColumns(
+        {
+            "base_offset": start_offset(F.col("tp")) + F.col("chunk_start")
+            + F.col("offsets_before"),
+            "cleaned_before": F.coalesce(
+                F.col("cleaned_in_chunk"), F.col("cleaned_at_start"), F.lit(0)
+            ),
+        }
+    ).drop("width", "chunk", "chunk_start", "offsets_before", "cleaned_in_chunk",
+           "cleaned_at_start")  # fmt: skip
 
 
 def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
@@ -362,7 +420,6 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     shift = F.when(
         end_block & (end == EXPIRED) & (s >= mid_slot), plan.expiration_ms + 3_600_000
     ).otherwise(0)
-    base_offset = start_offset(tp) + F.col("j") * SLOT_OFFSETS
     df = df.withColumns(
         {
             "base_sequence": sequence.cast("long"),
@@ -371,7 +428,6 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
             "producer_id": F.when(F.col("is_plain"), F.lit(-1)).otherwise(
                 F.shiftleft(tp * plan.producers + p, SESSION_BITS) + q
             ),
-            "base_offset": base_offset,
             "max_timestamp": START_MS + F.col("j") * SLOT_MS + shift,
             # Leader elections at fixed slots: the epoch never decreases along the log.
             "leader_epoch": _div(F.col("j"), plan.leader_epoch_span),
@@ -379,8 +435,15 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
             & ~(F.col("is_wrap") & (s == WRAP_LOST_SLOT))
             & ~(F.col("is_txn") & ~F.col("in_session"))
             & ~(last_block & (end == HANGING) & (s == block - 1)),
+            # On a compacted topic a lost batch is the cleaner's work: its offsets stay a hole.
+            "cleaned": F.when(~F.col("compacted"), 0)
+            .when(F.col("is_lost") & (blk == LOST_BATCH), 1)
+            .when(F.col("is_lost"), 2)
+            .when(F.col("is_wrap") & (s == WRAP_LOST_SLOT), 3)
+            .otherwise(0),
         }
     )
+    df = with_log_offsets(df)
     gap_cause = F.when(F.col("compacted"), F.lit("COMPACTION")).otherwise(F.lit("UNEXPLAINED"))
     none = F.lit(None).cast("string")
 
@@ -445,6 +508,18 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     return df.withColumns(
         {
             "truth": gt,
+            # The first batch after a hole the cleaner left (docs/rules.md#offset-gap).
+            "gap_truth": F.when(
+                F.col("keep") & (F.col("cleaned_before") > 0),
+                truth(
+                    F.element_at(
+                        F.array(*[F.lit(k) for k in CLEANED_KINDS]),
+                        F.col("cleaned_before").cast("int"),
+                    ),
+                    "OFFSET_GAP",
+                    "COMPACTION",
+                ),
+            ),
             "topic": F.element_at(topic_names, (F.col("topic_index") + 1).cast("int")),
             "partition": F.pmod(tp, F.lit(plan.partitions)).cast("int"),
             "acked_session": _uniform(seed, 6, tp, p, q) < plan.ack_share,
@@ -511,11 +586,12 @@ def acks_of(slots_df: DataFrame) -> DataFrame:
     )
 
 
-def observations(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
+def observations(spark: SparkSession, plan: GenerationPlan, slots_df: DataFrame) -> DataFrame:
     """ListOffsets(latest) answers per partition, twice per leader epoch, with planted regressions.
 
     Observation `n` is taken at slot `n * span / 2` and answers the offset where that slot
-    starts; even `n` fall right after a leader election (the epoch rose). A planted transient
+    starts (its `base_offset` in `slots_df`, which has the slots' `tp`, `j` and `base_offset`);
+    even `n` fall right after a leader election (the epoch rose). A planted transient
     regression answers a little below the previous observation there, and the next observation
     is back above it (LEADER_CHANGE_TRANSIENT); a planted truncation does the same on the
     partition's last observation, so it never recovers (TRUNCATION). Observations stop two
@@ -538,9 +614,18 @@ def observations(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
     df = df.withColumns({"tp": tp, "n_last": _at(last, F.col("index"))})
     n, tp, n_last = F.col("n"), F.col("tp"), F.col("n_last")
     slot = n * half
-    normal = start_offset(tp) + slot * SLOT_OFFSETS
-    previous = start_offset(tp) + (n - 1) * half * SLOT_OFFSETS
-    below = previous - SLOT_OFFSETS * (1 + F.pmod(_hash(plan.seed, 9, tp, n), F.lit(8)))
+    # The observations are few (two per leader epoch and partition): each looks its slot up.
+    at_slot = slots_df.select(
+        F.col("tp").alias("at_tp"), F.col("j").alias("at_j"), F.col("base_offset").alias("normal")
+    )
+    df = F.broadcast(df).join(at_slot, (F.col("at_tp") == tp) & (F.col("at_j") == slot))
+    df = df.drop("at_tp", "at_j")
+    normal = F.col("normal")
+    # Observations n = 1, 2, ... of a partition are consecutive: the one before answered the
+    # offset of slot (n - 1) * span / 2 (slot 0, the log's first offset, before the first).
+    previous = F.lag(normal, 1).over(Window.partitionBy(tp).orderBy(n))
+    previous = F.coalesce(previous, start_offset(tp))
+    below = previous - (1 + F.pmod(_hash(plan.seed, 9, tp, n), F.lit(8)))
     rates = plan.rates
     truncated = (
         (n == n_last) & (n >= 2) & (_uniform(plan.seed, 8, tp) < rates.list_offsets_truncation)
@@ -603,9 +688,9 @@ def ground_truth_of(
     slots_df: DataFrame, observations_df: DataFrame, generation_id: str
 ) -> DataFrame:
     """Every finding the planted faults must raise (schemas/ground_truth.json)."""
-    from_slots = slots_df.where(F.col("truth").isNotNull()).select(
-        "truth.*", "topic", "partition", "base_offset", "producer_id", "producer_epoch"
-    )
+    batch = ("topic", "partition", "base_offset", "producer_id", "producer_epoch")
+    from_slots = slots_df.where(F.col("truth").isNotNull()).select("truth.*", *batch)
+    from_gaps = slots_df.where(F.col("gap_truth").isNotNull()).select("gap_truth.*", *batch)
     from_observations = observations_df.where(F.col("truth").isNotNull()).select(
         "truth.*",
         "topic",
@@ -614,7 +699,7 @@ def ground_truth_of(
         F.lit(None).cast("long").alias("producer_id"),
         F.lit(None).cast("long").alias("producer_epoch"),
     )
-    rows = from_slots.unionByName(from_observations)
+    rows = from_slots.unionByName(from_gaps).unionByName(from_observations)
     columns = {
         "run_id": F.lit(generation_id),
         "severity": _severity(F.col("finding_type"), F.col("cause")),
@@ -690,6 +775,7 @@ EXPORTED_SLOT_COLUMNS = (
     "topic", "partition", "tp", "base_offset", "producer_id", "producer_epoch", "base_sequence",
     "record_count", "leader_epoch", "max_timestamp", "keep", "is_marker", "is_txn", "is_plain",
     "is_aborted", "acked_session", "is_dup", "is_zombie", "is_lost", "block_fault", "truth",
+    "gap_truth", "j",
 )  # fmt: skip
 
 
@@ -728,7 +814,7 @@ def write_export(
         with jit_sized_code(spark):
             slots_df = slots(spark, plan).select(*EXPORTED_SLOT_COLUMNS)
             slots_df = slots_df.persist(StorageLevel.MEMORY_AND_DISK)
-            observations_df = observations(spark, plan)
+            observations_df = observations(spark, plan, slots_df)
             log.info("generate %s: writing %d batch slots to %s", gen_id, plan.batches, out)
             batches_of(slots_df).write.mode("overwrite").parquet(str(export.batches))
             acks_of(slots_df).write.mode("overwrite").parquet(str(export.acks))

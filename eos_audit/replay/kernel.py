@@ -22,8 +22,10 @@ from eos_audit.findings import (  # noqa: F401 (FACT_*: generated from the regis
     FACT_COORDINATOR_EPOCH,
     FACT_COORDINATOR_EPOCH_SEEN,
     FACT_CURRENT_EPOCH,
+    FACT_FIRST_MISSING_OFFSET,
     FACT_FIRST_OFFSET,
     FACT_HIGH_WATERMARK,
+    FACT_LAST_MISSING_OFFSET,
     FACT_LEADER_EPOCH,
     FACT_LOG_BATCHES,
     FACT_LOG_END_OFFSET,
@@ -57,6 +59,7 @@ from eos_audit.replay.state import (
 # Finding codes from the one registry (findings.REPLAYED); numba compiles module-level ints as
 # constants.
 OFFSET_OVERLAP = REGISTRY["OFFSET_OVERLAP"].code
+OFFSET_GAP = REGISTRY["OFFSET_GAP"].code
 LEADER_EPOCH_REGRESSION = REGISTRY["LEADER_EPOCH_REGRESSION"].code
 CORRUPT_BATCH = REGISTRY["CORRUPT_BATCH"].code
 LEADER_EPOCH_MISMATCH = REGISTRY["LEADER_EPOCH_MISMATCH"].code
@@ -81,6 +84,7 @@ LOG_START = int(Cause.LOG_START)
 PRODUCER_EXPIRY = int(Cause.PRODUCER_EXPIRY)
 COMPACTION = int(Cause.COMPACTION)
 UNEXPLAINED = int(Cause.UNEXPLAINED)
+QUARANTINED_BATCH = int(Cause.QUARANTINED_BATCH)
 NO_ERROR = int(KafkaError.NONE)
 OUT_OF_ORDER_SEQUENCE_NUMBER = int(KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER)
 INVALID_PRODUCER_EPOCH = int(KafkaError.INVALID_PRODUCER_EPOCH)
@@ -117,6 +121,7 @@ KIND = wire.BIT_FIELDS["kind"].reader
 CRC_VALID = wire.BIT_FIELDS["crc_valid"].reader
 TRANSACTIONAL_BIT = wire.BIT_FIELDS["is_transactional"].bit
 CONTROL_BIT = wire.BIT_FIELDS["is_control"].bit
+FOLLOWS_QUARANTINED_BIT = wire.BIT_FIELDS["follows_quarantined"].bit
 CONTROL_TYPE = wire.BIT_FIELDS["control_type"].reader
 MAGIC = wire.BIT_FIELDS["magic"].reader
 PRODUCER_EPOCH = wire.BIT_FIELDS["producer_epoch"].reader
@@ -164,6 +169,7 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
         r.kind = field_value(h, KIND)
         r.is_transactional = (h & TRANSACTIONAL_BIT) != 0
         r.is_control = (h & CONTROL_BIT) != 0
+        r.follows_quarantined = (h & FOLLOWS_QUARANTINED_BIT) != 0
         r.control_type = wire_value(h, h, CONTROL_TYPE, CONTROL_TYPE_NULL)
         r.magic = wire_value(h, h, MAGIC, MAGIC_NULL)
         r.crc_valid = field_value(h, CRC_VALID) - 1  # -1 not checked, 0 failed, 1 valid
@@ -1241,6 +1247,25 @@ def check_audited_batch(rows, i, part, findings, counts):
             NULL,
             part.max_last_offset,
         )
+    elif (
+        part.max_last_offset != NULL
+        and base_offset > part.max_last_offset + 1
+        and (magic == NULL or magic >= 2)
+    ):
+        # docs/rules.md#offset-gap: a leader assigns every offset from its log end, markers
+        # included, so only the cleaner (or a lost segment) leaves a hole. A v0/v1 entry's base
+        # offset is not the first of its records, so only v2 batches are judged.
+        if rows[i].follows_quarantined:
+            cause = QUARANTINED_BATCH
+        elif rows[i].is_compacted:
+            cause = COMPACTION
+        else:
+            cause = UNEXPLAINED
+        f = finding_at(
+            findings, counts, OFFSET_GAP, rows, i, part, cause, NO_ERROR, NULL, part.max_last_offset
+        )
+        f.facts[FACT_FIRST_MISSING_OFFSET] = part.max_last_offset + 1
+        f.facts[FACT_LAST_MISSING_OFFSET] = base_offset - 1
     if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
         # docs/rules.md#leader-epoch-regression
         f = finding_at(

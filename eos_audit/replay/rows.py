@@ -189,6 +189,9 @@ BIT_FIELDS: dict[str, BitField] = {
     **{null_flag(name): BitField(HEADER, 9 + k, 1) for k, name in enumerate(NULLABLE)},
     # A quarantined row (never replayed, written to quarantine as it is).
     "quarantined": BitField(HEADER, 17, 1),
+    # The first row the replay gets after quarantined rows of its partition (set by the runner,
+    # which takes quarantined rows out): the offsets before it held a batch nobody could read.
+    "follows_quarantined": BitField(HEADER, 18, 1),
     # A row located by reference: the id of its file here (sources.files.row_reference), its
     # position in `value`. The text (`<file>:row <n>`, `<file>:<byte>`) is written for emitted
     # rows only.
@@ -200,6 +203,8 @@ BIT_FIELDS: dict[str, BitField] = {
     **{high: BitField(word, 32, 32, signed=True) for word, high, _ in PAIRS},
     **{low: BitField(word, 0, 32, signed=True) for word, _, low in PAIRS},
 }
+# Fields the wire leaves 0: the runner sets them on the rows it hands the replay.
+SET_BY_THE_RUNNER = frozenset({"follows_quarantined"})
 WORDS = (HEADER, *[word for word, _, _ in PAIRS])
 
 
@@ -293,6 +298,8 @@ def _words(bits: dict[str, object], combine: Callable) -> dict[str, object]:
     """Each wire word as the combination of its fields' packed bits, in `BIT_FIELDS` order."""
     words: dict[str, object] = {}
     for name, field in BIT_FIELDS.items():
+        if name in SET_BY_THE_RUNNER:
+            continue
         part = bits[name]
         words[field.word] = part if field.word not in words else combine(words[field.word], part)
     return words

@@ -198,6 +198,9 @@ class _Replayer:
         # that began in an earlier batch.
         self.previous_topic: str | None = None
         self.previous_partition: int | None = None
+        # The (topic, partition) of quarantined rows that ended the last Arrow batch: the next
+        # batch's first row, when of that partition, follows them.
+        self.quarantined_at_end: tuple[str, int] | None = None
         self.previous_compacted = False
         # The control type of each row of the batch being replayed (findings name it).
         self.control_types = np.zeros(0, dtype=np.int64)
@@ -232,7 +235,10 @@ class _Replayer:
             if batch.num_rows == 0:
                 continue
             self.count_files(batch)
-            rejected = wire.flag_set(_int_column(batch, wire.HEADER), "quarantined")
+            header = _int_column(batch, wire.HEADER)
+            rejected = wire.flag_set(header, "quarantined")
+            if rejected.any() or self.quarantined_at_end is not None:
+                batch = self.mark_rows_after_quarantined(batch, header, rejected)
             if rejected.any():
                 rejected = pa.array(rejected)
                 yield self.quarantine(batch.filter(rejected))
@@ -263,6 +269,43 @@ class _Replayer:
         yield from self.drain(batch)
         if self.file_counts:
             yield self.file_stats()
+
+    def mark_rows_after_quarantined(
+        self, batch: pa.RecordBatch, header: np.ndarray, rejected: np.ndarray
+    ) -> pa.RecordBatch:
+        """Set `follows_quarantined` on the rows right after quarantined rows of their partition.
+
+        The quarantined rows are then taken out of the replay. A hole in the offsets there may be
+        the quarantined batch's (docs/rules.md#offset-gap). Vectorised: quarantined rows are few,
+        the rows they precede are found by a binary search.
+        """
+        topics = batch.column("topic")
+        partitions = _int_column(batch, "partition")
+        kept = np.flatnonzero(~rejected)
+        marked = np.zeros(batch.num_rows, dtype=bool)
+        if self.quarantined_at_end is not None and len(kept):
+            first = int(kept[0])
+            first_tp = (topics[first].as_py(), int(partitions[first]))
+            marked[first] = first_tp == self.quarantined_at_end
+            self.quarantined_at_end = None
+        quarantined = np.flatnonzero(rejected)
+        position = np.searchsorted(kept, quarantined)
+        inside = position < len(kept)
+        before, after = quarantined[inside], kept[position[inside]]
+        if len(before):
+            same = partitions[before] == partitions[after]
+            same &= pc.equal(topics.take(before), topics.take(after)).fill_null(False).to_numpy(
+                zero_copy_only=False
+            )
+            marked[after[same]] = True
+        if not inside.all():
+            last = int(quarantined[-1])
+            self.quarantined_at_end = (topics[last].as_py(), int(partitions[last]))
+        if not marked.any():
+            return batch
+        header = np.where(marked, header | wire.BIT_FIELDS["follows_quarantined"].bit, header)
+        index = batch.schema.get_field_index(wire.HEADER)
+        return batch.set_column(index, batch.schema.field(index), pa.array(header, pa.int64()))
 
     def count_files(self, batch: pa.RecordBatch) -> None:
         """Count the batch rows of each input file, as the kernel counts them per partition.

@@ -50,6 +50,7 @@ REPLAY_ROW = np.dtype(
         ("value", np.int64),  # per kind: see rows.REPLAY_SCHEMA
         ("is_compacted", np.bool_),  # its topic matches [topics] compacted
         ("is_coordinator_topic", np.bool_),  # its topic matches [topics] coordinator
+        ("follows_quarantined", np.bool_),  # quarantined rows of its partition came right before
     ],
     align=True,
 )

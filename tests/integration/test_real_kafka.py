@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from eos_audit import engine
-from eos_audit.config import AuditConfig
+from eos_audit.config import AuditConfig, TopicsConfig
 from eos_audit.output_records import findings_of
 from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
 from tests.cli_runs import (
@@ -39,6 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 FENCING_ERRORS = ("ProducerFencedException", "InvalidProducerEpochException")
 FORMS = ("segments", "dump", "dump_deep", "parquet")
 ABOVE_INFO = ("WARNING", "ERROR", "CRITICAL")
+# The compacted scenario's topic is declared as an operator would ([topics] compacted).
+CONFIG = AuditConfig(topics=TopicsConfig(compacted=("compacted-*",)))
 RELEASE_4 = f"kafka-{KAFKA_4}"
 RELEASE_3 = f"kafka-{KAFKA_3}"
 # The scenarios of each release whose logs a broker wrote without a fault (all but `failover`).
@@ -65,7 +67,7 @@ def audit(spark, *paths: str) -> Audited:
     """The audit of `paths` (one form each) in one run."""
     read = read_inputs(spark, AuditInputs(batches=paths))
     records = engine.audit(
-        read.batches, AuditConfig(), "real-kafka", seeds_df=read.seeds,
+        read.batches, CONFIG, "real-kafka", seeds_df=read.seeds,
         log_starts_df=read.log_starts, high_watermarks_df=read.high_watermarks,
         leader_epochs_df=read.leader_epochs,
     )  # fmt: skip
@@ -121,8 +123,12 @@ def test_real_broker_logs_without_a_fault_give_no_finding_above_info(
         counted = {e.topic: as_exported[form].batches.get(e.topic) for e in exports}
         assert counted == {e.topic: e.batches for e in exports}, form
         assert above_info(found[form]) == [], (form, found[form])
-        # What is INFO is benign by evidence: the log starts past the producer's first batch.
-        assert {f[2] for f in found[form]} <= {"LOG_START"}, (form, found[form])
+        # What is INFO is benign by evidence: the log starts past the producer's first batch, or
+        # the cleaner of the compacted topic left a hole.
+        assert {f[2] for f in found[form]} <= {"LOG_START", "COMPACTION"}, (form, found[form])
+        assert {f[5] for f in found[form] if f[2] == "COMPACTION"} <= {
+            e.topic for e in exports if e.scenario == "compacted"
+        }, (form, found[form])
     # The three forms agree. A segment folder also holds the producer snapshot that precedes its
     # first segment, which the two others lack: a producer it seeds has no INFO finding there.
     assert found["dump"] == found["dump_deep"] == found["parquet"]
@@ -264,9 +270,14 @@ def _tamper_clean(export: Export, segments: Path) -> list[tuple]:
         assert len(own) >= 3, own  # the scenario writes three batches per partition
         return log, own
 
-    # Partition 0: an idempotent batch cut out of the middle of its producer's batches.
+    # Partition 0: an idempotent batch cut out of the middle of its producer's batches: a hole in
+    # the offsets before the batch after it in the log, and in its producer's sequences.
     log, idem = idempotent_batches(0)
     removed, following = idem[1], idem[2]
+    after_hole = min(
+        view["base_offset"] for _, _, view in tamper.batches(log)
+        if view["base_offset"] > removed[2]["last_offset"]
+    )  # fmt: skip
     tamper.remove_batch(log, removed[0])
     # Partition 1: an acknowledged batch written again at the end, offsets and CRC rewritten.
     log, idem = idempotent_batches(1)
@@ -280,6 +291,7 @@ def _tamper_clean(export: Export, segments: Path) -> list[tuple]:
     return [
         ("CORRUPT_BATCH", "ERROR", 2, view["base_offset"]),
         ("DUPLICATE_BATCH", "CRITICAL", 1, duplicate_at),
+        ("OFFSET_GAP", "CRITICAL", 0, after_hole),
         ("SEQUENCE_GAP", "CRITICAL", 0, following[2]["base_offset"]),
     ]
 
@@ -335,7 +347,7 @@ def test_tampered_real_segments_give_gap_duplicate_and_corrupt_batch(real_kafka,
         )  # fmt: skip
 
 
-def test_the_cleaner_ran_on_the_compacted_topic(real_kafka):
+def test_the_cleaner_ran_on_the_compacted_topic(real_kafka, as_exported):
     export = real_kafka.exports[("compacted", RELEASE_4)]
     views = [
         view for log in sorted(Path(export.segments).glob("*/*/*.log"))
@@ -345,6 +357,17 @@ def test_the_cleaner_ran_on_the_compacted_topic(real_kafka):
     # transactions: fewer records remain than the offsets the log spans.
     spanned = views[-1]["last_offset"] + 1 - views[0]["base_offset"]
     assert sum(v["record_count"] for v in views) < spanned
+    # Whole batches went with them: holes between batches, each an OFFSET_GAP that the
+    # compacted topic explains, the same in every form.
+    holes = sorted(
+        after["base_offset"] for before, after in zip(views, views[1:], strict=False)
+        if after["base_offset"] > before["last_offset"] + 1
+    )  # fmt: skip
+    assert holes
+    for form in FORMS:
+        gaps = [f for f in as_exported[form].of(export.topic) if f[0] == "OFFSET_GAP"]
+        assert sorted(f[4] for f in gaps) == holes, (form, gaps)
+        assert {f[1:3] for f in gaps} == {("INFO", "COMPACTION")}, form
 
 
 @pytest.mark.cost(10)

@@ -26,6 +26,7 @@ DUPLICATE_LOOKBACK = 64
 
 # Finding types.
 OFFSET_OVERLAP = "OFFSET_OVERLAP"
+OFFSET_GAP = "OFFSET_GAP"
 LEADER_EPOCH_REGRESSION = "LEADER_EPOCH_REGRESSION"
 CORRUPT_BATCH = "CORRUPT_BATCH"
 DUPLICATE_BATCH = "DUPLICATE_BATCH"
@@ -38,7 +39,9 @@ FENCED_PRODUCER_EPOCH = "FENCED_PRODUCER_EPOCH"
 COORDINATOR_FENCED = "COORDINATOR_FENCED"
 INVALID_TXN_STATE = "INVALID_TXN_STATE"
 
-PARTITION_TYPES = frozenset({OFFSET_OVERLAP, LEADER_EPOCH_REGRESSION, CORRUPT_BATCH})
+PARTITION_TYPES = frozenset(
+    {OFFSET_OVERLAP, OFFSET_GAP, LEADER_EPOCH_REGRESSION, CORRUPT_BATCH}
+)
 PRODUCER_STATE_TYPES = frozenset(
     {
         DUPLICATE_BATCH,
@@ -69,6 +72,7 @@ CORRUPT_MESSAGE = "CORRUPT_MESSAGE"
 
 DEFAULT_SEVERITIES: dict[str, str] = {
     OFFSET_OVERLAP: "CRITICAL",
+    OFFSET_GAP: "CRITICAL",
     LEADER_EPOCH_REGRESSION: "ERROR",
     CORRUPT_BATCH: "ERROR",
     DUPLICATE_BATCH: "CRITICAL",
@@ -856,6 +860,15 @@ def partition_findings(ctx: PartitionContext, ordered: list[Batch]) -> list[Find
             findings.append(
                 _make_finding(ctx, batch, Verdict(OFFSET_OVERLAP, previous_offset=max_last_offset))
             )
+        elif (
+            max_last_offset is not None
+            and batch.base_offset > max_last_offset + 1
+            and batch.effective_magic >= 2
+        ):
+            # Doc "Offset gap": a leader gives out every offset; only the cleaner leaves holes.
+            cause = COMPACTION if ctx.compacted else UNEXPLAINED
+            verdict = Verdict(OFFSET_GAP, cause=cause, previous_offset=max_last_offset)
+            findings.append(_make_finding(ctx, batch, verdict))
         # Only v2 batches carry a partition leader epoch (§2.1; a v0/v1 entry has none).
         leader_epoch = batch.partition_leader_epoch if batch.effective_magic >= 2 else None
         if leader_epoch is not None and leader_epoch >= 0:

@@ -2,6 +2,7 @@
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from eos_audit.generate.files import write_files
@@ -37,7 +38,7 @@ def _truth(spark, plan, slots_df=None):
     """
     if slots_df is None:
         slots_df = slots(spark, plan).localCheckpoint()
-    return ground_truth_of(slots_df, observations(spark, plan), "g").localCheckpoint()
+    return ground_truth_of(slots_df, observations(spark, plan, slots_df), "g").localCheckpoint()
 
 
 @pytest.mark.cost(15)  # three generations
@@ -64,17 +65,33 @@ def test_slots_fill_each_partition_as_the_geometry_says(spark):
 def test_faults_land_where_their_findings_point(spark):
     plan = GenerationPlan(batches=8_000, rates=FaultRates().scaled(10), **SMALL)
     s = slots(spark, plan).localCheckpoint()
-    batches = batches_of(s).select("topic", "partition", "base_offset").localCheckpoint()
+    all_batches = batches_of(s).localCheckpoint()
+    batches = all_batches.select("topic", "partition", "base_offset")
     truth = _truth(spark, plan, s)
     on_batches = truth.where(
         ~F.col("finding_type").isin("ACKED_WRITE_LOST", "LIST_OFFSETS_REGRESSION")
     )
     # Every batch-level finding points at a batch of the export...
     assert on_batches.join(batches, ["topic", "partition", "base_offset"], "left_anti").count() == 0
-    # ... and an acknowledged lost write at an offset the export holds no batch at.
+    # ... and an acknowledged lost write at an offset where the export holds no batch of that
+    # producer, epoch and sequence: another batch took its offsets.
     lost = truth.where(F.col("finding_type") == "ACKED_WRITE_LOST")
     assert lost.count() > 0
-    assert lost.join(batches, ["topic", "partition", "base_offset"], "left_semi").count() == 0
+    lost_sends = s.where(F.col("is_lost") & (F.col("block_fault") == 4))
+    identity = ["topic", "partition", "producer_id", "producer_epoch", "base_sequence"]
+    assert lost_sends.count() == lost.count()
+    assert lost_sends.join(all_batches, identity, "left_semi").count() == 0
+    # Offsets are given out one after the other: a hole only where the cleaner removed a batch,
+    # and there the ground truth has its OFFSET_GAP (COMPACTION).
+    by_partition = Window.partitionBy("topic", "partition").orderBy("base_offset")
+    holes = all_batches.withColumn(
+        "end_before", F.lag(F.col("last_offset") + 1).over(by_partition)
+    ).where(F.col("base_offset") != F.col("end_before"))
+    gaps = truth.where(F.col("finding_type") == "OFFSET_GAP")
+    assert holes.count() == gaps.count() > 0
+    assert holes.join(gaps, ["topic", "partition", "base_offset"], "left_anti").count() == 0
+    assert {r["cause"] for r in gaps.select("cause").distinct().collect()} == {"COMPACTION"}
+    assert holes.where(~F.col("topic").startswith("compacted-")).count() == 0
     # Duplicates repeat a range 0-4 (in the cache) or 5+ (beyond) of the producer's batches back.
     distances = {
         (r["block_fault"], r["dup_distance"])

@@ -1,4 +1,4 @@
-"""Partition-level rules: OFFSET_OVERLAP, LEADER_EPOCH_REGRESSION and CORRUPT_BATCH.
+"""Partition-level rules: OFFSET_OVERLAP, OFFSET_GAP, LEADER_EPOCH_REGRESSION and CORRUPT_BATCH.
 
 Every scenario is on its own topic and all of them are audited by `engine.audit` in ONE Spark job
 (the module fixture `audited`); each test reads its own topic's findings, quarantined rows and
@@ -16,17 +16,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit import engine
-from eos_audit.config import AuditConfig
+from eos_audit.config import AuditConfig, TopicsConfig
 from eos_audit.output_records import findings_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, seeds_df
 
-CONFIG = AuditConfig()
+CONFIG = AuditConfig(topics=TopicsConfig(compacted=("gap-compacted",)))
 HUGE = 10**12
 OVERLAP = "OFFSET_OVERLAP"
+GAP = "OFFSET_GAP"
 REGRESSION = "LEADER_EPOCH_REGRESSION"
 CORRUPT = "CORRUPT_BATCH"
-PARTITION_TYPES = (OVERLAP, REGRESSION, CORRUPT)
+PARTITION_TYPES = (OVERLAP, GAP, REGRESSION, CORRUPT)
 
 # topic -> rows; each topic is one partition, independent of the others.
 SCENARIOS: dict[str, list[dict]] = {
@@ -43,8 +44,15 @@ SCENARIOS: dict[str, list[dict]] = {
         # CRC must not count.
         batch(5, HUGE, producer_id=-2, partition_leader_epoch=99, crc_valid=False, source="bad"),
         batch(6, 6, partition_leader_epoch=0),
-        batch(100, 100, partition_leader_epoch=0),
+        batch(7, 7, partition_leader_epoch=0),
     ],
+    # OFFSET_GAP (overlap-none above has one too: 10-19)
+    "gap-contiguous": [batch(0, 4), batch(5, 5), batch(6, 9), data(10, pid=3)],
+    "gap-running-max": [batch(0, 20), batch(10, 12), batch(21, 22), batch(30, 30)],
+    "gap-compacted": [batch(0, 4), batch(8, 9)],
+    # A v0/v1 entry's offset is its last record's: no hole is judged before it, and its last
+    # offset is right, so the v2 batch after it is judged.
+    "gap-magic-1": [batch(0, 0, magic=1), batch(5, 5, magic=1), batch(6, 6), batch(9, 9)],
     # Seeded rows (offsets 0-9 from a snapshot) are not audited batches: no overlap with them.
     "overlap-seeded": [batch(3, 5), data(6, seq=10, pid=7, epoch=0)],
     # LEADER_EPOCH_REGRESSION
@@ -73,9 +81,9 @@ SCENARIOS: dict[str, list[dict]] = {
     "table": [
         batch(0, 9, partition_leader_epoch=2),
         batch(5, 6, partition_leader_epoch=2),  # overlaps 0-9
-        batch(20, 29, partition_leader_epoch=3),  # 10-19 missing: not a finding
+        batch(20, 29, partition_leader_epoch=3),  # 10-19 missing: OFFSET_GAP
         batch(30, 30, partition_leader_epoch=1, crc_valid=False),  # regression and corrupt
-        batch(31, HUGE, producer_id=-2),  # quarantined: no finding and no overlap for 40
+        batch(31, HUGE, producer_id=-2),  # quarantined: no overlap for 40; it explains 31-39
         batch(40, 40, partition_leader_epoch=3),
     ],
 }
@@ -171,6 +179,34 @@ def test_offset_overlap_passes_gaps_between_batches(audited):
     assert found(audited, "overlap-none", OVERLAP) == set()
 
 
+# ------------------------------------------------------------------------------------------------
+# OFFSET_GAP
+# ------------------------------------------------------------------------------------------------
+def test_offset_gap_names_the_missing_offsets(audited):
+    assert found(audited, "overlap-none") == {(GAP, 20, 25, 9)}
+    f = finding_at(audited, "overlap-none", GAP, 20)
+    assert (f.severity, f.cause, f.kafka_error) == ("CRITICAL", "UNEXPLAINED", None)
+    assert f.evidence == {"first_missing_offset": "10", "last_missing_offset": "19"}
+    assert f.spec_ref == "docs/rules.md#offset-gap"
+    assert "Offsets 10-19 are in no batch: batch 20-25 follows offset 9" in f.detail
+
+
+def test_offset_gap_passes_a_contiguous_log_and_uses_the_running_maximum(audited):
+    assert found(audited, "gap-contiguous") == set()
+    # 21 follows 0-20 (10-12 lies inside it): no hole; 23-29 is one.
+    assert found(audited, "gap-running-max", GAP) == {(GAP, 30, 30, 22)}
+
+
+def test_offset_gap_on_a_compacted_topic_is_the_cleaners_work(audited):
+    f = finding_at(audited, "gap-compacted", GAP, 8)
+    assert (f.severity, f.cause) == ("INFO", "COMPACTION")
+    assert f.evidence == {"first_missing_offset": "5", "last_missing_offset": "7"}
+
+
+def test_offset_gap_judges_v2_batches_only(audited):
+    assert found(audited, "gap-magic-1") == {(GAP, 9, 9, 6)}
+
+
 def test_offset_overlap_fails_and_carries_the_highest_earlier_last_offset(audited):
     assert found(audited, "overlap-touching", OVERLAP) == {(OVERLAP, 9, 12, 9)}  # base == last
     f = finding_at(audited, "overlap-touching", OVERLAP, 9)
@@ -203,14 +239,17 @@ def test_offset_overlap_same_batch_twice_and_first_batch_is_not_flagged(audited)
 
 
 def test_quarantined_rows_never_take_part_in_partition_rules(audited):
-    # No finding on the quarantined rows, none caused by them on 6 and 100 (HUGE last offset,
-    # leader epoch 99, failed CRC).
-    assert found(audited, "overlap-quarantined") == set()
+    # No finding on the quarantined rows, none caused by them on 6 and 7 (HUGE last offset,
+    # leader epoch 99, failed CRC). Offset 5 is in no audited batch: the quarantined batch there
+    # explains the hole, so no verdict rests on it.
+    assert found(audited, "overlap-quarantined") == {(GAP, 6, 6, 4)}
+    f = finding_at(audited, "overlap-quarantined", GAP, 6)
+    assert (f.severity, f.cause) == ("INFO", "QUARANTINED_BATCH")
     assert sorted(
         (q.source, q.base_offset) for q in audited.quarantined["overlap-quarantined"]
     ) == [("bad", 5), ("bad-overlapping", 2)]
     stats = stats_of(audited, "overlap-quarantined")
-    assert (stats.first_offset, stats.last_offset, stats.batches) == (0, 100, 3)
+    assert (stats.first_offset, stats.last_offset, stats.batches) == (0, 7, 3)
 
 
 def test_seeded_rows_do_not_take_part_in_partition_rules(audited):
@@ -309,8 +348,10 @@ def test_audit_findings_of_partition_rules(spark, audited):
     expected = spark.createDataFrame(
         [
             ("OFFSET_OVERLAP", "CRITICAL", 5, 9, None),
+            ("OFFSET_GAP", "CRITICAL", 20, 9, None),
             ("LEADER_EPOCH_REGRESSION", "ERROR", 30, None, None),
             ("CORRUPT_BATCH", "ERROR", 30, None, "CORRUPT_MESSAGE"),
+            ("OFFSET_GAP", "INFO", 40, 30, None),  # the quarantined batch's hole
         ],
         schema,
     )

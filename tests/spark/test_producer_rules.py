@@ -217,8 +217,8 @@ GROUPS: dict[str, list[Scenario]] = {
         ),
         Scenario(  # a log-start checkpoint above the previous batch's end
             "p-reset-checkpoint",
-            [d(0, 5), d(10)],
-            [f(RESET, 10, "INFO", "LOG_START", OOS, 5, 0)],
+            [d(0, 5), d(5)],
+            [f(RESET, 5, "INFO", "LOG_START", OOS, 5, 0)],
             log_start=8,
         ),
         Scenario(
@@ -258,14 +258,18 @@ GROUPS: dict[str, list[Scenario]] = {
             [f(GAP, 3, "CRITICAL", "UNEXPLAINED", OOS, 3, 1)],
         ),
         Scenario(
+            # The cleaner dropped offsets 5-9 (sequences 5-7): both holes are its work.
             "c-gap-compacted",
             [d(0, 5), d(10, seq=8)],
-            [f(GAP, 10, "INFO", "COMPACTION", OOS, 5, 0)],
+            [
+                f(GAP, 10, "INFO", "COMPACTION", OOS, 5, 0),
+                f("OFFSET_GAP", 10, "INFO", "COMPACTION", None, None, 4),
+            ],
         ),
         Scenario(
             "p-gap-checkpoint",
-            [d(0, 5), d(10, seq=8)],
-            [f(GAP, 10, "INFO", "LOG_START", OOS, 5, 0)],
+            [d(0, 5), d(5, seq=8)],
+            [f(GAP, 5, "INFO", "LOG_START", OOS, 5, 0)],
             log_start=7,
         ),
         Scenario(  # a marker at a new epoch clears the cache: the next batch must start at 0

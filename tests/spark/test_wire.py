@@ -76,7 +76,8 @@ QUARANTINED = ROW.flatmap(
 SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
 # The kernel's columns that come from the row itself (the others are derived in the runner).
 FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("tp_start", "is_compacted",
-                                                  "is_coordinator_topic")]  # fmt: skip
+                                                  "is_coordinator_topic",
+                                                  "follows_quarantined")]  # fmt: skip
 EXTREMES = {
     **dict.fromkeys(ARROW.names),
     "topic": "t", "partition": 2**31 - 1, "kind": int(RowKind.REPLICA),

@@ -30,6 +30,7 @@ ROWS = [
     ("orders", 1, 0, 2, 3, 0, 0),
     ("orders", 1, 2, 3, 3, 0, 3),  # offset 2 claimed twice: OFFSET_OVERLAP (sequences fine)
     ("orders", 1, 4, 4, 3, 0, 5),
+    ("orders", 1, 7, 7, 3, 0, 6),  # offsets 5-6 in no batch: OFFSET_GAP (sequences fine)
     ("__consumer_offsets", 0, 0, 0, 4, 0, 5),  # coordinator topic: no sequence checks
     ("__consumer_offsets", 0, 1, 1, 4, 0, 5),
 ]
@@ -38,6 +39,7 @@ EXPECTED = {
     ("SEQUENCE_GAP", "orders", 0, 6),
     ("FENCED_PRODUCER_EPOCH", "orders", 0, 10),
     ("OFFSET_OVERLAP", "orders", 1, 2),
+    ("OFFSET_GAP", "orders", 1, 7),
 }
 
 

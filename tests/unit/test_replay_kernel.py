@@ -234,6 +234,30 @@ def test_a_corrupt_batch_explains_exactly_its_own_gap():
     )
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 8])
+def test_an_offset_gap_names_its_hole_unless_a_quarantined_batch_lies_in_it(size):
+    quarantined = {**data(3, 3, n=2), "quarantine_reason": "cut", "producer_id": None}
+    rows = [
+        data(0, 0, n=3),
+        quarantined,
+        data(5, 5),  # 3-4: the quarantined batch
+        data(9, 6),  # 6-8: nobody's
+        {**data(0, 0), "partition": 1},
+        {**quarantined, "partition": 1},  # the last row of partition 1: explains nothing after it
+        {**data(7, 1), "partition": 2},
+    ]
+    gaps = [(f[0], f[1], f[2], f[5]) for f in findings(rows, batch_size=size)
+            if f[0] == "OFFSET_GAP"]  # fmt: skip
+    assert gaps == [
+        ("OFFSET_GAP", 5, "QUARANTINED_BATCH", 2),
+        ("OFFSET_GAP", 9, "UNEXPLAINED", 5),
+    ]
+    # v0/v1 entries are not judged (an entry's offset is its last record's)
+    assert findings([data(0, 0), {**data(5, 1), "magic": 1}, data(6, 2)]) == [
+        ("SEQUENCE_GAP", 6, "UNEXPLAINED", OOS, 1, 0)
+    ]
+
+
 def test_state_grows_with_producers_and_survives_every_arrow_batch_boundary():
     # 200 producers (beyond the 64 first allocated), each with a gap, split into batches of 7
     rows = [data(i, 0, pid=p) for i, p in enumerate(range(200))]
