@@ -364,11 +364,15 @@ def test_objects_listed_but_not_readable_are_input_unreadable_and_no_verdict_res
     assert set(files) == listed
     (run,) = sql(warehouse, "audit_runs", "SELECT * FROM t")
     assert run["batches_read"] == sum(r["batches_read"] or 0 for r in files.values())
-    # The denied segment's sequences look missing: that gap is no verdict (docs/rules.md#causes).
+    # The denied segment's offsets and sequences look missing: those holes are no verdict
+    # (docs/rules.md#causes).
     found = sql(warehouse, "findings", "SELECT finding_type, severity, cause, partition FROM t")
-    assert [(f["finding_type"], f["partition"]) for f in found] == [("SEQUENCE_GAP", 0)]
+    assert sorted((f["finding_type"], f["partition"]) for f in found) == [
+        ("OFFSET_GAP", 0),
+        ("SEQUENCE_GAP", 0),
+    ]
     assert {(f["severity"], f["cause"]) for f in found} == {("INFO", "UNREADABLE_INPUT")}
-    assert (run["findings_critical"], run["findings_info"]) == (0, 1)
+    assert (run["findings_critical"], run["findings_info"]) == (0, 2)
 
 
 @pytest.mark.cost(6)  # a night's audit, and two runs that stop at Spark's read
