@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from eos_audit import __version__
 from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
 from eos_audit.errors import EosAuditError, InputNotFoundError
-from eos_audit.findings import at_or_above
+from eos_audit.findings import failing_findings
 from eos_audit.generate.command import add_generate_parser, run_generate
 from eos_audit.score import add_score_parser, run_score
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
@@ -313,9 +313,7 @@ def configure_logging(verbose: bool, quiet: bool = False, log_format: str = "tex
 
 
 def _fails(by_severity: dict[str, int], fail_on: str) -> bool:
-    if fail_on == "never":
-        return False
-    return any(by_severity.get(level, 0) for level in at_or_above(fail_on))
+    return bool(failing_findings(by_severity, fail_on))
 
 
 def _print_summary(result, out=None) -> None:

@@ -20,17 +20,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from eos_audit.config import AuditConfig, glob_to_java_regex
-from eos_audit.findings import (
-    FACTS_PER_FINDING,
-    REPLAYED,
-    Cause,
-    KafkaError,
-    coded_finding_struct,
-    fact_values,
-)
+from eos_audit.findings import FACTS_PER_FINDING, REPLAYED, Cause, KafkaError
 from eos_audit.output_records import FINDINGS_N, decoded
 from eos_audit.output_records import name_of as _name_of
-from eos_audit.replay.rows import (
+from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
+from eos_audit.replay.wire import (
     REPLAY_ORDER,
     REPLAY_SCHEMA,
     ControlType,
@@ -38,7 +32,7 @@ from eos_audit.replay.rows import (
     sort_key,
     wire_rows,
 )
-from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
+from eos_audit.sinks.finding_rows import coded_finding_struct, fact_values
 from eos_audit.sources.files import row_reference as ref
 from eos_audit.sources.tabular.canonical import QUARANTINE_REASON, RAW, increment_sequence
 from eos_audit.sql_text import cast_as
@@ -240,7 +234,7 @@ def replay_rows(
     """Every input as replay rows, shuffled once by (topic, partition) and sorted in replay order.
 
     Returns:
-        Rows in `rows.WIRE_SCHEMA`, each (topic, partition) whole inside one Spark partition.
+        Rows in `wire.WIRE_SCHEMA`, each (topic, partition) whole inside one Spark partition.
     """
     rows = batch_rows(batches_df)
     extra = [

@@ -1,32 +1,25 @@
-"""Every finding type in one registry, and the one builder every rule's findings go through.
+"""Every finding type in one registry: plain Python, read by the compiled kernel and by Spark alike.
 
 The registry is the single source of a finding type: its code, default severity, the error a
 partition leader returns, the section of `docs/rules.md` that states the rule (written into
 `findings.spec_ref`), one sentence saying what it means, the template of the `detail` sentence,
 the names of the replay kernel's facts and how the report draws it. Everything else derives from
 it: the configuration's default severities (`config.DEFAULT_SEVERITIES`, checked against
-`conf/defaults.toml` by a test), the facts' named slots the kernel fills (`FACT_*` below), the
-values those facts show as (`VIEWS_OF_FACTS`), and the report's marks. The replay kernel, the client
-acknowledgement rules and the ListOffsets rules all build their rows with `finding_struct`, so
-every finding has the same shape whoever raises it.
+`conf/defaults.toml` by a test), the facts' slots the kernel fills (`FACT_*` below), and the
+report's marks. The rows of the findings table are built from it by `sinks.finding_rows`, the one
+builder every rule's findings go through. This module imports no Spark: the compiled kernel
+reads its codes and slots.
 
-Adding a finding type the kernel raises: a `FindingType` below, its section in `docs/rules.md`,
-the kernel code that raises it (with `FACT_*` for its facts), the oracle and the tests.
+Adding a finding type the kernel raises: a `FindingType` below (and a `FACT_*` constant for each
+new fact), its section in `docs/rules.md`, the check in the kernel's module of the Kafka class
+that raises it (`replay.kernel` lists them), the oracle and the tests.
 """
-
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
-
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-
-from eos_audit.schemas import FINDINGS
-from eos_audit.sql_text import cast, lookup
 
 if TYPE_CHECKING:  # config derives its defaults from this module; no import cycle at run time
     from eos_audit.config import AuditConfig
@@ -50,6 +43,24 @@ def at_or_above(level: str) -> tuple[str, ...]:
     return SEVERITY_ORDER[: SEVERITY_ORDER.index(level.upper()) + 1]
 
 
+def failing_findings(by_severity: Mapping[str, int], fail_on: str) -> dict[str, int]:
+    """The findings that fail a run at the threshold `fail_on` (`--fail-on`), by severity.
+
+    The one fail-on verdict: the CLI's exit code and the report's verdict both read it.
+
+    Args:
+        by_severity: the run's findings counted by severity.
+        fail_on: critical, error, warning or never.
+
+    Returns:
+        The counts of the severities at or above `fail_on` that the run has, worst first; empty
+        when the run passes (always for `never`).
+    """
+    if fail_on == "never":
+        return {}
+    return {s: by_severity[s] for s in at_or_above(fail_on) if by_severity.get(s, 0)}
+
+
 def lowered_to(level: str, ceiling: str) -> str:
     """`level`, lowered to `ceiling` when it is worse (a benign cause never raises a severity)."""
     return max(level, ceiling, key=SEVERITY_ORDER.index)
@@ -70,11 +81,36 @@ class Cause(IntEnum):
     QUARANTINED_BATCH = 6
 
 
-# A benign cause lowers a finding's severity to INFO (LIST_OFFSETS_REGRESSION's own benign causes
-# lower it to WARNING, see rules.list_offsets). QUARANTINED_BATCH is not benign, but no verdict
-# rests on a batch nobody could read: its quarantine row is the evidence.
-BENIGN_CAUSES = ("LOG_START", "PRODUCER_EXPIRY", "COMPACTION", "QUARANTINED_BATCH")
 UNEXPLAINED = "UNEXPLAINED"
+# What a cause does to a finding's severity: the one policy of every rule (docs/rules.md#causes).
+# A cause that explains a finding lowers its severity to at most this level, whatever `[severity]`
+# says, and never raises it; any other cause (UNEXPLAINED, TRUNCATION) keeps the configured level.
+# QUARANTINED_BATCH and UNREADABLE_INPUT are not benign, but no verdict rests on a batch nobody
+# could read: its quarantine row or its unreadable file is the evidence. A ListOffsets regression
+# across a leader change or a failover (pre-KIP-207) is worth a look: WARNING.
+CAUSE_CEILING: dict[str, str] = {
+    "LOG_START": "INFO",
+    "PRODUCER_EXPIRY": "INFO",
+    "COMPACTION": "INFO",
+    "QUARANTINED_BATCH": "INFO",
+    "UNREADABLE_INPUT": "INFO",
+    "LEADER_CHANGE_TRANSIENT": "WARNING",
+    "EARLIEST_ACROSS_FAILOVER": "WARNING",
+}
+
+
+def severity_for(level: str, cause: str | None) -> str:
+    """A finding's severity: its configured `level`, lowered by its cause (`CAUSE_CEILING`).
+
+    Args:
+        level: the configured severity of the finding's type.
+        cause: the finding's cause, or None.
+
+    Returns:
+        The severity the finding gets.
+    """
+    ceiling = CAUSE_CEILING.get(cause or "")
+    return level if ceiling is None else lowered_to(level, ceiling)
 
 
 class KafkaError(IntEnum):
@@ -109,7 +145,7 @@ class FindingType:
         anchor: its section in docs/rules.md.
         meaning: one sentence: what it means for the people reading the findings.
         detail: template of the `detail` sentence; `{name}` is a findings column, a fact or a
-            fact's view (VIEWS_OF_FACTS).
+            fact's view (sinks.finding_rows.VIEWS_OF_FACTS).
         facts: names of the kernel's facts for this type, in the kernel's slot order (a name has
             the same slot in every type, `FACT_<NAME>`).
         evidence: the facts (or columns, or views) that go into the `evidence` map.
@@ -437,227 +473,45 @@ def _fact_slots(types: Sequence[FindingType]) -> dict[str, int]:
     return slots
 
 
-# A finding's facts are `FACTS_PER_FINDING` int64 slots the kernel fills (`f.facts[slot]`); a fact
-# name has one slot in every type that has it, so the kernel writes `f.facts[FACT_CURRENT_EPOCH]`.
-SLOT_OF_FACT: dict[str, int] = _fact_slots(_TYPES)
-FACTS_PER_FINDING = max(len(t.facts) for t in _TYPES)
-# `FACT_<NAME>`: the slot of every fact name, as module-level ints (numba reads the kernel's
-# imported globals as compile-time constants): FACT_MAX_LEADER_EPOCH, FACT_LEADER_EPOCH,
-# FACT_CHECKPOINT_EPOCH, FACT_PRIMARY_LAST_OFFSET, FACT_PRIMARY_PRODUCER_ID,
-# FACT_PRIMARY_BASE_SEQUENCE, FACT_HIGH_WATERMARK, FACT_STATE_LAST_SEQUENCE,
-# FACT_MISSING_SEQUENCES, FACT_CURRENT_EPOCH, FACT_LOG_START, FACT_COORDINATOR_EPOCH,
-# FACT_COORDINATOR_EPOCH_SEEN, FACT_AGE_MS, FACT_FIRST_OFFSET, FACT_MEASURED_AT_EXPORT,
-# FACT_ACKNOWLEDGED_MS, FACT_LOG_START_OFFSET, FACT_LOG_END_OFFSET, FACT_LOG_BATCHES,
-# FACT_FIRST_MISSING_OFFSET, FACT_LAST_MISSING_OFFSET (a test checks this list against the
-# registry).
-_FACT_CONSTANTS = {f"FACT_{name.upper()}": slot for name, slot in SLOT_OF_FACT.items()}
-assert not set(_FACT_CONSTANTS) & set(globals()), "a fact's constant would shadow a name here"
-globals().update(_FACT_CONSTANTS)
-
-
-def _utc_millis_text(epoch_ms: Column) -> Column:
-    """Epoch milliseconds as ISO-8601 UTC text with milliseconds, whatever the session zone."""
-    return F.date_format(
-        F.to_utc_timestamp(F.timestamp_millis(epoch_ms), F.current_timezone()),
-        "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'",
-    )
-
-
-# How a fact shows in `detail` and `evidence`, beyond its raw value: view name -> (the fact it is
-# computed from, how). A type whose facts include the source can name the view.
-VIEWS_OF_FACTS: dict[str, tuple[str, Callable[[Column], Column]]] = {
-    "acknowledged_at": ("acknowledged_ms", _utc_millis_text),
-    # The kernel records the log end offset (last offset + 1); the sentence names the last one.
-    "log_last_offset": ("log_end_offset", lambda end: end - 1),
-    "age_measured_at": (
-        "measured_at_export",
-        lambda at_export: F.when(at_export == 1, "export_time").otherwise("log_end"),
-    ),
+# A finding's facts are `FACTS_PER_FINDING` int64 slots the kernel fills (`f.facts[slot]`). A fact
+# name has one slot in every type that has it, so the kernel writes `f.facts[FACT_CURRENT_EPOCH]`:
+# each fact's slot, as a module-level int (numba reads the kernel's imported globals as
+# compile-time constants). The registry's `facts` must put each name at its slot (checked below).
+FACT_ACKNOWLEDGED_MS = 0
+FACT_AGE_MS = 0
+FACT_CHECKPOINT_EPOCH = 0
+FACT_COORDINATOR_EPOCH = 0
+FACT_CURRENT_EPOCH = 0
+FACT_FIRST_MISSING_OFFSET = 0
+FACT_LOG_START = 0
+FACT_MAX_LEADER_EPOCH = 0
+FACT_PRIMARY_LAST_OFFSET = 0
+FACT_STATE_LAST_SEQUENCE = 0
+FACT_COORDINATOR_EPOCH_SEEN = 1
+FACT_FIRST_OFFSET = 1
+FACT_LAST_MISSING_OFFSET = 1
+FACT_LEADER_EPOCH = 1
+FACT_LOG_BATCHES = 1
+FACT_LOG_START_OFFSET = 1
+FACT_MISSING_SEQUENCES = 1
+FACT_PRIMARY_PRODUCER_ID = 1
+FACT_LOG_END_OFFSET = 2
+FACT_MEASURED_AT_EXPORT = 2
+FACT_PRIMARY_BASE_SEQUENCE = 2
+FACT_HIGH_WATERMARK = 3
+# Each fact name's slot, from the constants above.
+SLOT_OF_FACT: dict[str, int] = {
+    name.removeprefix("FACT_").lower(): slot
+    for name, slot in list(globals().items())
+    if name.startswith("FACT_")
 }
-assert {source for source, _ in VIEWS_OF_FACTS.values()} <= set(SLOT_OF_FACT)
-
-
-def fact_values(kind: FindingType, slots: Sequence[Column]) -> dict[str, Column]:
-    """A type's facts by name, and their views, from the kernel's positional fact columns.
-
-    Args:
-        kind: the finding type.
-        slots: the kernel's `FACTS_PER_FINDING` fact columns, by slot.
-
-    Returns:
-        Every name the type's detail template and evidence may take from its facts.
-    """
-    values = {name: slots[SLOT_OF_FACT[name]] for name in kind.facts}
-    for view, (source, show) in VIEWS_OF_FACTS.items():
-        if source in values:
-            values[view] = show(values[source])
-    return values
-
-
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+assert _fact_slots(_TYPES) == SLOT_OF_FACT, (
+    "each fact of the registry needs a FACT_<NAME> constant equal to its slot, and each constant "
+    "a type that has the fact"
+)
+FACTS_PER_FINDING = max(len(t.facts) for t in _TYPES)
 
 
 def configured_severity(finding_type: str, config: AuditConfig) -> str:
     """The severity the configuration gives a type, else the registry's default."""
     return (config.severity or {}).get(finding_type, REGISTRY[finding_type].severity)
-
-
-def sentence(template: str, *cols: Column) -> Column:
-    """A readable sentence from a printf template; nulls print as 'none'."""
-    # As contract_reader.format_reason: one literal, and ifnull rather than a coalesce of a list.
-    none = F.lit("none")
-    return F.format_string(template, *[F.ifnull(c.cast("string"), none) for c in cols])
-
-
-def finding_struct(
-    finding_type: str,
-    config: AuditConfig,
-    run_id: str,
-    *,
-    identity: list[Column],
-    values: dict[str, Column],
-    severity: Column | None = None,
-) -> Column:
-    """One row of the findings table, as a struct in the FINDINGS contract.
-
-    Args:
-        finding_type: a name in REGISTRY.
-        config: the run configuration (severities).
-        run_id: the run id.
-        identity: what makes the finding unique and stable across runs (hashed into finding_id
-            together with its type).
-        values: findings columns by name, plus the values the type's detail template and
-            evidence name; missing findings columns are null.
-        severity: overrides the configured severity (a rule whose benign level is not INFO).
-
-    Returns:
-        The struct; `detail`, `spec_ref`, `severity`, `finding_id` and `evidence` are filled in.
-    """
-    kind = REGISTRY[finding_type]
-    return _build(
-        F.lit(kind.code), [kind], config, run_id,
-        identity=identity, values=values, severity=severity,
-    )  # fmt: skip
-
-
-def coded_finding_struct(
-    code: Column,
-    finding_types: Sequence[str],
-    config: AuditConfig,
-    run_id: str,
-    *,
-    identity: list[Column],
-    values: dict[str, Column],
-    type_values: Callable[[FindingType], dict[str, Column]],
-) -> Column:
-    """`finding_struct` for rows whose type is a code column (the replay kernel's findings).
-
-    Args:
-        code: the finding type's code (`FindingType.code`).
-        finding_types: the names the code may take.
-        config: the run configuration (severities).
-        run_id: the run id.
-        identity: hashed into finding_id together with the type.
-        values: findings columns by name, common to every type.
-        type_values: the values one type's detail template and evidence name beyond `values`
-            (the kernel's positional facts, named).
-    """
-    return _build(
-        code, [REGISTRY[n] for n in finding_types], config, run_id,
-        identity=identity, values=values, type_values=type_values,
-    )  # fmt: skip
-
-
-def _build(
-    code: Column,
-    kinds: list[FindingType],
-    config: AuditConfig,
-    run_id: str,
-    *,
-    identity: list[Column],
-    values: dict[str, Column],
-    severity: Column | None = None,
-    type_values: Callable[[FindingType], dict[str, Column]] | None = None,
-) -> Column:
-    """The one finding builder: a FINDINGS struct whose type is `kinds[code]`.
-
-    What differs by type (name, severity, spec_ref, detail template, evidence keys) is looked up
-    by code in literal tables, and the values the templates and evidence name are shared, so the
-    expression stays small however many types one struct covers.
-    """
-    filled = dict(values)
-    filled["run_id"] = F.lit(run_id)
-    if "batch_timestamp" in values and "batch_time" not in values:
-        # The same instant as a timestamp, derived here so that every finding has both alike.
-        filled["batch_time"] = F.timestamp_millis(values["batch_timestamp"])
-    filled["finding_type"] = lookup(code, {k.code: k.name for k in kinds})
-    filled["spec_ref"] = lookup(code, {k.code: k.spec_ref for k in kinds})
-    if severity is None:
-        levels = {k.code: configured_severity(k.name, config) for k in kinds}
-        severity = lookup(code, levels)
-        if "cause" in values:
-            severity = F.when(values["cause"].isin(*BENIGN_CAUSES), F.lit("INFO")).otherwise(
-                severity
-            )
-    filled["severity"] = severity
-    if "kafka_error" not in values:
-        filled["kafka_error"] = lookup(
-            code, {k.code: k.kafka_error for k in kinds if k.kafka_error is not None}
-        )
-
-    # The values the types' templates name, each given once (by name and column); a template
-    # picks its own by position (`%3$s`), so one format_string serves every type.
-    arguments: dict[tuple[str, str], Column] = {}
-    formats: dict[int, str] = {}
-    # Evidence by name; a name whose column differs between types is chosen by code.
-    evidence_columns: dict[str, dict[str, tuple[Column, list[int]]]] = {}
-    evidence_names: dict[int, list[str]] = {}
-    for kind in kinds:
-        available = {**filled, **(type_values(kind) if type_values else {})}
-        positions = []
-        for name in _PLACEHOLDER.findall(kind.detail):
-            key = (name, str(available[name]))
-            arguments.setdefault(key, available[name])
-            positions.append(f"%{list(arguments).index(key) + 1}$s")
-        pieces = iter(positions)
-        formats[kind.code] = _PLACEHOLDER.sub(
-            lambda _m, pieces=pieces: next(pieces), kind.detail.replace("%", "%%")
-        )
-        if "evidence" not in values and kind.evidence:
-            evidence_names[kind.code] = list(kind.evidence)
-            for name in kind.evidence:
-                by_column = evidence_columns.setdefault(name, {})
-                by_column.setdefault(str(available[name]), (available[name], []))[1].append(
-                    kind.code
-                )
-    none = F.lit("none")
-    strings = [F.ifnull(c.cast("string"), none) for c in arguments.values()]
-    filled["detail"] = F.printf(lookup(code, formats), *strings)
-    if evidence_names:
-        entries = []
-        for name, by_column in evidence_columns.items():
-            value = F.lit(None)
-            for column, codes in by_column.values():
-                value = (
-                    column
-                    if len(by_column) == 1
-                    else F.when(code.isin(*codes), column).otherwise(value)
-                )
-            entries += [F.lit(name), value.cast("string")]
-        wanted = lookup(code, evidence_names)
-        filled["evidence"] = F.when(
-            wanted.isNotNull(),
-            F.map_filter(
-                F.create_map(*entries),
-                lambda k, v: v.isNotNull() & F.array_contains(wanted, k),
-            ),
-        )
-    filled["finding_id"] = F.sha2(
-        F.concat_ws("|", filled["finding_type"], *[c.cast("string") for c in identity]), 256
-    ).substr(1, 32)
-    return F.struct(
-        *[
-            cast(filled[f.name] if f.name in filled else F.lit(None), f.dataType).alias(f.name)
-            for f in FINDINGS.fields
-        ]
-    )

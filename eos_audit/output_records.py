@@ -14,9 +14,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from eos_audit.replay.rows import ControlType
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.replay.state import OUTPUTS as KERNEL_OUTPUTS
+from eos_audit.replay.wire import ControlType
 from eos_audit.schemas import FINDINGS, PARTITION_STATS, PRODUCER_STATE, QUARANTINE, TRANSACTIONS
 from eos_audit.sources.kafka.dump_log import LINE_INPUT, UNKNOWN_LINE
 from eos_audit.sql_text import cast, cast_text, ident, lookup, sql_type, string_literal

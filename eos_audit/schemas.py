@@ -581,17 +581,21 @@ PUBLISHED: dict[str, list[Column]] = {
     "ground_truth": GROUND_TRUTH_COLUMNS,
 }
 
+# The one catalog of the warehouse's tables: name -> contract. A run writes its data tables in
+# this order (`DATA_TABLES`), each run's record in `RUN_TABLE` around them.
+RUN_TABLE = "audit_runs"
 OUTPUT_TABLES: dict[str, T.StructType] = {
     "findings": FINDINGS,
     "quarantine": QUARANTINE,
-    "audit_runs": AUDIT_RUNS,
-    "input_files": INPUT_FILES,
     "transactions": TRANSACTIONS,
     "partition_summary": PARTITION_SUMMARY,
     "producer_sessions": PRODUCER_SESSIONS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS,
     "producer_state": PRODUCER_STATE,
+    "input_files": INPUT_FILES,
+    RUN_TABLE: AUDIT_RUNS,
 }
+DATA_TABLES = tuple(name for name in OUTPUT_TABLES if name != RUN_TABLE)
 
 
 def contract_json(columns: list[Column]) -> dict:

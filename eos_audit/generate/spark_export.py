@@ -47,7 +47,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from eos_audit.config import DEFAULT_SEVERITIES
-from eos_audit.findings import BENIGN_CAUSES
+from eos_audit.findings import CAUSE_CEILING, severity_for
 from eos_audit.generate.plan import (
     FIRST_OFFSET,
     MAX_SEQUENCE,
@@ -672,16 +672,17 @@ def observations(spark: SparkSession, plan: GenerationPlan, slots_df: DataFrame)
 
 
 def _severity(finding_type: Column, cause: Column) -> Column:
-    """The severity the audit gives a finding (config defaults; benign causes lower it)."""
+    """The severity the audit gives a finding (config defaults, lowered by the cause's policy)."""
     level = None
     for name, severity in DEFAULT_SEVERITIES.items():
-        level = (F.when(finding_type == name, severity) if level is None
-                 else level.when(finding_type == name, severity))  # fmt: skip
-    return (
-        F.when(cause.isin(*BENIGN_CAUSES), F.lit("INFO"))
-        .when(cause == "LEADER_CHANGE_TRANSIENT", F.lit("WARNING"))
-        .otherwise(level)
-    )
+        for cause_name in CAUSE_CEILING:
+            lowered = severity_for(severity, cause_name)
+            if lowered != severity:
+                when = (finding_type == name) & (cause == cause_name)
+                level = F.when(when, lowered) if level is None else level.when(when, lowered)
+        when = finding_type == name
+        level = F.when(when, severity) if level is None else level.when(when, severity)
+    return level
 
 
 def ground_truth_of(

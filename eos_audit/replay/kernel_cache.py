@@ -1,8 +1,8 @@
 """Where numba caches the compiled code: by what its source is, not where it lies.
 
-The library compiles two modules with numba, the replay kernel (`eos_audit.replay.kernel`) and
-the segment reader's header walk (`eos_audit.sources.kafka.segment_walk`), both through
-`compile_in_place`.
+The library compiles two programs with numba: the replay kernel (`eos_audit.replay.kernel` and the
+modules it is made of, `KERNEL_MODULES`, through `compile_program`) and the segment reader's
+header walk (`eos_audit.sources.kafka.segment_walk`, through `compile_in_place`).
 
 numba keys its on-disk cache by the source file's path. Shipped with `spark-submit --py-files`,
 the library is a zip in a new directory per application and per executor, so every executor
@@ -24,6 +24,8 @@ import functools
 import hashlib
 import importlib
 import os
+import types
+from collections.abc import Sequence
 
 from numba.core import caching, config
 
@@ -32,7 +34,13 @@ from numba.core import caching, config
 # is a new key (this module's own included: how the cache is keyed is part of what it holds).
 # tests/unit/test_kernel_cache.py checks this list against kernel.py's imports.
 KERNEL_MODULE = "eos_audit.replay.kernel"
-COMPILED_FROM = (KERNEL_MODULE, "eos_audit.findings", "eos_audit.replay.rows",
+# The kernel's own modules, leaf first (replay.kernel's docstring says what each holds).
+KERNEL_MODULES = tuple(
+    f"eos_audit.replay.{name}"
+    for name in ("basics", "unpack", "producer_entry", "emit", "lookups", "append_info",
+                 "producer_state_manager", "partition_log", "acks", "kernel")
+)  # fmt: skip
+COMPILED_FROM = (*KERNEL_MODULES, "eos_audit.findings", "eos_audit.replay.wire",
                  "eos_audit.replay.state", __name__)  # fmt: skip
 # Every compiled module, with the modules its compiled code is made of (the walk imports none).
 WALK_MODULE = "eos_audit.sources.kafka.segment_walk"
@@ -115,6 +123,75 @@ def locator_classes() -> str | None:
     return f"{__name__}.{SourceKeyedLocator.__name__},{configured}"
 
 
+def _njit(numba, function: types.FunctionType, inline: bool):
+    """One kernel function, compiled as the library compiles (see `compile_in_place`)."""
+    return numba.njit(cache=True, nogil=True, _nrt=False, inline="always" if inline else "never")(
+        function
+    )
+
+
+def compile_program(
+    modules: Sequence[dict], into: dict, inlined: frozenset[str] = frozenset()
+) -> list[str]:
+    """Compile the functions of `modules` as one program; put the compiled ones in `into`.
+
+    The modules themselves stay plain Python (`runner.uncompiled_kernel` runs them so). Each
+    function is compiled from a copy of it whose globals are the program's one namespace: every
+    module's names, each of the program's functions there as its compiled version. So compiled
+    code calls compiled code, across modules, and numba inlines `inlined` into their callers. The
+    copies belong to `into`'s module (`into["__name__"]`): the cache's locator keys them by the
+    content of all of `COMPILED_FROM`.
+
+    Args:
+        modules: the program's modules' namespaces (`vars(module)`); a function belongs to the
+            module that defines it.
+        into: the namespace that gets the compiled functions (the kernel module's `globals()`),
+            by name.
+        inlined: the names of the functions numba inlines into their callers.
+
+    Returns:
+        The names of the program's functions (compiled or not: `EOS_AUDIT_JIT=0`, or no numba,
+        leaves `into` as it is).
+    """
+    functions = {
+        name: value
+        for module in modules
+        for name, value in module.items()
+        if isinstance(value, types.FunctionType) and value.__module__ == module["__name__"]
+    }
+    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
+        return list(functions)
+    try:
+        import numba
+    except ImportError:  # reported once by replay.runner
+        return list(functions)
+    program: dict = {}
+    for module in modules:
+        program.update(module)
+    program["__name__"] = into["__name__"]
+    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
+    try:
+        locators = locator_classes()
+    except AttributeError:  # another numba's internals: its own locators, as before
+        locators = None
+    if locators is not None:
+        numba.config.CACHE_LOCATOR_CLASSES = locators
+    try:
+        for name, function in functions.items():
+            copy = types.FunctionType(
+                function.__code__, program, name, function.__defaults__, function.__closure__
+            )
+            copy.__qualname__ = function.__qualname__
+            copy.__doc__ = function.__doc__
+            program[name] = _njit(numba, copy, name in inlined)
+    finally:
+        if locators is not None:
+            numba.config.CACHE_LOCATOR_CLASSES = configured
+    for name in functions:
+        into[name] = program[name]
+    return list(functions)
+
+
 def compile_in_place(
     namespace: dict, names: list[str], inlined: frozenset[str] = frozenset()
 ) -> bool:
@@ -152,10 +229,7 @@ def compile_in_place(
         numba.config.CACHE_LOCATOR_CLASSES = locators
     try:
         for name in names:
-            inline = "always" if name in inlined else "never"
-            namespace[name] = numba.njit(cache=True, nogil=True, _nrt=False, inline=inline)(
-                namespace[name]
-            )
+            namespace[name] = _njit(numba, namespace[name], name in inlined)
     finally:
         if locators is not None:
             numba.config.CACHE_LOCATOR_CLASSES = configured

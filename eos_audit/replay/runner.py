@@ -24,9 +24,7 @@ import pyarrow.compute as pc
 
 from eos_audit.findings import FACTS_PER_FINDING
 from eos_audit.python_workers import freeze_worker_heap
-from eos_audit.replay import kernel
-from eos_audit.replay import rows as wire
-from eos_audit.replay.rows import RowKind
+from eos_audit.replay import kernel, wire
 from eos_audit.replay.state import (
     ACK,
     COUNTS,
@@ -38,6 +36,7 @@ from eos_audit.replay.state import (
     REPLAY_ROW,
     ROOM_NEEDED,
 )
+from eos_audit.replay.wire import RowKind
 from eos_audit.sources.files.row_reference import ROW_NUMBER
 
 log = logging.getLogger(__name__)

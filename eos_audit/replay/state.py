@@ -22,7 +22,7 @@ NUM_BATCHES_TO_RETAIN = 5
 # (docs/rules.md#duplicate-batch).
 DUPLICATE_LOOKBACK = 64
 
-# One replay row as the kernel reads it (`rows[i].base_offset`): the fields of `rows.REPLAY_SCHEMA`
+# One replay row as the kernel reads it (`rows[i].base_offset`): the fields of `wire.REPLAY_SCHEMA`
 # it reads, unpacked from the wire, plus what the runner derives per row. One record array per
 # Arrow batch, not one array per field: compiled, every array handed to a function is reference
 # counted on each call, and a row of 21 separate arrays made the counting most of the kernel's
@@ -30,7 +30,7 @@ DUPLICATE_LOOKBACK = 64
 REPLAY_ROW = np.dtype(
     [
         ("tp_start", np.bool_),  # the first row of a (topic, partition)
-        ("kind", np.int64),  # rows.RowKind
+        ("kind", np.int64),  # wire.RowKind
         ("partition", np.int64),
         ("base_offset", np.int64),
         ("last_offset", np.int64),
@@ -41,13 +41,13 @@ REPLAY_ROW = np.dtype(
         ("record_count", np.int64),
         ("is_transactional", np.bool_),
         ("is_control", np.bool_),
-        ("control_type", np.int64),  # rows.ControlType
+        ("control_type", np.int64),  # wire.ControlType
         ("coordinator_epoch", np.int64),
         ("leader_epoch", np.int64),
         ("magic", np.int64),
         ("timestamp", np.int64),
         ("crc_valid", np.int64),  # 1 valid, 0 failed, -1 not checked
-        ("value", np.int64),  # per kind: see rows.REPLAY_SCHEMA
+        ("value", np.int64),  # per kind: see wire.REPLAY_SCHEMA
         ("is_compacted", np.bool_),  # its topic matches [topics] compacted
         ("is_coordinator_topic", np.bool_),  # its topic matches [topics] coordinator
         ("follows_quarantined", np.bool_),  # quarantined rows of its partition came right before

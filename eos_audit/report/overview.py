@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from eos_audit.findings import SEVERITY_ORDER, at_or_above
+from eos_audit.findings import SEVERITY_ORDER, failing_findings
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import RunTables, bounded_rows
 from eos_audit.sinks.run_status import SUCCEEDED
@@ -84,12 +84,10 @@ class RunOverview:
         """
         if self.status != SUCCEEDED:
             return f"status {self.status}" + (f": {self.error}" if self.error else "")
-        if fail_on == "never":
+        found = failing_findings(self.findings_by_severity, fail_on)
+        if not found:
             return None
-        found = {s: self.findings_by_severity.get(s, 0) for s in at_or_above(fail_on)}
-        if not any(found.values()):
-            return None
-        counts = ", ".join(f"{n} {s}" for s, n in found.items() if n)
+        counts = ", ".join(f"{n} {s}" for s, n in found.items())
         return f"findings at or above {fail_on}: {counts}"
 
 

@@ -40,8 +40,9 @@ from pyspark.sql import functions as F
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
-from eos_audit.findings import UNEXPLAINED, Cause, finding_struct, sentence
+from eos_audit.findings import UNEXPLAINED, Cause
 from eos_audit.schemas import ACKS
+from eos_audit.sinks.finding_rows import finding_struct, sentence
 from eos_audit.sources.evidence.acks import (
     NO_OFFSET,
     SEQUENCE_ERRORS,

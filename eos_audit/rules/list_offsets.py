@@ -45,9 +45,9 @@ from pyspark.sql import types as T
 from eos_audit.config import AuditConfig
 from eos_audit.errors import InputSchemaError
 from eos_audit.findings import configured_severity as severity_of
-from eos_audit.findings import finding_struct, lowered_to, sentence
 from eos_audit.instants import epoch_micros as _micros
 from eos_audit.schemas import LIST_OFFSETS_ERRORS
+from eos_audit.sinks.finding_rows import finding_struct, sentence
 from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR
 
 REGRESSION = "LIST_OFFSETS_REGRESSION"
@@ -56,17 +56,10 @@ ACKED_DATA_MISSING = "ACKED_DATA_MISSING_FROM_LOG"
 CAUSE_TRANSIENT = "LEADER_CHANGE_TRANSIENT"
 CAUSE_TRUNCATION = "TRUNCATION"
 CAUSE_EARLIEST_FAILOVER = "EARLIEST_ACROSS_FAILOVER"
-BENIGN_CAUSES = (CAUSE_TRANSIENT, CAUSE_EARLIEST_FAILOVER)
-BENIGN_SEVERITY = "WARNING"
 
 KEY = ["topic", "partition", "spec", "_iso"]
 ORDER = ["observed_at", "offset", "leader_epoch", "error", "source"]
 _EVIDENCE = T.MapType(T.StringType(), T.StringType(), True)
-
-
-def _benign(level: str) -> str:
-    """A benign cause lowers a severity to WARNING and leaves lower ones alone."""
-    return lowered_to(level, BENIGN_SEVERITY)
 
 
 def _observations(observations_df: DataFrame) -> DataFrame:
@@ -136,7 +129,7 @@ def _record(
     config: AuditConfig,
     run_id: str,
     *,
-    severity: Column,
+    severity: Column | None,
     cause: Column | None,
     previous_offset: Column | None,
     detail: Column,
@@ -264,7 +257,6 @@ def list_offsets_findings(
         .when(epoch_increased & recovered, F.lit(CAUSE_TRANSIENT))
         .otherwise(F.lit(CAUSE_TRUNCATION))
     )
-    level = severity_of(REGRESSION, config)
     asked = F.concat(
         F.col("spec"), F.when(F.col("_iso").isNotNull(), F.concat(F.lit(" "), F.col("_iso")))
     )
@@ -274,9 +266,7 @@ def list_offsets_findings(
             REGRESSION,
             config,
             run_id,
-            severity=F.when(cause.isin(*BENIGN_CAUSES), F.lit(_benign(level))).otherwise(
-                F.lit(level)
-            ),
+            severity=None,  # the configured level, lowered by the cause (findings.CAUSE_CEILING)
             cause=cause,
             previous_offset=prev_max,
             detail=F.concat(

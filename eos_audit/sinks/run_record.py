@@ -20,17 +20,7 @@ from pyspark.sql import SparkSession
 
 from eos_audit import __version__
 from eos_audit.errors import EosAuditError
-from eos_audit.schemas import (
-    AUDIT_RUNS,
-    FINDINGS,
-    INPUT_FILES,
-    LIST_OFFSETS_ERRORS,
-    PARTITION_SUMMARY,
-    PRODUCER_SESSIONS,
-    PRODUCER_STATE,
-    QUARANTINE,
-    TRANSACTIONS,
-)
+from eos_audit.schemas import AUDIT_RUNS, DATA_TABLES, OUTPUT_TABLES
 from eos_audit.sinks.delta import TableWriter
 from eos_audit.sinks.run_status import FAILED, RUNNING
 from eos_audit.sinks.staging import RunStage
@@ -41,18 +31,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Every table a run writes besides audit_runs, in writing order, with its contract.
-TABLE_SCHEMAS = {
-    "findings": FINDINGS,
-    "quarantine": QUARANTINE,
-    "transactions": TRANSACTIONS,
-    "partition_summary": PARTITION_SUMMARY,
-    "producer_sessions": PRODUCER_SESSIONS,
-    "list_offsets_errors": LIST_OFFSETS_ERRORS,
-    "producer_state": PRODUCER_STATE,
-    "input_files": INPUT_FILES,
-}
-DATA_TABLES = tuple(TABLE_SCHEMAS)
+# Every table a run writes besides audit_runs, in writing order, with its contract (the catalog,
+# schemas.OUTPUT_TABLES).
+TABLE_SCHEMAS = {name: OUTPUT_TABLES[name] for name in DATA_TABLES}
 
 
 def error_text(exc: BaseException) -> str:

@@ -597,7 +597,11 @@ def test_one_shuffle(spark, observations):
 
 
 def test_severities_from_config_else_module_defaults():
-    from eos_audit.rules.list_offsets import _benign, _micros, severity_of
+    from eos_audit.findings import severity_for
+    from eos_audit.rules.list_offsets import CAUSE_TRANSIENT, _micros, severity_of
+
+    def _benign(level: str) -> str:
+        return severity_for(level, CAUSE_TRANSIENT)
 
     assert severity_of("LIST_OFFSETS_REGRESSION", AuditConfig()) == "CRITICAL"
     lowered = AuditConfig(severity={"LIST_OFFSETS_REGRESSION": "ERROR"})

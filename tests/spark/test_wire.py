@@ -1,4 +1,4 @@
-"""The wire layout: what Spark packs (`rows.wire_rows`) the runner unpacks to the same values.
+"""The wire layout: what Spark packs (`wire.wire_rows`) the runner unpacks to the same values.
 
 Every value a replay row carries, nulls and the extremes of each type included, must reach the
 kernel unchanged: the packing in Spark, the NumPy packing the kernel tests use, and the unpacking
@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit.replay.rows import (
+from eos_audit.replay.runner import ReplaySettings, _Replayer
+from eos_audit.replay.state import NULL, REPLAY_ROW
+from eos_audit.replay.wire import (
     BIT_FIELDS,
     REPLAY_ORDER,
     REPLAY_SCHEMA,
@@ -27,8 +29,6 @@ from eos_audit.replay.rows import (
     texts_of,
     wire_rows,
 )
-from eos_audit.replay.runner import ReplaySettings, _Replayer
-from eos_audit.replay.state import NULL, REPLAY_ROW
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
 INT32 = st.one_of(st.none(), st.sampled_from([-(2**31), -1, 0, 1, 2**31 - 1]),

@@ -42,15 +42,26 @@ def _zipped(package: Path, into: Path) -> Path:
 
 
 def test_the_key_covers_every_module_of_the_library_the_kernel_imports():
-    tree = ast.parse((REPO / "eos_audit" / "replay" / "kernel.py").read_text())
-    imported = {kernel_cache.KERNEL_MODULE}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eos_audit"):
-            modules = [f"{node.module}.{alias.name}" for alias in node.names]
-            # `from eos_audit.replay import rows` imports a module; `from .findings import X`, names
-            found = [m for m in modules if (REPO / (m.replace(".", "/") + ".py")).exists()]
-            imported.update(found or [node.module])
+    imported = set(kernel_cache.KERNEL_MODULES)
+    for name in kernel_cache.KERNEL_MODULES:
+        tree = ast.parse((REPO / (name.replace(".", "/") + ".py")).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eos_audit"):
+                modules = [f"{node.module}.{alias.name}" for alias in node.names]
+                # `from eos_audit.replay import wire` imports a module; `from .findings import X`,
+                # names
+                found = [m for m in modules if (REPO / (m.replace(".", "/") + ".py")).exists()]
+                imported.update(found or [node.module])
     assert imported == set(kernel_cache.COMPILED_FROM)
+
+
+def test_the_kernels_modules_are_the_replay_folders_compiled_modules():
+    # A module added to the kernel and not listed would run uncompiled, and not key the cache.
+    compiled = {"basics", "unpack", "producer_entry", "emit", "lookups", "append_info",
+                "producer_state_manager", "partition_log", "acks", "kernel"}  # fmt: skip
+    assert {m.rsplit(".", 1)[1] for m in kernel_cache.KERNEL_MODULES} == compiled
+    for name in kernel_cache.KERNEL_MODULES:
+        assert (REPO / (name.replace(".", "/") + ".py")).exists(), name
 
 
 def test_a_zip_shipped_kernel_finds_what_the_installed_one_compiled(tmp_path):

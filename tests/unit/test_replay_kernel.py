@@ -13,9 +13,9 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import BY_CODE, Cause, KafkaError
-from eos_audit.replay.rows import REPLAY_SCHEMA, ControlType, RowKind, pack
 from eos_audit.replay.runner import ReplaySettings, _Replayer, uncompiled_kernel
 from eos_audit.replay.state import DUPLICATE_LOOKBACK
+from eos_audit.replay.wire import REPLAY_SCHEMA, ControlType, RowKind, pack
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
 KERNEL = uncompiled_kernel()

@@ -181,7 +181,7 @@ def null_flag(name: str) -> str:
 
 BIT_FIELDS: dict[str, BitField] = {
     # -- the header: a row's small codes and flags, its null bits, and its kind --
-    "control_type": BitField(HEADER, 0, 3),  # rows.ControlType, as Spark codes it
+    "control_type": BitField(HEADER, 0, 3),  # wire.ControlType, as Spark codes it
     "magic": BitField(HEADER, 3, 2),
     "is_transactional": BitField(HEADER, 5, 1),
     "is_control": BitField(HEADER, 6, 1),

@@ -1,0 +1,501 @@
+"""ProducerAppendInfo: an audited batch checked against its producer's entry, then applied.
+
+The checks (`validate_*`, `check_*`, Kafka's `ProducerAppendInfo.checkProducerEpoch`,
+`checkSequence`, `checkCoordinatorEpoch`) change no state: when one fails it emits the finding
+that stands for the leader's exception and says so. The updates (`append_*`) commit an applied
+append to the entry, as ProducerStateManager.update commits the `updatedEntry` of an accepted
+append.
+"""
+
+from __future__ import annotations
+
+from eos_audit.findings import (
+    FACT_COORDINATOR_EPOCH,
+    FACT_COORDINATOR_EPOCH_SEEN,
+    FACT_CURRENT_EPOCH,
+    FACT_LOG_START,
+    FACT_MISSING_SEQUENCES,
+    FACT_STATE_LAST_SEQUENCE,
+)
+from eos_audit.replay.basics import (
+    ABORT,
+    COMMIT,
+    COMPACTION,
+    COORDINATOR_FENCED,
+    DUPLICATE_BATCH,
+    FENCED_PRODUCER_EPOCH,
+    IN_SEQUENCE,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    INVALID_TXN_STATE_ERROR,
+    LOG_START,
+    NEW_EPOCH_NONZERO_SEQUENCE,
+    NO_CAUSE,
+    NO_ERROR,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    PRODUCER_EXPIRY,
+    SEQUENCE_GAP,
+    SEQUENCE_OVERLAP,
+    SEQUENCE_RESET,
+    TRANSACTION_COORDINATOR_FENCED,
+    TRANSACTIONS,
+    UNEXPLAINED,
+    UNKNOWN_OUTCOME,
+    UNKNOWN_PRODUCER,
+    log_start_of,
+    next_expected_sequence,
+)
+from eos_audit.replay.emit import (
+    finding_at,
+)
+from eos_audit.replay.producer_entry import (
+    add_batch,
+    find_duplicate_batch,
+    last_sequence_of,
+    maybe_update_producer_epoch,
+    ring_slot,
+)
+from eos_audit.replay.state import (
+    NULL,
+    NUM_BATCHES_TO_RETAIN,
+    SEQUENCE_SPACE,
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# ProducerAppendInfo's checks: an audited batch against the entry as it stands. A check changes
+# no state; when it fails it emits the finding that stands for the leader's exception and says so.
+# ------------------------------------------------------------------------------------------------
+def is_client_append(rows, i):
+    """Whether a data batch was a client's produce (AppendOrigin.CLIENT).
+
+    Only client appends are deduplicated and sequence-checked. Coordinators write the topics
+    `[topics] coordinator` names and the data batches with a producer id but no sequence
+    (docs/rules.md#replay-scope).
+    """
+    return (
+        not rows[i].is_control and rows[i].base_sequence >= 0 and not rows[i].is_coordinator_topic
+    )
+
+
+def check_producer_epoch(e, rows, i, part, findings, counts):
+    """ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch).
+
+    A data batch or marker below the entry's epoch is a fenced producer's: INVALID_PRODUCER_EPOCH
+    at a leader. Returns whether it is.
+    """
+    if rows[i].producer_epoch >= e.epoch:
+        return False
+    f = finding_at(
+        findings,
+        counts,
+        FENCED_PRODUCER_EPOCH,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        INVALID_PRODUCER_EPOCH,
+        NULL,
+        NULL,
+    )
+    f.facts[FACT_CURRENT_EPOCH] = e.epoch
+    return True
+
+
+def check_sequence(e, rows, i, part, params, findings, counts, expired):
+    """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
+
+    Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
+    anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
+    (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
+    after its last sequence (docs/rules.md#sequence-gap). Returns the code of the finding emitted
+    when the batch is out of sequence, IN_SEQUENCE when it is not.
+    """
+    sequence = rows[i].base_sequence
+    if e.epoch == -1:
+        # No state: both of Kafka's branches accept any sequence. Older leaders did not
+        # (params.unknown_producer_error); a producer starting above 0 is reported.
+        if sequence == 0:
+            return IN_SEQUENCE
+        unknown_producer(
+            e,
+            rows,
+            i,
+            part,
+            params,
+            findings,
+            counts,
+            unknown_producer_cause(rows, i, part, expired),
+        )
+        return UNKNOWN_PRODUCER
+    if rows[i].producer_epoch != e.epoch:
+        # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
+        if sequence == 0:
+            return IN_SEQUENCE
+        f = finding_at(
+            findings,
+            counts,
+            NEW_EPOCH_NONZERO_SEQUENCE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            0,
+            NULL,
+        )
+        f.facts[FACT_CURRENT_EPOCH] = e.epoch
+        return NEW_EPOCH_NONZERO_SEQUENCE
+    if sequence != 0 and sequences_lost_below_log_start(e, part):
+        # Its state came from markers only: judged as a producer without state
+        # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
+        unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
+        return UNKNOWN_PRODUCER
+    # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
+    # the entry has none.
+    last_sequence = last_sequence_of(e)
+    expected = next_expected_sequence(last_sequence)
+    if sequence == expected:
+        return IN_SEQUENCE
+    if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
+        return IN_SEQUENCE
+    return out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
+
+
+def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected):
+    """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
+
+    Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
+    docs/rules.md#sequence-gap. Returns the code of the finding.
+    """
+    sequence = rows[i].base_sequence
+    missing = (sequence - expected) % SEQUENCE_SPACE
+    previous = e.last_data_offset if last_sequence != -1 else NULL
+    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
+    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
+    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
+    gap_cause = LOG_START if below_log_start else UNEXPLAINED
+    if sequence == 0:
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_RESET,
+            rows,
+            i,
+            part,
+            gap_cause,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
+        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+        return SEQUENCE_RESET
+    if last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+        # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
+        # the wrap is a gap, not an overlap.
+        f = finding_at(
+            findings,
+            counts,
+            SEQUENCE_OVERLAP,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            expected,
+            previous,
+        )
+        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+        return SEQUENCE_OVERLAP
+    cause = COMPACTION if rows[i].is_compacted else gap_cause
+    f = finding_at(
+        findings,
+        counts,
+        SEQUENCE_GAP,
+        rows,
+        i,
+        part,
+        cause,
+        OUT_OF_ORDER_SEQUENCE_NUMBER,
+        expected,
+        previous,
+    )
+    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+    f.facts[FACT_MISSING_SEQUENCES] = missing
+    return SEQUENCE_GAP
+
+
+def explained_by_corrupt_batch(e, epoch, expected, sequence):
+    """Whether a batch that failed its CRC explains the gap (docs/rules.md#corrupt-batch).
+
+    The missing sequences are exactly those it claimed, so the gap is that batch, already
+    reported as CORRUPT_BATCH.
+    """
+    return (
+        e.corrupt_claim
+        and e.corrupt_epoch == epoch
+        and e.corrupt_base_sequence == expected
+        and next_expected_sequence(e.corrupt_last_sequence) == sequence
+    )
+
+
+def sequences_lost_below_log_start(e, part):
+    """Whether the producer's last sequence lay in batches retention deleted.
+
+    Since Kafka 2.4 (KAFKA-7190) a leader keeps a producer's state when the log start passes its
+    batches (docs/rules.md#causes). When the producer's first retained rows are markers, which
+    carry no sequence, the log holds no last sequence for it: with no seed and no data batch of
+    the producer so far, on a log that starts above 0, its sequences are not known.
+    """
+    log_start = log_start_of(part)
+    return not e.sequences_seen and log_start != NULL and log_start > 0
+
+
+def unknown_producer_cause(rows, i, part, expired):
+    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer), first match."""
+    if expired:
+        return PRODUCER_EXPIRY
+    log_start = log_start_of(part)
+    if log_start != NULL and log_start > 0:
+        return LOG_START
+    if rows[i].is_compacted:
+        return COMPACTION
+    return UNEXPLAINED
+
+
+def unknown_producer(e, rows, i, part, params, findings, counts, cause):
+    """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
+    f = finding_at(
+        findings,
+        counts,
+        UNKNOWN_PRODUCER,
+        rows,
+        i,
+        part,
+        cause,
+        params.unknown_producer_error,
+        0,
+        e.previous_offset,
+    )
+    f.facts[FACT_LOG_START] = log_start_of(part)
+
+
+def check_coordinator_epoch(e, rows, i, part, findings, counts):
+    """ProducerAppendInfo.checkCoordinatorEpoch (docs/rules.md#coordinator-fenced).
+
+    A marker from a coordinator older than the one that wrote the entry's last marker:
+    TRANSACTION_COORDINATOR_FENCED at a leader. A marker whose record the export does not show
+    has no coordinator epoch to check (docs/rules.md#transactions). Returns whether it is fenced.
+    """
+    coordinator_epoch = rows[i].coordinator_epoch
+    if coordinator_epoch == NULL or coordinator_epoch >= e.coordinator_epoch:
+        return False
+    f = finding_at(
+        findings,
+        counts,
+        COORDINATOR_FENCED,
+        rows,
+        i,
+        part,
+        NO_CAUSE,
+        TRANSACTION_COORDINATOR_FENCED,
+        NULL,
+        NULL,
+    )
+    f.facts[FACT_COORDINATOR_EPOCH] = coordinator_epoch
+    f.facts[FACT_COORDINATOR_EPOCH_SEEN] = e.coordinator_epoch
+    return True
+
+
+def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
+    """The checks of an audited data batch: at most one finding, the first check that fails.
+
+    UnifiedLog.analyzeAndValidateProducerState (the duplicate) and ProducerAppendInfo's
+    maybeValidateDataBatch and appendDataBatch (the epoch, the sequence, the transaction), in the
+    order of docs/replay_semantics.md ("Verdict of a data batch"); Kafka looks for the duplicate
+    first, which is the same since a duplicate has the entry's epoch. Returns whether the append
+    is applied: a fenced batch or a duplicate leaves the entry as it was; every other batch is
+    applied whatever its finding, as a broker loading the log applies it, so one lost batch gives
+    one finding and not a cascade (even INVALID_TXN_STATE, which stops such a broker:
+    docs/rules.md#invalid-txn-state).
+    """
+    if check_producer_epoch(e, rows, i, part, findings, counts):
+        return False
+    if is_client_append(rows, i):
+        back = find_duplicate_batch(
+            e, rows[i].producer_epoch, rows[i].base_sequence, rows[i].last_sequence
+        )
+        if back >= NUM_BATCHES_TO_RETAIN and rows[i].base_sequence == next_expected_sequence(
+            last_sequence_of(e)
+        ):
+            # Out of a leader's cache, and the next sequence: the leader does not find it
+            # (findDuplicateBatch searches its cached batches only) and accepts it, as after a
+            # reset whose batches repeat ranges written before it (docs/replay_semantics.md,
+            # step 2).
+            back = -1
+        if back >= 0:
+            # Within the cached batches the leader answers with the original's offsets and no
+            # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
+            error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
+            finding_at(
+                findings,
+                counts,
+                DUPLICATE_BATCH,
+                rows,
+                i,
+                part,
+                NO_CAUSE,
+                error,
+                NULL,
+                e.ring_base_offset[ring_slot(e, back)],
+            )
+            return False
+        verdict = check_sequence(e, rows, i, part, params, findings, counts, expired)
+        if verdict != IN_SEQUENCE:
+            # A leader rejects an overlap without changing its state (checkSequence throws before
+            # the update): the entry keeps its last sequence. Every other verdict is applied.
+            return verdict != SEQUENCE_OVERLAP
+    if e.txn_open and not rows[i].is_transactional:
+        # appendDataBatch: non-transactional data while the producer's transaction is open
+        # (docs/rules.md#invalid-txn-state)
+        finding_at(
+            findings,
+            counts,
+            INVALID_TXN_STATE,
+            rows,
+            i,
+            part,
+            NO_CAUSE,
+            INVALID_TXN_STATE_ERROR,
+            NULL,
+            e.txn_first_offset,
+        )
+    return True
+
+
+def validate_end_txn_marker(e, rows, i, part, findings, counts):
+    """The checks of ProducerAppendInfo.appendEndTxnMarker: the producer epoch, the coordinator's.
+
+    docs/replay_semantics.md, "Verdict of a marker". Returns whether the marker is applied: not
+    when fenced; a coordinator-fenced marker is, as a broker loading the log applies it, so its
+    coordinator epoch becomes the entry's (docs/rules.md#coordinator-fenced).
+    """
+    if check_producer_epoch(e, rows, i, part, findings, counts):
+        return False
+    check_coordinator_epoch(e, rows, i, part, findings, counts)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# ProducerAppendInfo's updates: an applied append committed to the entry, as
+# ProducerStateManager.update commits the `updatedEntry` of an accepted append
+# ------------------------------------------------------------------------------------------------
+def append_data_batch(e, rows, i, part, timestamp, coverage_end):
+    """ProducerAppendInfo.appendDataBatch's update: addBatch, and the transaction a batch opens.
+
+    `coverage_end` is where the log known to the state ends after the batch, which the LOG_START
+    cause reads (docs/replay_semantics.md, "Causes and severity").
+    """
+    epoch = rows[i].producer_epoch
+    if is_client_append(rows, i):
+        add_batch(
+            e,
+            epoch,
+            rows[i].base_sequence,
+            rows[i].last_sequence,
+            rows[i].base_offset,
+            rows[i].last_offset,
+            timestamp,
+        )
+        e.last_data_coverage_end = coverage_end
+        e.sequences_seen = True
+        e.corrupt_claim = False  # applied: the gap a corrupt batch explained is closed
+    else:
+        # A coordinator's append takes no cache slot here (docs/rules.md#replay-scope).
+        maybe_update_producer_epoch(e, epoch)
+        e.last_timestamp = timestamp
+    if rows[i].is_transactional:
+        if not e.txn_open:
+            # The first transactional batch opens a transaction (docs/rules.md#transactions).
+            e.txn_open = True
+            e.txn_first_offset = rows[i].base_offset
+            e.txn_first_last_offset = rows[i].last_offset
+            e.txn_first_timestamp = timestamp
+            e.txn_start_epoch = epoch
+            e.txn_batches = 0
+            e.txn_first_occurrence = part.occurrence
+        e.txn_batches += 1
+
+
+def append_end_txn_marker(e, rows, i, part, transactions, counts, timestamp):
+    """ProducerAppendInfo.appendEndTxnMarker's update (docs/rules.md#transactions).
+
+    The open transaction, if any, completes (Kafka's CompletedTxn, a `transactions` row); then
+    updatedEntry.update(epoch, coordinatorEpoch, lastTimestamp).
+    """
+    if e.txn_open:
+        close_transaction(e, rows, i, part, transactions, counts, timestamp)
+    maybe_update_producer_epoch(e, rows[i].producer_epoch)
+    e.txn_open = False
+    e.txn_first_offset = NULL
+    if rows[i].coordinator_epoch != NULL:  # a marker without its record keeps the entry's
+        e.coordinator_epoch = rows[i].coordinator_epoch
+    e.last_timestamp = timestamp
+
+
+def marker_outcome(control_type):
+    """A transaction's outcome from its marker: COMMIT, ABORT, or UNKNOWN.
+
+    UNKNOWN when the export does not show the type (kafka-dump-log.sh without --deep-iteration,
+    0.11-2.1 dumps, an undecodable control record) or shows one that is neither: the broker took
+    the control batch as an end-transaction marker all the same (docs/rules.md#transactions).
+    """
+    if control_type == COMMIT or control_type == ABORT:  # noqa: SIM109 - plain ints compile best
+        return control_type
+    return UNKNOWN_OUTCOME
+
+
+def close_transaction(e, rows, i, part, transactions, counts, timestamp):
+    """The CompletedTxn appendEndTxnMarker returns: the open transaction, as a `transactions` row.
+
+    See docs/rules.md#transactions.
+    """
+    t = transactions[counts[TRANSACTIONS]]
+    counts[TRANSACTIONS] += 1
+    t.tp_row = i
+    t.partition = part.partition
+    t.producer_id = e.producer_id
+    t.start_epoch = e.txn_start_epoch
+    t.end_epoch = rows[i].producer_epoch
+    t.first_offset = e.txn_first_offset
+    t.marker_offset = rows[i].base_offset
+    t.outcome = marker_outcome(rows[i].control_type)
+    t.hanging = False
+    t.batches = e.txn_batches
+    t.first_timestamp = e.txn_first_timestamp
+    t.end_timestamp = timestamp
+    if timestamp != NULL and e.txn_first_timestamp != NULL:
+        t.duration_ms = timestamp - e.txn_first_timestamp
+    else:
+        t.duration_ms = NULL
+    t.coordinator_epoch = rows[i].coordinator_epoch
+
+
+def load_seed_state(e, rows, i, timestamp):
+    """The seeded entry itself, as ProducerStateManager loads it from a snapshot.
+
+    Its epoch, coordinator epoch, open transaction and last timestamp (docs/rules.md#seeded-state);
+    its cached batches came before it, as data batches (append_data_batch).
+    """
+    maybe_update_producer_epoch(e, rows[i].producer_epoch)
+    if rows[i].coordinator_epoch != NULL:
+        e.coordinator_epoch = rows[i].coordinator_epoch
+    if rows[i].value != NULL:
+        e.txn_open = True
+        e.txn_first_offset = rows[i].value
+        e.txn_first_last_offset = NULL
+        e.txn_first_timestamp = timestamp
+        e.txn_start_epoch = rows[i].producer_epoch
+        e.txn_batches = 0
+        e.txn_first_occurrence = 0
+    e.last_timestamp = timestamp
