@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eos_audit import __version__
-from eos_audit.config import FAIL_ON_CHOICES, AuditConfig, load_config
+from eos_audit import __version__, options
+from eos_audit.config import AuditConfig, load_config
 from eos_audit.errors import EosAuditError, InputNotFoundError
 from eos_audit.findings import failing_findings
 from eos_audit.generate.command import add_generate_parser, run_generate
@@ -31,7 +31,6 @@ from eos_audit.score import add_score_parser, run_score
 from eos_audit.sinks.run_status import UNUSABLE_INPUT
 from eos_audit.sinks.warehouse import check_warehouse
 from eos_audit.sources.files import filesystems as fsys
-from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,7 +45,6 @@ EXIT_MEANINGS = {
     EXIT_UNUSABLE_INPUT: "the input was not usable enough for a clean night",
 }
 DEMO_QUARANTINED_SHARE = 0.05
-BATCH_FORMATS = ("auto", *FORMAT_NAMES)
 log = logging.getLogger("eos_audit")
 
 
@@ -66,107 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     audit = commands.add_parser("audit", help="audit exported record batches into Delta tables")
-    audit.add_argument(
-        "--batches",
-        nargs="+",
-        required=True,
-        metavar="PATH",
-        help="record batches: Parquet/JSON/CSV files, a Delta table, partition "
-        "directories (segments) or kafka-dump-log.sh output",
-    )
-    audit.add_argument(
-        "--batches-format",
-        choices=BATCH_FORMATS,
-        default="auto",
-        help="input format (default: detected from the path)",
-    )
-    audit.add_argument(
-        "--warehouse",
-        required=True,
-        metavar="DIR",
-        help="where the Delta tables are written (DIR/<table>)",
-    )
-    audit.add_argument(
-        "--run-id",
-        help="run id (default: derived from the inputs and config, never the clock; "
-        "re-running a run replaces its rows)",
-    )
-    audit.add_argument(
-        "--fail-on",
-        choices=FAIL_ON_CHOICES,
-        help="exit 1 when a finding at or above this severity exists "
-        "(default: run.fail_on of the configuration, critical)",
-    )
-    audit.add_argument(
-        "--conf",
-        metavar="FILE",
-        help="TOML configuration (see conf/defaults.toml; `python -m eos_audit.package_data` "
-        "prints where the installed package holds it and the schemas/ files cited below)",
-    )
-    audit.add_argument(
-        "--max-quarantined-share",
-        type=_share,
-        metavar="SHARE",
-        help="the run ends QUARANTINE_EXCEEDED (exit 4) when more than this share (0 to 1) of "
-        "its batches or bytes is quarantined (default: run.max_quarantined_share, 0.01)",
-    )
-    seeding = audit.add_mutually_exclusive_group()
-    seeding.add_argument(
-        "--producer-state",
-        nargs="+",
-        default=[],
-        metavar="PATH",
-        help="seeded producer state: Parquet/JSON in the package's schemas/producer_state.json, "
-        "or a producer_state Delta table (its latest finished run's state)",
-    )
-    seeding.add_argument(
-        "--since-state",
-        action="store_true",
-        help="nightly runs: seed with the latest finished run's producer_state in --warehouse "
-        "and skip the batches it covers already (audited by that run); on the first night "
-        "every batch is audited (docs/nightly.md)",
-    )
-    audit.add_argument(
-        "--no-verify-crc", action="store_true", help="segments: skip CRC-32C verification"
-    )
-    audit.add_argument(
-        "--list-offsets",
-        nargs="+",
-        default=[],
-        metavar="PATH",
-        help="ListOffsets observations (the package's schemas/list_offsets.json as "
-        "Parquet/JSON/CSV, or periodic kafka-get-offsets.sh output)",
-    )
-    audit.add_argument(
-        "--list-offsets-format",
-        default="auto",
-        choices=("auto", *LIST_OFFSETS_FORMATS),
-    )
-    audit.add_argument(
-        "--list-offsets-spec",
-        default="latest",
-        choices=("latest", "earliest", "max_timestamp"),
-        help="kafka-get-offsets.sh text: what --time asked (default latest)",
-    )
-    audit.add_argument(
-        "--acks",
-        nargs="+",
-        default=[],
-        metavar="PATH",
-        help="client send results (the package's schemas/acks.json as Parquet/JSON/CSV): "
-        "acknowledged writes are checked against the log",
-    )
-    audit.add_argument("--acks-format", default="auto", choices=("auto", *ACKS_FORMATS))
-    audit.add_argument(
-        "--export-time",
-        metavar="ISO-8601",
-        help="when the log was exported: open transactions are aged at it, and only earlier "
-        "ListOffsets observations are compared with the log's end",
-    )
-    audit.add_argument(
-        "--topic", help="dump-log: topic of the dumped segment when the text does not name it"
-    )
-    audit.add_argument("--partition", type=int, help="dump-log: partition of the dumped segment")
+    options.add_arguments(audit)  # the one table the notebook's widgets come from too
 
     demo = commands.add_parser(
         "demo", help="write a sample export with injected faults and audit it"
@@ -210,17 +108,6 @@ _PATH_ARGUMENTS = (
     "batches", "producer_state", "list_offsets", "acks", "warehouse", "export", "output",
     "ground_truth",
 )  # fmt: skip
-
-
-def _share(text: str) -> float:
-    """A share from 0 to 1, for argparse (its error is one usage line)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number from 0 to 1") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{text} is not from 0 to 1 (0.05 is 5%)")
-    return value
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
@@ -437,25 +324,10 @@ def _run(args: argparse.Namespace) -> int:
     # Before Spark starts (seconds, not a minute); run_audit checks again, creating it.
     check_warehouse(args.warehouse, paths, create=False)
     export_time_ms(args.export_time)  # a malformed time fails here, not after the audit
-    if args.fail_on:
-        config = config.with_overrides(run={"fail_on": args.fail_on})
-    if args.max_quarantined_share is not None:
-        config = config.with_overrides(run={"max_quarantined_share": args.max_quarantined_share})
-    inputs = AuditInputs(
-        batches=tuple(args.batches),
-        batches_format=args.batches_format,
-        producer_state=tuple(args.producer_state),
-        since_state=args.since_state,
-        verify_crc=not args.no_verify_crc,
-        dump_topic=args.topic,
-        dump_partition=args.partition,
-        list_offsets=tuple(args.list_offsets),
-        list_offsets_format=args.list_offsets_format,
-        list_offsets_spec=args.list_offsets_spec,
-        export_time=args.export_time,
-        acks=tuple(args.acks),
-        acks_format=args.acks_format,
-    )
+    overrides = options.config_overrides(vars(args))
+    if overrides:
+        config = config.with_overrides(**overrides)
+    inputs = AuditInputs(**options.inputs_fields(vars(args)))
     result = run_audit(get_spark(), inputs, config, args.warehouse, run_id=args.run_id)
     _print_summary(result)
     _write_report(get_spark(), args.warehouse, result.run_id, config)

@@ -41,44 +41,14 @@ if not has_eos_audit:
     get_ipython().run_line_magic("pip", f"install {shlex.quote(requirement)}")
     importlib.invalidate_caches()
 
-# The input formats come from the one registry the CLI reads too (it imports no Spark).
-from eos_audit.sources.formats import ACKS_FORMATS, FORMAT_NAMES, LIST_OFFSETS_FORMATS
+# The widgets are the options of `eos-audit audit`, from the one table the CLI's arguments come
+# from too (eos_audit.options, which imports no Spark), plus the catalog schema.
+from eos_audit.options import AUDIT_OPTIONS
 
-dbutils.widgets.text("batches", "", "Record batches (paths; empty: report only)")
-dbutils.widgets.dropdown("batches_format", "auto", ["auto", *FORMAT_NAMES], "Batches format")
-dbutils.widgets.text("warehouse", "/Volumes/main/eos_audit/lake", "Warehouse (staging, reports)")
+for option in AUDIT_OPTIONS:
+    kind, arguments = option.widget()
+    getattr(dbutils.widgets, kind)(option.name, *arguments)
 dbutils.widgets.text("catalog_schema", "", "Catalog schema (empty: from conf, else paths)")
-dbutils.widgets.text("run_id", "", "Run id (empty: derived; report only: the latest)")
-dbutils.widgets.text("conf", "", "Configuration file (TOML)")
-dbutils.widgets.dropdown(
-    "fail_on",
-    "configuration",
-    ["configuration", "critical", "error", "warning", "never"],
-    "Fail on",
-)
-dbutils.widgets.text("producer_state", "", "Producer state (paths, or a producer_state table)")
-dbutils.widgets.dropdown(
-    "since_state", "false", ["false", "true"], "Since state (nightly: seed from the warehouse)"
-)
-dbutils.widgets.dropdown("no_verify_crc", "false", ["false", "true"], "Skip CRC-32C (segments)")
-dbutils.widgets.text(
-    "max_quarantined_share", "", "Max quarantined share, 0 to 1 (empty: configuration's)"
-)
-dbutils.widgets.text("list_offsets", "", "ListOffsets observations (paths)")
-dbutils.widgets.dropdown(
-    "list_offsets_format", "auto", ["auto", *LIST_OFFSETS_FORMATS], "ListOffsets format"
-)
-dbutils.widgets.dropdown(
-    "list_offsets_spec",
-    "latest",
-    ["latest", "earliest", "max_timestamp"],
-    "ListOffsets spec (get-offsets text)",
-)
-dbutils.widgets.text("acks", "", "Send results (paths)")
-dbutils.widgets.dropdown("acks_format", "auto", ["auto", *ACKS_FORMATS], "Acks format")
-dbutils.widgets.text("export_time", "", "Export time (ISO-8601)")
-dbutils.widgets.text("topic", "", "Topic (dump-log text without one)")
-dbutils.widgets.text("partition", "", "Partition (dump-log text without one)")
 
 if not has_eos_audit:
     # Last in this cell, once the widgets exist: %pip may have replaced a package this Python had
@@ -89,50 +59,24 @@ if not has_eos_audit:
 # COMMAND ----------
 
 from eos_audit.config import load_config
+from eos_audit.options import AUDIT_OPTIONS, config_overrides, inputs_fields
 from eos_audit.pipeline import AuditInputs, run_audit
 from eos_audit.report import run_overview, write_report
 
-
-def value(name):
-    """A widget's value, None when empty."""
-    return dbutils.widgets.get(name).strip() or None
-
-
-def paths(name):
-    """A comma-separated widget as a tuple of paths."""
-    return tuple(p.strip() for p in (value(name) or "").split(",") if p.strip())
-
-
-run_overrides = {}
-if value("fail_on") != "configuration":
-    run_overrides["fail_on"] = value("fail_on")
-if value("max_quarantined_share"):
-    run_overrides["max_quarantined_share"] = float(value("max_quarantined_share"))
-overrides = {"run": run_overrides} if run_overrides else {}
-if value("catalog_schema"):
-    overrides["output"] = {"catalog_schema": value("catalog_schema")}
-config = load_config(value("conf"))
+# Each option's value as the CLI's parser gives it (None, or [] for paths, when not given).
+values = {o.name: o.from_widget(dbutils.widgets.get(o.name)) for o in AUDIT_OPTIONS}
+overrides = config_overrides(values)
+catalog_schema = dbutils.widgets.get("catalog_schema").strip()
+if catalog_schema:
+    overrides["output"] = {"catalog_schema": catalog_schema}
+config = load_config(values["conf"])
 if overrides:
     config = config.with_overrides(**overrides)
-warehouse = value("warehouse")
-run_id = value("run_id")
+warehouse = values["warehouse"]
+run_id = values["run_id"]
 
-if paths("batches"):
-    inputs = AuditInputs(
-        batches=paths("batches"),
-        batches_format=value("batches_format"),
-        producer_state=paths("producer_state"),
-        since_state=value("since_state") == "true",
-        verify_crc=value("no_verify_crc") != "true",
-        dump_topic=value("topic"),
-        dump_partition=int(value("partition")) if value("partition") else None,
-        list_offsets=paths("list_offsets"),
-        list_offsets_format=value("list_offsets_format"),
-        list_offsets_spec=value("list_offsets_spec"),
-        export_time=value("export_time"),
-        acks=paths("acks"),
-        acks_format=value("acks_format"),
-    )
+if values["batches"]:
+    inputs = AuditInputs(**inputs_fields(values))
     result = run_audit(spark, inputs, config, warehouse, run_id=run_id)
     run_id = result.run_id
     print(

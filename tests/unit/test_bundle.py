@@ -15,6 +15,7 @@ import yaml
 
 from eos_audit.cli import build_parser
 from eos_audit.config import load_config
+from eos_audit.options import AUDIT_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -111,7 +112,12 @@ def _subcommand(name: str) -> argparse.ArgumentParser:
 
 
 def _widgets(notebook: Path) -> set[str]:
-    return set(re.findall(r'dbutils\.widgets\.\w+\(\s*"(\w+)"', notebook.read_text()))
+    """The widgets the notebook's source names, and one per audit option when it makes those."""
+    source = notebook.read_text()
+    named = set(re.findall(r'dbutils\.widgets\.\w+\(\s*"(\w+)"', source))
+    if "for option in AUDIT_OPTIONS:" in source:
+        named |= {option.name for option in AUDIT_OPTIONS}
+    return named
 
 
 def test_the_bundle_includes_its_resources(bundle):
