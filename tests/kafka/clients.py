@@ -38,6 +38,11 @@ def compile_client(jars: JarSet, into: Path) -> Path:
     return into
 
 
+# Client JVMs still running, for a process that must stop them all at once (SIGTERM): a client
+# left behind by a stopped scenario waits for ever to close its producers on brokers that are gone.
+CLIENTS: set[subprocess.Popen] = set()
+
+
 class JavaClient:
     """One JVM of `EosClient`: producers by name, each command answered before the next."""
 
@@ -50,6 +55,7 @@ class JavaClient:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, bufsize=1,
         )
+        CLIENTS.add(self.process)
 
     def do(self, command: str) -> str:
         """Run one command; what follows its `ok`.
@@ -90,6 +96,7 @@ class JavaClient:
         self.process.stdin.write("halt\n")
         self.process.stdin.flush()
         self.process.wait(30)
+        CLIENTS.discard(self.process)
 
     def close(self) -> None:
         """Close every producer (a clean end) and the JVM."""
@@ -101,6 +108,7 @@ class JavaClient:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+        CLIENTS.discard(self.process)
 
 
 def rdkafka_producer(bootstrap: str, **settings: object):

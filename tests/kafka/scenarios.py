@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from tests.jars import KAFKA_3_JARS, KAFKA_4_JARS, JarSet
 from tests.kafka.clients import (
+    CLIENTS,
     ClientError,
     JavaClient,
     compile_client,
@@ -554,8 +555,11 @@ def main(argv: list[str]) -> int:
     import pickle
     import signal
 
-    # The run that started this may end first (pytest_unconfigure): its brokers are killed too.
+    # The run that started this may end first (pytest_unconfigure): its brokers and clients are
+    # killed too.
     def stop(*_) -> None:
+        for client in list(CLIENTS):
+            client.kill()
         for broker in list(RUNNING):
             broker.kill()
         os._exit(143)
