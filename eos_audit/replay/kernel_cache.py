@@ -20,12 +20,13 @@ CPU each compiled version is for.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
 import os
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from numba.core import caching, config
 
@@ -123,6 +124,38 @@ def locator_classes() -> str | None:
     return f"{__name__}.{SourceKeyedLocator.__name__},{configured}"
 
 
+def _numba():
+    """numba, or None where the kernel stays plain Python (`EOS_AUDIT_JIT=0`, or no numba)."""
+    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
+        return None
+    try:
+        import numba
+    except ImportError:  # reported once by replay.runner
+        return None
+    return numba
+
+
+@contextlib.contextmanager
+def _source_keyed_locators(numba) -> Iterator[None]:
+    """Put `SourceKeyedLocator` first among numba's cache locators while functions are wrapped.
+
+    numba picks a function's cache locator as it wraps it: ours is keyed by the source's content,
+    so that executors share what their node compiled.
+    """
+    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
+    try:
+        locators = locator_classes()
+    except AttributeError:  # another numba's internals: its own locators, as before
+        locators = None
+    if locators is not None:
+        numba.config.CACHE_LOCATOR_CLASSES = locators
+    try:
+        yield
+    finally:
+        if locators is not None:
+            numba.config.CACHE_LOCATOR_CLASSES = configured
+
+
 def _njit(numba, function: types.FunctionType, inline: bool):
     """One kernel function, compiled as the library compiles (see `compile_in_place`)."""
     return numba.njit(cache=True, nogil=True, _nrt=False, inline="always" if inline else "never")(
@@ -159,24 +192,14 @@ def compile_program(
         for name, value in module.items()
         if isinstance(value, types.FunctionType) and value.__module__ == module["__name__"]
     }
-    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
-        return list(functions)
-    try:
-        import numba
-    except ImportError:  # reported once by replay.runner
+    numba = _numba()
+    if numba is None:
         return list(functions)
     program: dict = {}
     for module in modules:
         program.update(module)
     program["__name__"] = into["__name__"]
-    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
-    try:
-        locators = locator_classes()
-    except AttributeError:  # another numba's internals: its own locators, as before
-        locators = None
-    if locators is not None:
-        numba.config.CACHE_LOCATOR_CLASSES = locators
-    try:
+    with _source_keyed_locators(numba):
         for name, function in functions.items():
             copy = types.FunctionType(
                 function.__code__, program, name, function.__defaults__, function.__closure__
@@ -184,9 +207,6 @@ def compile_program(
             copy.__qualname__ = function.__qualname__
             copy.__doc__ = function.__doc__
             program[name] = _njit(numba, copy, name in inlined)
-    finally:
-        if locators is not None:
-            numba.config.CACHE_LOCATOR_CLASSES = configured
     for name in functions:
         into[name] = program[name]
     return list(functions)
@@ -212,25 +232,10 @@ def compile_in_place(
     Returns:
         Whether they were compiled.
     """
-    if os.environ.get("EOS_AUDIT_JIT", "1") == "0":
+    numba = _numba()
+    if numba is None:
         return False
-    try:
-        import numba
-    except ImportError:  # reported once by replay.runner
-        return False
-    # numba picks a function's cache locator as it wraps it: ours is keyed by the source's content,
-    # so that executors share what their node compiled.
-    configured = getattr(numba.config, "CACHE_LOCATOR_CLASSES", None)
-    try:
-        locators = locator_classes()
-    except AttributeError:  # another numba's internals: its own locators, as before
-        locators = None
-    if locators is not None:
-        numba.config.CACHE_LOCATOR_CLASSES = locators
-    try:
+    with _source_keyed_locators(numba):
         for name in names:
             namespace[name] = _njit(numba, namespace[name], name in inlined)
-    finally:
-        if locators is not None:
-            numba.config.CACHE_LOCATOR_CLASSES = configured
     return True
