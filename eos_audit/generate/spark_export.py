@@ -182,50 +182,70 @@ def start_offset(tp: Column | int) -> Column | int:
     return FIRST_OFFSET * (tp + 1)
 
 
-# Slots per chunk of the offsets' running sum: each chunk is summed by its own window (one task
-# for a partition's chunk, never for a whole hot partition), then the chunks' totals, a small
-# table, are summed the same way once more.
-CHUNK_SLOTS = 4096
+# Slots per chunk of the offsets' running sum when a partition has more (`with_log_offsets`):
+# each chunk is summed by its own window (one task for a partition's chunk, never for a whole hot
+# partition), then the chunks' totals, a small table, are summed the same way once more.
+CHUNK_SLOTS = 1 << 18
 # What removed the batches of a hole in a compacted topic's offsets (`cleaned` columns); 0 none.
 CLEANED_KINDS = ("compacted_gap", "acked_write_lost", "wraparound")
 
 
-def with_log_offsets(df: DataFrame) -> DataFrame:
+def with_log_offsets(
+    df: DataFrame, partition_slots: int, chunk_slots: int = CHUNK_SLOTS
+) -> DataFrame:
     """The slots with their `base_offset` and `cleaned_before`, the offsets given out in order.
 
     `cleaned_before` says what removed the batches of the hole right before the slot (an index
     into CLEANED_KINDS plus one; 0: no hole). A slot takes `record_count` offsets when it holds a
     batch or, on a compacted topic, when the cleaner removed its batch (`cleaned` > 0, a hole);
-    none otherwise. Both are running values
-    over the partition's slots in order, computed in chunks of `CHUNK_SLOTS` and carried from
-    chunk to chunk through the chunks' small table, so no task holds a whole partition.
+    none otherwise. Both are running values over the partition's slots in order.
+
+    Args:
+        df: the slots, with `tp`, `j`, `record_count`, `keep` and `cleaned`.
+        partition_slots: the most slots a partition has.
+        chunk_slots: above this many slots in a partition, the running values are computed in
+            chunks of this many slots and carried from chunk to chunk through the chunks' small
+            table, so that no task holds a whole partition; at or below it, by one window over
+            each partition (one sort, none of the chunks' three extra stages).
     """
     width = F.when(F.col("keep") | (F.col("cleaned") > 0), F.col("record_count")).otherwise(0)
-    df = df.withColumns({"width": width, "chunk": _div(F.col("j"), CHUNK_SLOTS)})
+    chunked = partition_slots > chunk_slots
+    chunk = _div(F.col("j"), chunk_slots) if chunked else F.lit(0).cast("long")
+    df = df.withColumns({"width": width, "chunk": chunk})
     # The last slot before that takes offsets: its `cleaned` (null when none does).
     last_taking = F.last(F.when(F.col("width") > 0, F.col("cleaned")), ignorenulls=True)
     in_chunk = Window.partitionBy("tp", "chunk").orderBy("j").rowsBetween(
         Window.unboundedPreceding, -1
-    )
-    before_chunk = Window.partitionBy("tp").orderBy("chunk").rowsBetween(
-        Window.unboundedPreceding, -1
-    )
-    chunks = df.groupBy("tp", "chunk").agg(
-        F.sum("width").alias("chunk_width"),
-        F.max_by(F.col("cleaned"), F.when(F.col("width") > 0, F.col("j"))).alias("chunk_cleaned"),
-    )
-    chunks = chunks.select(
-        "tp",
-        "chunk",
-        F.coalesce(F.sum("chunk_width").over(before_chunk), F.lit(0)).alias("chunk_start"),
-        F.last("chunk_cleaned", ignorenulls=True).over(before_chunk).alias("cleaned_at_start"),
     )
     df = df.withColumns(
         {
             "offsets_before": F.coalesce(F.sum("width").over(in_chunk), F.lit(0)),
             "cleaned_in_chunk": last_taking.over(in_chunk),
         }
-    ).join(F.broadcast(chunks), ["tp", "chunk"])
+    )
+    if chunked:
+        before_chunk = Window.partitionBy("tp").orderBy("chunk").rowsBetween(
+            Window.unboundedPreceding, -1
+        )
+        chunks = df.groupBy("tp", "chunk").agg(
+            F.sum("width").alias("chunk_width"),
+            F.max_by(F.col("cleaned"), F.when(F.col("width") > 0, F.col("j"))).alias(
+                "chunk_cleaned"
+            ),
+        )
+        chunks = chunks.select(
+            "tp",
+            "chunk",
+            F.coalesce(F.sum("chunk_width").over(before_chunk), F.lit(0)).alias("chunk_start"),
+            F.last("chunk_cleaned", ignorenulls=True).over(before_chunk).alias(
+                "cleaned_at_start"
+            ),
+        )
+        df = df.join(F.broadcast(chunks), ["tp", "chunk"])
+    else:
+        df = df.withColumns(
+            {"chunk_start": F.lit(0).cast("long"), "cleaned_at_start": F.lit(None).cast("int")}
+        )
     return df.withColumns(
         {
             "base_offset": start_offset(F.col("tp")) + F.col("chunk_start")
@@ -443,7 +463,7 @@ def slots(spark: SparkSession, plan: GenerationPlan) -> DataFrame:
             .otherwise(0),
         }
     )
-    df = with_log_offsets(df)
+    df = with_log_offsets(df, max(g.slots_by_index))
     gap_cause = F.when(F.col("compacted"), F.lit("COMPACTION")).otherwise(F.lit("UNEXPLAINED"))
     none = F.lit(None).cast("string")
 

@@ -14,6 +14,7 @@ from eos_audit.generate.spark_export import (
     ground_truth_of,
     observations,
     slots,
+    with_log_offsets,
     write_export,
 )
 from eos_audit.schemas import RECORD_BATCH
@@ -99,6 +100,19 @@ def test_faults_land_where_their_findings_point(spark):
     }
     assert {d for b, d in distances if b == 1} <= set(range(5))
     assert {d for b, d in distances if b == 2} and min(d for b, d in distances if b == 2) >= 5
+
+
+def test_offsets_summed_in_chunks_equal_offsets_summed_over_each_partition(spark):
+    # Large partitions are summed in chunks (CHUNK_SLOTS); here small chunks stand for them.
+    plan = GenerationPlan(batches=4_000, rates=FaultRates().scaled(10), **SMALL)
+    placed = slots(spark, plan).select("tp", "j", "record_count", "keep", "cleaned")
+    placed = placed.localCheckpoint()
+    most = max(geometry(plan).slots_by_index)
+    columns = ["tp", "j", "base_offset", "cleaned_before"]
+    whole = with_log_offsets(placed, most).select(*columns)
+    chunked = with_log_offsets(placed, most, chunk_slots=16).select(*columns)
+    assert placed.where("cleaned > 0").count() > 0  # holes the chunks must carry over
+    assert_df_equality(chunked, whole, ignore_row_order=True, ignore_nullable=True)
 
 
 @pytest.mark.usefixtures("generated_code")
