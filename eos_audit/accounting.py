@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit import output_records
-from eos_audit.findings import Cause
+from eos_audit.findings import CAUSE_CEILING, Cause
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.sources.files.input_files import (
     DAMAGED,
@@ -192,7 +192,7 @@ def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -
         finding = finding & named.isin(sorted(f"{t}/{p}" for t, p in partitions))
     lowered = (
         F.col("findings")
-        .withField("severity", F.lit("INFO"))
+        .withField("severity", F.lit(CAUSE_CEILING[Cause.UNREADABLE_INPUT.name]))
         .withField("cause", F.lit(Cause.UNREADABLE_INPUT.name))
     )
     return staged.withColumn("findings", F.when(finding, lowered).otherwise(F.col("findings")))
