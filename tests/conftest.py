@@ -253,8 +253,23 @@ def _cost(item: pytest.Item) -> float:
     return float(mark.args[0]) if mark else 0.0
 
 
+def _layer(item: pytest.Item) -> str:
+    """`integration` for a whole run (tests/integration), else `spark` when the test needs the
+    suite's session (directly or through a fixture), else `unit`."""
+    if "integration" in item.path.relative_to(REPO).parts[:2]:
+        return "integration"
+    return "spark" if "spark" in getattr(item, "fixturenames", ()) else "unit"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers given here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first, by their `cost` marker; then the other end-to-end runs (`slow`),
+    """Each test marked `unit`, `spark` or `integration` by what it needs (`_layer`); then the
+    order.
+
+    The folders follow the code (tests/replay beside eos_audit/replay, ...), so what a test needs
+    is a marker: `-m unit` runs the tests without Spark in seconds.
+
+    The longest tests first, by their `cost` marker; then the other end-to-end runs (`slow`),
     then the rest.
 
     pytest-xdist's worksteal hands each worker a contiguous half of this order and a worker that
@@ -262,6 +277,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the end; at the head it runs while the other worker gets through the short ones. The order is
     stable otherwise.
     """
+    for item in items:
+        item.add_marker(_layer(item))
     items.sort(key=lambda item: (-_cost(item), 0 if "slow" in item.keywords else 1))
 
 
