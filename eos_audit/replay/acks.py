@@ -84,7 +84,7 @@ def match_acks(rows, i, part, acks, ack_index):
         k = a.next_same_batch
 
 
-def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
+def judge_acks(part, acks, out, tp_row, is_compacted):
     """ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH for the checkable acknowledgements.
 
     Checkable: inside [log start, log end) of the exported log (below it retention deleted it,
@@ -101,12 +101,12 @@ def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
         if a.offset < log_start or a.offset >= log_end:
             continue
         if a.log_batches == 0:
-            f = finding_without_row(findings, counts, ACKED_WRITE_LOST, tp_row, part)
+            f = finding_without_row(out, ACKED_WRITE_LOST, tp_row, part)
             f.cause = COMPACTION if is_compacted else UNEXPLAINED
             f.facts[FACT_LOG_START_OFFSET] = log_start
             f.facts[FACT_LOG_END_OFFSET] = log_end
         elif not a.log_has_exact:
-            f = finding_without_row(findings, counts, ACKED_OFFSET_MISMATCH, tp_row, part)
+            f = finding_without_row(out, ACKED_OFFSET_MISMATCH, tp_row, part)
             f.previous_offset = a.log_min_offset
             f.facts[FACT_LOG_BATCHES] = a.log_batches
         else:

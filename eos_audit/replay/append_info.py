@@ -78,7 +78,7 @@ def is_client_append(rows, i):
     )
 
 
-def check_producer_epoch(e, rows, i, part, findings, counts):
+def check_producer_epoch(e, rows, i, part, out):
     """ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch).
 
     A data batch or marker below the entry's epoch is a fenced producer's: INVALID_PRODUCER_EPOCH
@@ -87,8 +87,7 @@ def check_producer_epoch(e, rows, i, part, findings, counts):
     if rows[i].producer_epoch >= e.epoch:
         return False
     f = finding_at(
-        findings,
-        counts,
+        out,
         FENCED_PRODUCER_EPOCH,
         rows,
         i,
@@ -102,7 +101,7 @@ def check_producer_epoch(e, rows, i, part, findings, counts):
     return True
 
 
-def check_sequence(e, rows, i, part, params, findings, counts, expired):
+def check_sequence(e, rows, i, part, params, out, expired):
     """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
 
     Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
@@ -118,14 +117,7 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
         if sequence == 0:
             return IN_SEQUENCE
         unknown_producer(
-            e,
-            rows,
-            i,
-            part,
-            params,
-            findings,
-            counts,
-            unknown_producer_cause(rows, i, part, expired),
+            e, rows, i, part, params, out, unknown_producer_cause(rows, i, part, expired)
         )
         return UNKNOWN_PRODUCER
     if rows[i].producer_epoch != e.epoch:
@@ -133,8 +125,7 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
         if sequence == 0:
             return IN_SEQUENCE
         f = finding_at(
-            findings,
-            counts,
+            out,
             NEW_EPOCH_NONZERO_SEQUENCE,
             rows,
             i,
@@ -149,7 +140,7 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
     if sequence != 0 and sequences_lost_below_log_start(e, part):
         # Its state came from markers only: judged as a producer without state
         # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
-        unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
+        unknown_producer(e, rows, i, part, params, out, LOG_START)
         return UNKNOWN_PRODUCER
     # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
     # the entry has none.
@@ -159,10 +150,10 @@ def check_sequence(e, rows, i, part, params, findings, counts, expired):
         return IN_SEQUENCE
     if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
         return IN_SEQUENCE
-    return out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
+    return out_of_order_sequence(e, rows, i, part, out, last_sequence, expected)
 
 
-def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected):
+def out_of_order_sequence(e, rows, i, part, out, last_sequence, expected):
     """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
 
     Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
@@ -177,8 +168,7 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
     gap_cause = LOG_START if below_log_start else UNEXPLAINED
     if sequence == 0:
         f = finding_at(
-            findings,
-            counts,
+            out,
             SEQUENCE_RESET,
             rows,
             i,
@@ -194,8 +184,7 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
         f = finding_at(
-            findings,
-            counts,
+            out,
             SEQUENCE_OVERLAP,
             rows,
             i,
@@ -209,8 +198,7 @@ def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, exp
         return SEQUENCE_OVERLAP
     cause = COMPACTION if rows[i].is_compacted else gap_cause
     f = finding_at(
-        findings,
-        counts,
+        out,
         SEQUENCE_GAP,
         rows,
         i,
@@ -263,11 +251,10 @@ def unknown_producer_cause(rows, i, part, expired):
     return UNEXPLAINED
 
 
-def unknown_producer(e, rows, i, part, params, findings, counts, cause):
+def unknown_producer(e, rows, i, part, params, out, cause):
     """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
     f = finding_at(
-        findings,
-        counts,
+        out,
         UNKNOWN_PRODUCER,
         rows,
         i,
@@ -280,7 +267,7 @@ def unknown_producer(e, rows, i, part, params, findings, counts, cause):
     f.facts[FACT_LOG_START] = log_start_of(part)
 
 
-def check_coordinator_epoch(e, rows, i, part, findings, counts):
+def check_coordinator_epoch(e, rows, i, part, out):
     """ProducerAppendInfo.checkCoordinatorEpoch (docs/rules.md#coordinator-fenced).
 
     A marker from a coordinator older than the one that wrote the entry's last marker:
@@ -291,8 +278,7 @@ def check_coordinator_epoch(e, rows, i, part, findings, counts):
     if coordinator_epoch == NULL or coordinator_epoch >= e.coordinator_epoch:
         return False
     f = finding_at(
-        findings,
-        counts,
+        out,
         COORDINATOR_FENCED,
         rows,
         i,
@@ -307,7 +293,7 @@ def check_coordinator_epoch(e, rows, i, part, findings, counts):
     return True
 
 
-def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
+def validate_data_batch(e, rows, i, part, params, out, expired):
     """The checks of an audited data batch: at most one finding, the first check that fails.
 
     UnifiedLog.analyzeAndValidateProducerState (the duplicate) and ProducerAppendInfo's
@@ -319,7 +305,7 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
     one finding and not a cascade (even INVALID_TXN_STATE, which stops such a broker:
     docs/rules.md#invalid-txn-state).
     """
-    if check_producer_epoch(e, rows, i, part, findings, counts):
+    if check_producer_epoch(e, rows, i, part, out):
         return False
     if is_client_append(rows, i):
         back = find_duplicate_batch(
@@ -338,8 +324,7 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
             # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
             error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
             finding_at(
-                findings,
-                counts,
+                out,
                 DUPLICATE_BATCH,
                 rows,
                 i,
@@ -350,7 +335,7 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
                 e.ring_base_offset[ring_slot(e, back)],
             )
             return False
-        verdict = check_sequence(e, rows, i, part, params, findings, counts, expired)
+        verdict = check_sequence(e, rows, i, part, params, out, expired)
         if verdict != IN_SEQUENCE:
             # A leader rejects an overlap without changing its state (checkSequence throws before
             # the update): the entry keeps its last sequence. Every other verdict is applied.
@@ -359,8 +344,7 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
         # appendDataBatch: non-transactional data while the producer's transaction is open
         # (docs/rules.md#invalid-txn-state)
         finding_at(
-            findings,
-            counts,
+            out,
             INVALID_TXN_STATE,
             rows,
             i,
@@ -373,16 +357,16 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
     return True
 
 
-def validate_end_txn_marker(e, rows, i, part, findings, counts):
+def validate_end_txn_marker(e, rows, i, part, out):
     """The checks of ProducerAppendInfo.appendEndTxnMarker: the producer epoch, the coordinator's.
 
     docs/replay_semantics.md, "Verdict of a marker". Returns whether the marker is applied: not
     when fenced; a coordinator-fenced marker is, as a broker loading the log applies it, so its
     coordinator epoch becomes the entry's (docs/rules.md#coordinator-fenced).
     """
-    if check_producer_epoch(e, rows, i, part, findings, counts):
+    if check_producer_epoch(e, rows, i, part, out):
         return False
-    check_coordinator_epoch(e, rows, i, part, findings, counts)
+    check_coordinator_epoch(e, rows, i, part, out)
     return True
 
 
@@ -427,14 +411,14 @@ def append_data_batch(e, rows, i, part, timestamp, coverage_end):
         e.txn_batches += 1
 
 
-def append_end_txn_marker(e, rows, i, part, transactions, counts, timestamp):
+def append_end_txn_marker(e, rows, i, part, out, timestamp):
     """ProducerAppendInfo.appendEndTxnMarker's update (docs/rules.md#transactions).
 
     The open transaction, if any, completes (Kafka's CompletedTxn, a `transactions` row); then
     updatedEntry.update(epoch, coordinatorEpoch, lastTimestamp).
     """
     if e.txn_open:
-        close_transaction(e, rows, i, part, transactions, counts, timestamp)
+        close_transaction(e, rows, i, part, out, timestamp)
     maybe_update_producer_epoch(e, rows[i].producer_epoch)
     e.txn_open = False
     e.txn_first_offset = NULL
@@ -455,13 +439,13 @@ def marker_outcome(control_type):
     return UNKNOWN_OUTCOME
 
 
-def close_transaction(e, rows, i, part, transactions, counts, timestamp):
+def close_transaction(e, rows, i, part, out, timestamp):
     """The CompletedTxn appendEndTxnMarker returns: the open transaction, as a `transactions` row.
 
     See docs/rules.md#transactions.
     """
-    t = transactions[counts[TRANSACTIONS]]
-    counts[TRANSACTIONS] += 1
+    t = out.transactions[out.counts[TRANSACTIONS]]
+    out.counts[TRANSACTIONS] += 1
     t.tp_row = i
     t.partition = part.partition
     t.producer_id = e.producer_id

@@ -37,10 +37,10 @@ from eos_audit.replay.state import (
 # ------------------------------------------------------------------------------------------------
 # Emitting
 # ------------------------------------------------------------------------------------------------
-def finding_at(findings, counts, code, rows, i, part, cause, error, expected, previous):
+def finding_at(out, code, rows, i, part, cause, error, expected, previous):
     """Append a finding about row `i`; the caller fills its facts."""
-    f = findings[counts[FINDINGS]]
-    counts[FINDINGS] += 1
+    f = out.findings[out.counts[FINDINGS]]
+    out.counts[FINDINGS] += 1
     f.finding_code = code
     f.cause = cause
     f.kafka_error = error
@@ -63,10 +63,10 @@ def finding_at(findings, counts, code, rows, i, part, cause, error, expected, pr
     return f
 
 
-def finding_without_row(findings, counts, code, tp_row, part):
+def finding_without_row(out, code, tp_row, part):
     """Append a finding found at the end of a partition (no input row of its own)."""
-    f = findings[counts[FINDINGS]]
-    counts[FINDINGS] += 1
+    f = out.findings[out.counts[FINDINGS]]
+    out.counts[FINDINGS] += 1
     f.finding_code = code
     f.cause = NO_CAUSE
     f.kafka_error = NO_ERROR
@@ -92,12 +92,12 @@ def finding_without_row(findings, counts, code, tp_row, part):
 # ------------------------------------------------------------------------------------------------
 # The producer-epoch summary (producer_sessions table)
 # ------------------------------------------------------------------------------------------------
-def flush_summary(e, sessions, counts, tp_row, part):
+def flush_summary(e, out, tp_row, part):
     """Emit the producer epoch's summary, if one is open."""
     if not e.summary_open:
         return
-    s = sessions[counts[PRODUCER_SESSIONS]]
-    counts[PRODUCER_SESSIONS] += 1
+    s = out.producer_sessions[out.counts[PRODUCER_SESSIONS]]
+    out.counts[PRODUCER_SESSIONS] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id
@@ -115,11 +115,11 @@ def flush_summary(e, sessions, counts, tp_row, part):
     e.summary_open = False
 
 
-def summarise(e, rows, i, timestamp, sessions, counts, part):
+def summarise(e, rows, i, timestamp, out, part):
     """Count an audited row into its producer epoch's summary."""
     epoch = rows[i].producer_epoch
     if e.summary_open and e.summary_epoch != epoch:
-        flush_summary(e, sessions, counts, i, part)
+        flush_summary(e, out, i, part)
     if not e.summary_open:
         e.summary_open = True
         e.summary_epoch = epoch
@@ -177,7 +177,7 @@ def record_estimate(rows, i):
 # ------------------------------------------------------------------------------------------------
 # The end of a partition: what is still open, the summaries and the final producer state
 # ------------------------------------------------------------------------------------------------
-def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock, params):
+def emit_open_transaction(e, part, out, tp_row, clock, params):
     """An OPEN transaction, and HANGING_TRANSACTION when it is too old.
 
     Too old: older than the transaction timeout plus the broker's grace
@@ -187,8 +187,8 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
     if clock != NULL and e.txn_first_timestamp != NULL:
         age = clock - e.txn_first_timestamp
     hanging = age != NULL and age > params.hanging_after_ms
-    t = transactions[counts[TRANSACTIONS]]
-    counts[TRANSACTIONS] += 1
+    t = out.transactions[out.counts[TRANSACTIONS]]
+    out.counts[TRANSACTIONS] += 1
     t.tp_row = tp_row
     t.partition = part.partition
     t.producer_id = e.producer_id
@@ -204,7 +204,7 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
     t.duration_ms = age
     t.coordinator_epoch = NULL
     if hanging:
-        f = finding_without_row(findings, counts, HANGING_TRANSACTION, tp_row, part)
+        f = finding_without_row(out, HANGING_TRANSACTION, tp_row, part)
         f.producer_id = e.producer_id
         f.producer_epoch = e.txn_start_epoch
         f.base_offset = e.txn_first_offset
@@ -219,10 +219,10 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
         f.facts[FACT_MEASURED_AT_EXPORT] = 1 if params.as_of_ms != NULL else 0
 
 
-def emit_final_state(e, part, states, counts, tp_row, log_end):
+def emit_final_state(e, part, out, tp_row, log_end):
     """The entry as a broker would snapshot it: a producer_state row that seeds the next run."""
-    s = states[counts[PRODUCER_STATE]]
-    counts[PRODUCER_STATE] += 1
+    s = out.producer_state[out.counts[PRODUCER_STATE]]
+    out.counts[PRODUCER_STATE] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id

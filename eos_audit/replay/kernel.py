@@ -91,39 +91,22 @@ def room_to_finish(part):
     return part.producers + part.acks + 2
 
 
-def finish_partition(
-    part,
-    entries,
-    slots,
-    acks,
-    ack_index,
-    params,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    out_partition_summary,
-    out_producer_state,
-    counts,
-    tp_row,
-    is_compacted,
-):
+def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row, is_compacted):
     """Emit the partition's end-of-log records and forget its state."""
-    judge_acks(part, acks, out_findings, counts, tp_row, is_compacted)
+    judge_acks(part, acks, out, tp_row, is_compacted)
     clock = params.as_of_ms if params.as_of_ms != NULL else part.latest_timestamp
     log_end = part.max_last_offset + 1 if part.max_last_offset != NULL else NULL
     # With --since-state the seeded state may cover more than this export holds.
     log_end = max_or_null(log_end, part.covered_end)
     for slot in range(part.producers):
         e = entries[slot]
-        flush_summary(e, out_producer_sessions, counts, tp_row, part)
+        flush_summary(e, out, tp_row, part)
         if e.txn_open and e.has_audited:
-            emit_open_transaction(
-                e, part, out_findings, out_transactions, counts, tp_row, clock, params
-            )
-        emit_final_state(e, part, out_producer_state, counts, tp_row, log_end)
+            emit_open_transaction(e, part, out, tp_row, clock, params)
+        emit_final_state(e, part, out, tp_row, log_end)
     if part.batches + part.replica_batches + part.skipped_batches > 0:
-        p = out_partition_summary[counts[PARTITION_SUMMARY]]
-        counts[PARTITION_SUMMARY] += 1
+        p = out.partition_summary[out.counts[PARTITION_SUMMARY]]
+        out.counts[PARTITION_SUMMARY] += 1
         p.tp_row = tp_row
         p.partition = part.partition
         p.first_offset = part.first_offset
@@ -144,47 +127,26 @@ def finish_partition(
 # ------------------------------------------------------------------------------------------------
 # The loop
 # ------------------------------------------------------------------------------------------------
-def has_room(
-    counts,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    out_partition_summary,
-    out_producer_state,
-    room,
-):
+def has_room(out, room):
     """Whether every output has room for `room` more events."""
+    counts = out.counts
     return (
-        len(out_findings) - counts[FINDINGS] >= room
-        and len(out_transactions) - counts[TRANSACTIONS] >= room
-        and len(out_producer_sessions) - counts[PRODUCER_SESSIONS] >= room
-        and len(out_partition_summary) - counts[PARTITION_SUMMARY] >= room
-        and len(out_producer_state) - counts[PRODUCER_STATE] >= room
+        len(out.findings) - counts[FINDINGS] >= room
+        and len(out.transactions) - counts[TRANSACTIONS] >= room
+        and len(out.producer_sessions) - counts[PRODUCER_SESSIONS] >= room
+        and len(out.partition_summary) - counts[PARTITION_SUMMARY] >= room
+        and len(out.producer_state) - counts[PRODUCER_STATE] >= room
     )
 
 
 def replay(
-    rows,
-    start,
-    previous_compacted,
-    params,
-    partition_state,
-    entries,
-    slots,
-    acks,
-    ack_index,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    out_partition_summary,
-    out_producer_state,
-    counts,
+    rows, start, previous_compacted, params, partition_state, entries, slots, acks, ack_index, out
 ):
     """Replay rows[start:] of one Arrow batch; state carries over to the next batch.
 
     Returns the index of the first row not replayed: the number of rows when all were, else the
     row at which an output, the producer entries or the acknowledgements ran out of room
-    (`counts[ROOM_NEEDED]` says how much output room it needs); the caller drains or grows them
+    (`out.counts[ROOM_NEEDED]` says how much output room it needs); the caller drains or grows them
     and calls again from there.
     """
     part = partition_state[0]
@@ -193,61 +155,29 @@ def replay(
         room = ROW_ROOM
         if rows[i].tp_start and part.active:
             room += room_to_finish(part)
-        if not has_room(
-            counts,
-            out_findings,
-            out_transactions,
-            out_producer_sessions,
-            out_partition_summary,
-            out_producer_state,
-            room,
-        ):
-            counts[ROOM_NEEDED] = room
+        if not has_room(out, room):
+            out.counts[ROOM_NEEDED] = room
             return i
         if rows[i].tp_start:
             if part.active:
                 compacted = rows[i - 1].is_compacted if i > 0 else previous_compacted
                 finish_partition(
-                    part,
-                    entries,
-                    slots,
-                    acks,
-                    ack_index,
-                    params,
-                    out_findings,
-                    out_transactions,
-                    out_producer_sessions,
-                    out_partition_summary,
-                    out_producer_state,
-                    counts,
-                    i - 1,
-                    compacted,
+                    part, entries, slots, acks, ack_index, params, out, i - 1, compacted
                 )
             begin_partition(part, rows[i].partition)
-            part.first_ack_ordinal = counts[ACKS_SEEN]
+            part.first_ack_ordinal = out.counts[ACKS_SEEN]
         kind = rows[i].kind
         if kind == LOG_START_CHECKPOINT:
             part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows[i].value)
         elif kind == HIGH_WATERMARK_CHECKPOINT:
             part.high_watermark = max_or_null(part.high_watermark, rows[i].value)
         elif kind == ACK:
-            if not register_ack(rows, i, part, acks, ack_index, counts):
-                counts[ROOM_NEEDED] = 0
+            if not register_ack(rows, i, part, acks, ack_index, out.counts):
+                out.counts[ROOM_NEEDED] = 0
                 return i
         elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best
-            if not replay_producer_row(
-                rows,
-                i,
-                part,
-                entries,
-                slots,
-                params,
-                out_findings,
-                out_transactions,
-                out_producer_sessions,
-                counts,
-            ):
-                counts[ROOM_NEEDED] = 0
+            if not replay_producer_row(rows, i, part, entries, slots, params, out):
+                out.counts[ROOM_NEEDED] = 0
                 return i
         elif kind == STATE_COVERAGE:
             part.covered_end = max_or_null(part.covered_end, rows[i].value)
@@ -262,7 +192,7 @@ def replay(
                 and takes_part_in_replay(rows, i)
                 and find_slot(slots, rows[i].producer_id) < 0
             ):
-                counts[ROOM_NEEDED] = 0
+                out.counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
                 part.first_offset = rows[i].base_offset  # the exported log starts here
@@ -273,8 +203,7 @@ def replay(
                 # bad export (OFFSET_OVERLAP), not a second write of the batch's records, and
                 # the copy is not replayed again (docs/replay_semantics.md, Scope).
                 finding_at(
-                    out_findings,
-                    counts,
+                    out,
                     OFFSET_OVERLAP,
                     rows,
                     i,
@@ -285,20 +214,9 @@ def replay(
                     part.max_last_offset,
                 )
             else:
-                check_audited_batch(rows, i, part, out_findings, counts)
+                check_audited_batch(rows, i, part, out)
                 if takes_part_in_replay(rows, i):
-                    replay_producer_row(
-                        rows,
-                        i,
-                        part,
-                        entries,
-                        slots,
-                        params,
-                        out_findings,
-                        out_transactions,
-                        out_producer_sessions,
-                        counts,
-                    )
+                    replay_producer_row(rows, i, part, entries, slots, params, out)
                 elif rows[i].crc_valid == 0:
                     remember_corrupt_claim(rows, i, entries, slots)
                 match_acks(rows, i, part, acks, ack_index)
@@ -307,61 +225,23 @@ def replay(
             if already_in_state(rows, i, part):
                 continue
             count_occurrence(part, rows[i].base_offset)
-            check_replica_batch(rows, i, part, out_findings, counts)
+            check_replica_batch(rows, i, part, out)
     return n
 
 
-def finish(
-    partition_state,
-    entries,
-    slots,
-    acks,
-    ack_index,
-    params,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    out_partition_summary,
-    out_producer_state,
-    counts,
-    tp_row,
-    is_compacted,
-):
+def finish(partition_state, entries, slots, acks, ack_index, params, out, tp_row, is_compacted):
     """The end of the input: finish the partition being replayed.
 
-    Returns False when the outputs lack room (`counts[ROOM_NEEDED]` says how much).
+    Returns False when the outputs lack room (`out.counts[ROOM_NEEDED]` says how much).
     """
     part = partition_state[0]
     if not part.active:
         return True
     room = room_to_finish(part)
-    if not has_room(
-        counts,
-        out_findings,
-        out_transactions,
-        out_producer_sessions,
-        out_partition_summary,
-        out_producer_state,
-        room,
-    ):
-        counts[ROOM_NEEDED] = room
+    if not has_room(out, room):
+        out.counts[ROOM_NEEDED] = room
         return False
-    finish_partition(
-        part,
-        entries,
-        slots,
-        acks,
-        ack_index,
-        params,
-        out_findings,
-        out_transactions,
-        out_producer_sessions,
-        out_partition_summary,
-        out_producer_state,
-        counts,
-        tp_row,
-        is_compacted,
-    )
+    finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row, is_compacted)
     return True
 
 

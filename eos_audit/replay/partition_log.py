@@ -111,7 +111,7 @@ def is_same_batch(rows, i, part):
     )
 
 
-def check_audited_batch(rows, i, part, findings, counts):
+def check_audited_batch(rows, i, part, out):
     """The checks of a batch of the audited replica that need no producer state."""
     base_offset = rows[i].base_offset
     leader_epoch = rows[i].leader_epoch
@@ -121,8 +121,7 @@ def check_audited_batch(rows, i, part, findings, counts):
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
         # overlapping any earlier batch is found.
         finding_at(
-            findings,
-            counts,
+            out,
             OFFSET_OVERLAP,
             rows,
             i,
@@ -146,16 +145,12 @@ def check_audited_batch(rows, i, part, findings, counts):
             cause = COMPACTION
         else:
             cause = UNEXPLAINED
-        f = finding_at(
-            findings, counts, OFFSET_GAP, rows, i, part, cause, NO_ERROR, NULL, part.max_last_offset
-        )
+        f = finding_at(out, OFFSET_GAP, rows, i, part, cause, NO_ERROR, NULL, part.max_last_offset)
         f.facts[FACT_FIRST_MISSING_OFFSET] = part.max_last_offset + 1
         f.facts[FACT_LAST_MISSING_OFFSET] = base_offset - 1
     if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
         # docs/rules.md#leader-epoch-regression
-        f = finding_at(
-            findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL
-        )
+        f = finding_at(out, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL)
         f.facts[FACT_MAX_LEADER_EPOCH] = part.max_leader_epoch
         f.facts[FACT_LEADER_EPOCH] = leader_epoch
     if (
@@ -165,8 +160,7 @@ def check_audited_batch(rows, i, part, findings, counts):
     ):
         # docs/rules.md#leader-epoch-mismatch: the checkpoint entry in force at this offset
         f = finding_at(
-            findings,
-            counts,
+            out,
             LEADER_EPOCH_MISMATCH,
             rows,
             i,
@@ -180,9 +174,7 @@ def check_audited_batch(rows, i, part, findings, counts):
         f.facts[FACT_LEADER_EPOCH] = leader_epoch
     if rows[i].crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
-        finding_at(
-            findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE, NULL, NULL
-        )
+        finding_at(out, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE, NULL, NULL)
     if has_leader_epoch:
         part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
 
@@ -207,7 +199,7 @@ def count_audited_batch(rows, i, part):
     part.primary_record_count = rows[i].record_count
 
 
-def check_replica_batch(rows, i, part, findings, counts):
+def check_replica_batch(rows, i, part, out):
     """Compare another replica's batch with the audited one (docs/rules.md#replica-divergence).
 
     Below the high watermark every replica holds the same batches, so it must match the audited
@@ -226,8 +218,7 @@ def check_replica_batch(rows, i, part, findings, counts):
     if not differs:
         return
     f = finding_at(
-        findings,
-        counts,
+        out,
         REPLICA_DIVERGENCE,
         rows,
         i,

@@ -56,18 +56,7 @@ def takes_part_in_replay(rows, i):
 # ------------------------------------------------------------------------------------------------
 # One producer row: UnifiedLog.analyzeAndValidateProducerState, then ProducerStateManager.update
 # ------------------------------------------------------------------------------------------------
-def replay_producer_row(
-    rows,
-    i,
-    part,
-    entries,
-    slots,
-    params,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    counts,
-):
+def replay_producer_row(rows, i, part, entries, slots, params, out):
     """One row of a producer: an audited batch, or a seeded batch or entry.
 
     An audited batch as a leader appends it: an expired entry is forgotten first
@@ -91,14 +80,14 @@ def replay_producer_row(
         if expired:
             clear_entry_session(e)
         if rows[i].is_control:
-            if validate_end_txn_marker(e, rows, i, part, out_findings, counts):
-                append_end_txn_marker(e, rows, i, part, out_transactions, counts, timestamp)
-        elif validate_data_batch(e, rows, i, part, params, out_findings, counts, expired):
+            if validate_end_txn_marker(e, rows, i, part, out):
+                append_end_txn_marker(e, rows, i, part, out, timestamp)
+        elif validate_data_batch(e, rows, i, part, params, out, expired):
             append_data_batch(e, rows, i, part, timestamp, rows[i].last_offset + 1)
         if not e.has_audited:
             e.has_audited = True
             part.audited_producers += 1
-        summarise(e, rows, i, timestamp, out_producer_sessions, counts, part)
+        summarise(e, rows, i, timestamp, out, part)
     else:
         e.sequences_seen = True  # a seed's state is the broker's, sequences or not
         if kind == SEED_STATE:

@@ -27,6 +27,7 @@ from eos_audit.python_workers import freeze_worker_heap
 from eos_audit.replay import kernel, wire
 from eos_audit.replay.state import (
     ACK,
+    COUNT_OF,
     COUNTS,
     NULL,
     OUTPUT_DTYPES,
@@ -35,6 +36,7 @@ from eos_audit.replay.state import (
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
     ROOM_NEEDED,
+    Outputs,
 )
 from eos_audit.replay.wire import RowKind
 from eos_audit.sources.files.row_reference import ROW_NUMBER
@@ -184,10 +186,13 @@ class _Replayer:
         self.acks = np.zeros(64, dtype=ACK).view(np.recarray)
         self.slots = lookup_table(len(self.entries), 2)
         self.ack_index = lookup_table(len(self.acks), 4)
-        self.outputs = {
-            name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
-        }
-        self.counts = np.zeros(COUNTS, dtype=np.int64)
+        # What the kernel writes, handed to it whole (`state.Outputs`); `grow` replaces an array.
+        self.out = Outputs(
+            **{
+                name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
+            },
+            counts=np.zeros(COUNTS, dtype=np.int64),
+        )
         # Sources of the acknowledgements of the partition being replayed, by task-wide ordinal:
         # their findings are emitted at the partition's end, when their rows' batch may be gone.
         self.ack_sources: dict[int, str | None] = {}
@@ -251,8 +256,7 @@ class _Replayer:
             while start < batch.num_rows:
                 start = self.kernel.replay(
                     rows, start, self.previous_compacted, self.params, self.part,
-                    self.entries, self.slots, self.acks, self.ack_index,
-                    *self.outputs.values(), self.counts,
+                    self.entries, self.slots, self.acks, self.ack_index, self.out,
                 )  # fmt: skip
                 yield from self.drain(batch)
                 if start < batch.num_rows:
@@ -262,7 +266,7 @@ class _Replayer:
             self.previous_compacted = bool(rows.is_compacted[-1])
         while not self.kernel.finish(
             self.part, self.entries, self.slots, self.acks, self.ack_index, self.params,
-            *self.outputs.values(), self.counts, -1, self.previous_compacted,
+            self.out, -1, self.previous_compacted,
         ):  # fmt: skip
             self.grow()
         yield from self.drain(batch)
@@ -293,8 +297,10 @@ class _Replayer:
         before, after = quarantined[inside], kept[position[inside]]
         if len(before):
             same = partitions[before] == partitions[after]
-            same &= pc.equal(topics.take(before), topics.take(after)).fill_null(False).to_numpy(
-                zero_copy_only=False
+            same &= (
+                pc.equal(topics.take(before), topics.take(after))
+                .fill_null(False)
+                .to_numpy(zero_copy_only=False)
             )
             marked[after[same]] = True
         if not inside.all():
@@ -425,19 +431,22 @@ class _Replayer:
             self.acks = _grown(self.acks, 2 * len(self.acks))
             self.ack_index = lookup_table(len(self.acks), 4)
             self.kernel.reindex_acks(self.ack_index, self.acks, part.acks)
-        need = int(self.counts[ROOM_NEEDED])
-        for name, events in self.outputs.items():
+        need = int(self.out.counts[ROOM_NEEDED])
+        for name in OUTPUTS:
+            events = getattr(self.out, name)
             if len(events) < need:
-                self.outputs[name] = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
+                bigger = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
+                self.out = self.out._replace(**{name: bigger})
 
     def drain(self, batch: pa.RecordBatch | None) -> Iterator[pa.RecordBatch]:
         """Turn the kernel's events into output rows, and empty the event arrays."""
-        for index, (name, events) in enumerate(self.outputs.items()):
-            n = int(self.counts[index])
+        counts = self.out.counts
+        for name in OUTPUTS:
+            n = int(counts[COUNT_OF[name]])
             if n == 0:
                 continue
-            self.counts[index] = 0
-            yield self.records(name, events[:n].copy(), batch)
+            counts[COUNT_OF[name]] = 0
+            yield self.records(name, getattr(self.out, name)[:n].copy(), batch)
         # Acknowledgements of finished partitions are judged: forget their sources.
         # Ordinals are consecutive, so the oldest are dropped from the front.
         first_kept = int(self.part[0].first_ack_ordinal) if self.part[0].active else self.acks_seen
@@ -486,8 +495,9 @@ class _Replayer:
                     [self.ack_sources.get(int(o)) if o != NULL else None for o in ack_ordinals],
                     type=pa.string(),
                 )
-                columns["source"] = pc.coalesce(columns.get("source", pa.nulls(n, pa.string())),
-                                                from_acks)
+                columns["source"] = pc.coalesce(
+                    columns.get("source", pa.nulls(n, pa.string())), from_acks
+                )
             facts = np.asarray(events["facts"])
             struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
                 _ints(facts[:, k]) for k in range(FACTS_PER_FINDING)
@@ -503,9 +513,7 @@ class _Replayer:
             for field in struct_type:
                 values = np.asarray(events[field.name])
                 arrays.append(
-                    pa.array(values, type=pa.bool_())
-                    if field.type == pa.bool_()
-                    else _ints(values)
+                    pa.array(values, type=pa.bool_()) if field.type == pa.bool_() else _ints(values)
                 )
             columns[name] = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
         return _batch(columns, n)
@@ -554,16 +562,14 @@ def _state_struct(events: np.ndarray) -> pa.StructArray:
     )
     cached_batches = pa.ListArray.from_arrays(pa.array(offsets), items)
     struct_type = OUTPUT_ARROW.field("producer_state").type
-    arrays = [
-        _ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"
-    ] + [cached_batches]
+    arrays = [_ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"] + [
+        cached_batches
+    ]
     return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
 
 
 def _batch(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
-    arrays = [
-        columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in OUTPUT_ARROW
-    ]
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in OUTPUT_ARROW]
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_ARROW)
 
 
