@@ -39,8 +39,6 @@ from eos_audit.replay.basics import (
     HIGH_WATERMARK_CHECKPOINT,
     LEADER_EPOCH_ENTRY,
     LOG_START_CHECKPOINT,
-    NO_CAUSE,
-    NO_ERROR,
     OFFSET_OVERLAP,
     PARTITION_SUMMARY,
     PRODUCER_SESSIONS,
@@ -54,9 +52,9 @@ from eos_audit.replay.basics import (
     max_or_null,
 )
 from eos_audit.replay.emit import (
+    emit,
     emit_final_state,
     emit_open_transaction,
-    finding_at,
     flush_summary,
 )
 from eos_audit.replay.lookups import (
@@ -152,80 +150,71 @@ def replay(
     part = partition_state[0]
     n = len(rows)
     for i in range(start, n):
+        row = rows[i]
         room = ROW_ROOM
-        if rows[i].tp_start and part.active:
+        if row.tp_start and part.active:
             room += room_to_finish(part)
         if not has_room(out, room):
             out.counts[ROOM_NEEDED] = room
             return i
-        if rows[i].tp_start:
+        if row.tp_start:
             if part.active:
                 compacted = rows[i - 1].is_compacted if i > 0 else previous_compacted
                 finish_partition(
                     part, entries, slots, acks, ack_index, params, out, i - 1, compacted
                 )
-            begin_partition(part, rows[i].partition)
+            begin_partition(part, row.partition)
             part.first_ack_ordinal = out.counts[ACKS_SEEN]
-        kind = rows[i].kind
+        kind = row.kind
         if kind == LOG_START_CHECKPOINT:
-            part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, rows[i].value)
+            part.log_start_checkpoint = max_or_null(part.log_start_checkpoint, row.value)
         elif kind == HIGH_WATERMARK_CHECKPOINT:
-            part.high_watermark = max_or_null(part.high_watermark, rows[i].value)
+            part.high_watermark = max_or_null(part.high_watermark, row.value)
         elif kind == ACK:
-            if not register_ack(rows, i, part, acks, ack_index, out.counts):
+            if not register_ack(row, part, acks, ack_index, out.counts):
                 out.counts[ROOM_NEEDED] = 0
                 return i
         elif kind == SEED_BATCH or kind == SEED_STATE:  # noqa: SIM109 - plain ints compile best
-            if not replay_producer_row(rows, i, part, entries, slots, params, out):
+            if not replay_producer_row(row, part, entries, slots, params, out):
                 out.counts[ROOM_NEEDED] = 0
                 return i
         elif kind == STATE_COVERAGE:
-            part.covered_end = max_or_null(part.covered_end, rows[i].value)
+            part.covered_end = max_or_null(part.covered_end, row.value)
         elif kind == LEADER_EPOCH_ENTRY:
-            part.epoch_entry_epoch = rows[i].value
-            part.epoch_entry_start = rows[i].base_offset
+            part.epoch_entry_epoch = row.value
+            part.epoch_entry_start = row.base_offset
         elif kind == AUDITED:
-            if already_in_state(rows, i, part):
+            if already_in_state(row, part):
                 continue
             if (
                 part.producers >= len(entries)
-                and takes_part_in_replay(rows, i)
-                and find_slot(slots, rows[i].producer_id) < 0
+                and takes_part_in_replay(row)
+                and find_slot(slots, row.producer_id) < 0
             ):
                 out.counts[ROOM_NEEDED] = 0
                 return i
             if part.first_offset == NULL:
-                part.first_offset = rows[i].base_offset  # the exported log starts here
-            count_occurrence(part, rows[i].base_offset)
-            if is_same_batch(rows, i, part):
+                part.first_offset = row.base_offset  # the exported log starts here
+            count_occurrence(part, row.base_offset)
+            if is_same_batch(row, part):
                 # The export holds the batch before it twice (ties are ordered by every field,
                 # so the copies are adjacent). A log holds one batch at an offset: this is a
                 # bad export (OFFSET_OVERLAP), not a second write of the batch's records, and
                 # the copy is not replayed again (docs/replay_semantics.md, Scope).
-                finding_at(
-                    out,
-                    OFFSET_OVERLAP,
-                    rows,
-                    i,
-                    part,
-                    NO_CAUSE,
-                    NO_ERROR,
-                    NULL,
-                    part.max_last_offset,
-                )
+                emit(out, OFFSET_OVERLAP, row, part, previous=part.max_last_offset)
             else:
-                check_audited_batch(rows, i, part, out)
-                if takes_part_in_replay(rows, i):
-                    replay_producer_row(rows, i, part, entries, slots, params, out)
-                elif rows[i].crc_valid == 0:
-                    remember_corrupt_claim(rows, i, entries, slots)
-                match_acks(rows, i, part, acks, ack_index)
-            count_audited_batch(rows, i, part)
+                check_audited_batch(row, part, out)
+                if takes_part_in_replay(row):
+                    replay_producer_row(row, part, entries, slots, params, out)
+                elif row.crc_valid == 0:
+                    remember_corrupt_claim(row, entries, slots)
+                match_acks(row, part, acks, ack_index)
+            count_audited_batch(row, part)
         elif kind == REPLICA:
-            if already_in_state(rows, i, part):
+            if already_in_state(row, part):
                 continue
-            count_occurrence(part, rows[i].base_offset)
-            check_replica_batch(rows, i, part, out)
+            count_occurrence(part, row.base_offset)
+            check_replica_batch(row, part, out)
     return n
 
 

@@ -54,6 +54,7 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
         h = header[i]
         r = rows[i]
         code = topic_code[i]
+        r.position = i
         r.tp_start = i == 0 or code != topic_code[i - 1] or partition[i] != partition[i - 1]
         r.partition = partition[i]
         r.is_compacted = code >= 0 and compacted[code]
