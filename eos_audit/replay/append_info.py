@@ -1,10 +1,11 @@
 """ProducerAppendInfo: an audited batch checked against its producer's entry, then applied.
 
 The checks (`validate_*`, `check_*`, Kafka's `ProducerAppendInfo.checkProducerEpoch`,
-`checkSequence`, `checkCoordinatorEpoch`) change no state: when one fails it emits the finding
-that stands for the leader's exception and says so. The updates (`append_*`) commit an applied
-append to the entry, as ProducerStateManager.update commits the `updatedEntry` of an accepted
-append.
+`checkSequence`, `checkCoordinatorEpoch`) change no state: when one fails, the finding that stands
+for the leader's exception is emitted, and the check says so. A verdict is reached first, as
+Kafka reaches it; why it happened (`explain_*`, docs/rules.md#causes) is asked afterwards, of the
+verdict. The updates (`append_*`) commit an applied append to the entry, as
+ProducerStateManager.update commits the `updatedEntry` of an accepted append.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from eos_audit.replay.basics import (
     INVALID_TXN_STATE_ERROR,
     LOG_START,
     NEW_EPOCH_NONZERO_SEQUENCE,
+    NO_CAUSE,
     NO_ERROR,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     PRODUCER_EXPIRY,
@@ -88,107 +90,72 @@ def check_producer_epoch(e, row, part, out):
     return True
 
 
-def check_sequence(e, row, part, params, out, expired):
+def check_sequence(e, row, part):
     """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
 
     Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
     anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
     (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
-    after its last sequence (docs/rules.md#sequence-gap). Returns the code of the finding emitted
-    when the batch is out of sequence, IN_SEQUENCE when it is not.
+    after its last sequence (docs/rules.md#sequence-gap). The verdict only: `report_sequence`
+    emits its finding, with the cause.
+
+    Returns:
+        IN_SEQUENCE, or the finding that stands for the leader's answer: UNKNOWN_PRODUCER,
+        NEW_EPOCH_NONZERO_SEQUENCE, or OUT_OF_ORDER_SEQUENCE_NUMBER told apart (SEQUENCE_RESET,
+        SEQUENCE_OVERLAP, SEQUENCE_GAP).
     """
     sequence = row.base_sequence
     if e.epoch == -1:
         # No state: both of Kafka's branches accept any sequence. Older leaders did not
         # (params.unknown_producer_error); a producer starting above 0 is reported.
-        if sequence == 0:
-            return IN_SEQUENCE
-        unknown_producer(e, row, part, params, out, unknown_producer_cause(row, part, expired))
-        return UNKNOWN_PRODUCER
+        return IN_SEQUENCE if sequence == 0 else UNKNOWN_PRODUCER
     if row.producer_epoch != e.epoch:
         # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
-        if sequence == 0:
-            return IN_SEQUENCE
-        f = emit(
-            out,
-            NEW_EPOCH_NONZERO_SEQUENCE,
-            row,
-            part,
-            error=OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected=0,
-        )
-        f.facts[FACT_CURRENT_EPOCH] = e.epoch
-        return NEW_EPOCH_NONZERO_SEQUENCE
+        return IN_SEQUENCE if sequence == 0 else NEW_EPOCH_NONZERO_SEQUENCE
     if sequence != 0 and sequences_lost_below_log_start(e, part):
         # Its state came from markers only: judged as a producer without state
         # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
-        unknown_producer(e, row, part, params, out, LOG_START)
         return UNKNOWN_PRODUCER
     # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
-    # the entry has none.
+    # the entry has none; or right after the sequences a corrupt batch claimed.
     last_sequence = last_sequence_of(e)
     expected = next_expected_sequence(last_sequence)
-    if sequence == expected:
+    if sequence == expected or explained_by_corrupt_batch(
+        e, row.producer_epoch, expected, sequence
+    ):
         return IN_SEQUENCE
-    if explained_by_corrupt_batch(e, row.producer_epoch, expected, sequence):
-        return IN_SEQUENCE
-    return out_of_order_sequence(e, row, part, out, last_sequence, expected)
-
-
-def out_of_order_sequence(e, row, part, out, last_sequence, expected):
-    """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
-
-    Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
-    docs/rules.md#sequence-gap. Returns the code of the finding.
-    """
-    sequence = row.base_sequence
-    missing = (sequence - expected) % SEQUENCE_SPACE
-    previous = e.last_data_offset if last_sequence != -1 else NULL
-    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
-    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
-    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
-    gap_cause = LOG_START if below_log_start else UNEXPLAINED
+    # OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's one error, told apart (docs/rules.md#sequence-reset,
+    # docs/rules.md#sequence-overlap, docs/rules.md#sequence-gap).
     if sequence == 0:
-        f = emit(
-            out,
-            SEQUENCE_RESET,
-            row,
-            part,
-            cause=gap_cause,
-            error=OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected=expected,
-            previous=previous,
-        )
-        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
         return SEQUENCE_RESET
-    if last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+    if last_sequence >= 0 and (sequence - expected) % SEQUENCE_SPACE >= SEQUENCE_SPACE // 2:
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
-        f = emit(
-            out,
-            SEQUENCE_OVERLAP,
-            row,
-            part,
-            error=OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected=expected,
-            previous=previous,
-        )
-        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
         return SEQUENCE_OVERLAP
-    cause = COMPACTION if row.is_compacted else gap_cause
-    f = emit(
-        out,
-        SEQUENCE_GAP,
-        row,
-        part,
-        cause=cause,
-        error=OUT_OF_ORDER_SEQUENCE_NUMBER,
-        expected=expected,
-        previous=previous,
-    )
-    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
-    f.facts[FACT_MISSING_SEQUENCES] = missing
     return SEQUENCE_GAP
+
+
+def report_sequence(verdict, e, row, part, params, out, expired):
+    """The finding of a batch `check_sequence` found out of sequence, with its cause and facts."""
+    if verdict == UNKNOWN_PRODUCER:
+        cause = explain_unknown_producer(row, part, expired)
+        error = params.unknown_producer_error
+        f = emit(out, verdict, row, part, cause, error, expected=0, previous=e.previous_offset)
+        f.facts[FACT_LOG_START] = log_start_of(part)
+        return
+    if verdict == NEW_EPOCH_NONZERO_SEQUENCE:
+        f = emit(out, verdict, row, part, error=OUT_OF_ORDER_SEQUENCE_NUMBER, expected=0)
+        f.facts[FACT_CURRENT_EPOCH] = e.epoch
+        return
+    # At the entry's epoch: against its last sequence, and the batch that set it.
+    last_sequence = last_sequence_of(e)
+    expected = next_expected_sequence(last_sequence)
+    previous = e.last_data_offset if last_sequence != -1 else NULL
+    cause = explain_sequence_gap(verdict, e, row, part)
+    f = emit(out, verdict, row, part, cause, OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+    if verdict == SEQUENCE_GAP:
+        f.facts[FACT_MISSING_SEQUENCES] = (row.base_sequence - expected) % SEQUENCE_SPACE
 
 
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
@@ -217,8 +184,16 @@ def sequences_lost_below_log_start(e, part):
     return not e.sequences_seen and log_start != NULL and log_start > 0
 
 
-def unknown_producer_cause(row, part, expired):
-    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer), first match."""
+# ------------------------------------------------------------------------------------------------
+# The explanations: why a verdict happened (docs/rules.md#causes), asked once it is known. Each
+# returns the first cause that matches, UNEXPLAINED when none does.
+# ------------------------------------------------------------------------------------------------
+def explain_unknown_producer(row, part, expired):
+    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer).
+
+    Its state expired (ProducerStateManager.removeExpiredProducers), retention deleted its
+    batches (the log starts above 0), or the cleaner did.
+    """
     if expired:
         return PRODUCER_EXPIRY
     log_start = log_start_of(part)
@@ -229,19 +204,20 @@ def unknown_producer_cause(row, part, expired):
     return UNEXPLAINED
 
 
-def unknown_producer(e, row, part, params, out, cause):
-    """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
-    f = emit(
-        out,
-        UNKNOWN_PRODUCER,
-        row,
-        part,
-        cause=cause,
-        error=params.unknown_producer_error,
-        expected=0,
-        previous=e.previous_offset,
-    )
-    f.facts[FACT_LOG_START] = log_start_of(part)
+def explain_sequence_gap(verdict, e, row, part):
+    """Why sequences are missing before the batch: a SEQUENCE_GAP's or a SEQUENCE_RESET's cause.
+
+    The cleaner removed a gap's batches (COMPACTION); or what followed the batch that set the
+    entry's last sequence may precede the exported log (LOG_START). An overlap misses nothing.
+    """
+    if verdict == SEQUENCE_OVERLAP:
+        return NO_CAUSE
+    if verdict == SEQUENCE_GAP and row.is_compacted:
+        return COMPACTION
+    coverage_end = e.last_data_coverage_end if last_sequence_of(e) != -1 else NULL
+    if coverage_end != NULL and coverage_end < log_start_of(part):
+        return LOG_START
+    return UNEXPLAINED
 
 
 def check_coordinator_epoch(e, row, part, out):
@@ -288,31 +264,20 @@ def validate_data_batch(e, row, part, params, out, expired):
             # Within the cached batches the leader answers with the original's offsets and no
             # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
             error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
-            emit(
-                out,
-                DUPLICATE_BATCH,
-                row,
-                part,
-                error=error,
-                previous=e.ring_base_offset[ring_slot(e, back)],
-            )
+            original = e.ring_base_offset[ring_slot(e, back)]
+            emit(out, DUPLICATE_BATCH, row, part, error=error, previous=original)
             return False
-        verdict = check_sequence(e, row, part, params, out, expired)
+        verdict = check_sequence(e, row, part)
         if verdict != IN_SEQUENCE:
+            report_sequence(verdict, e, row, part, params, out, expired)
             # A leader rejects an overlap without changing its state (checkSequence throws before
             # the update): the entry keeps its last sequence. Every other verdict is applied.
             return verdict != SEQUENCE_OVERLAP
     if e.txn_open and not row.is_transactional:
         # appendDataBatch: non-transactional data while the producer's transaction is open
         # (docs/rules.md#invalid-txn-state)
-        emit(
-            out,
-            INVALID_TXN_STATE,
-            row,
-            part,
-            error=INVALID_TXN_STATE_ERROR,
-            previous=e.txn_first_offset,
-        )
+        opened_at = e.txn_first_offset
+        emit(out, INVALID_TXN_STATE, row, part, error=INVALID_TXN_STATE_ERROR, previous=opened_at)
     return True
 
 

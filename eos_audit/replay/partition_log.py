@@ -127,12 +127,7 @@ def check_audited_batch(row, part, out):
         # docs/rules.md#offset-gap: a leader assigns every offset from its log end, markers
         # included, so only the cleaner (or a lost segment) leaves a hole. A v0/v1 entry's base
         # offset is not the first of its records, so only v2 batches are judged.
-        if row.follows_quarantined:
-            cause = QUARANTINED_BATCH
-        elif row.is_compacted:
-            cause = COMPACTION
-        else:
-            cause = UNEXPLAINED
+        cause = explain_offset_gap(row)
         f = emit(out, OFFSET_GAP, row, part, cause=cause, previous=part.max_last_offset)
         f.facts[FACT_FIRST_MISSING_OFFSET] = part.max_last_offset + 1
         f.facts[FACT_LAST_MISSING_OFFSET] = base_offset - 1
@@ -155,6 +150,18 @@ def check_audited_batch(row, part, out):
         emit(out, CORRUPT_BATCH, row, part, error=CORRUPT_MESSAGE)
     if has_leader_epoch:
         part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
+
+
+def explain_offset_gap(row):
+    """Why offsets are missing before the batch (docs/rules.md#offset-gap), first match.
+
+    A quarantined batch nobody could read lay there, or the cleaner removed batches.
+    """
+    if row.follows_quarantined:
+        return QUARANTINED_BATCH
+    if row.is_compacted:
+        return COMPACTION
+    return UNEXPLAINED
 
 
 def count_audited_batch(row, part):
