@@ -61,12 +61,12 @@ from eos_audit.replay.lookups import (
     find_slot,
 )
 from eos_audit.replay.partition_log import (
-    already_in_state,
     begin_partition,
     check_audited_batch,
     check_replica_batch,
     count_audited_batch,
     count_occurrence,
+    in_snapshot,
     is_same_batch,
 )
 from eos_audit.replay.producer_state_manager import (
@@ -184,7 +184,7 @@ def replay(
             part.epoch_entry_epoch = row.value
             part.epoch_entry_start = row.base_offset
         elif kind == AUDITED:
-            if already_in_state(row, part):
+            if in_snapshot(row, part):
                 continue
             if (
                 part.producers >= len(entries)
@@ -211,7 +211,7 @@ def replay(
                 match_acks(row, part, acks, ack_index)
             count_audited_batch(row, part)
         elif kind == REPLICA:
-            if already_in_state(row, part):
+            if in_snapshot(row, part):
                 continue
             count_occurrence(part, row.base_offset)
             check_replica_batch(row, part, out)
@@ -241,7 +241,7 @@ def finish(partition_state, entries, slots, acks, ack_index, params, out, tp_row
 # 35-40 after; a process compiles the kernel in 14-15.5 s instead of 10). Helpers that take only
 # scalars and records (passed as one pointer) are left to LLVM, which inlines the small ones.
 INLINED_PER_ROW = frozenset({
-    "has_room", "already_in_state", "takes_part_in_replay", "find_slot", "slot_position",
+    "has_room", "in_snapshot", "takes_part_in_replay", "find_slot", "slot_position",
     "slot_of", "check_audited_batch", "replay_producer_row", "match_acks", "count_audited_batch",
     "is_client_append", "validate_data_batch", "validate_end_txn_marker", "check_producer_epoch",
     "check_sequence", "check_coordinator_epoch", "append_data_batch", "append_end_txn_marker",

@@ -69,13 +69,13 @@ def begin_partition(part, partition):
     part.skipped_batches = 0
 
 
-def already_in_state(row, part):
-    """A batch below the offset the seeded state covers: replayed by an earlier run already.
+def in_snapshot(row, part):
+    """A batch the seeded state holds already: counted as skipped, not replayed again.
 
-    What LogLoader does when it loads a producer-state snapshot: only the log above the snapshot's
-    offset is replayed on top of it (docs/rules.md#seeded-state, --since-state).
+    The runner decides which batches those are, for a whole Arrow batch at once
+    (`runner._Replayer.below_snapshot`, LogLoader's rule: docs/rules.md#seeded-state).
     """
-    if part.covered_end == NULL or row.base_offset >= part.covered_end:
+    if not row.below_snapshot:
         return False
     part.skipped_batches += 1
     return True

@@ -238,11 +238,20 @@ class _Replayer:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            self.count_files(batch)
             header = _int_column(batch, wire.HEADER)
             rejected = wire.flag_set(header, "quarantined")
+            below = self.below_snapshot(batch, header, rejected)
+            self.count_files(header, rejected, below)
+            # The bits the runner sets (wire.SET_BY_THE_RUNNER), the header rewritten once.
+            marked = header
+            if below.any():
+                marked = np.where(below, header | wire.BIT_FIELDS["below_snapshot"].bit, header)
             if rejected.any() or self.quarantined_at_end is not None:
-                batch = self.mark_rows_after_quarantined(batch, header, rejected)
+                marked = self.mark_rows_after_quarantined(batch, marked, rejected)
+            if marked is not header:
+                index = batch.schema.get_field_index(wire.HEADER)
+                column = pa.array(marked, pa.int64())
+                batch = batch.set_column(index, batch.schema.field(index), column)
             if rejected.any():
                 rejected = pa.array(rejected)
                 yield self.quarantine(batch.filter(rejected))
@@ -275,12 +284,20 @@ class _Replayer:
 
     def mark_rows_after_quarantined(
         self, batch: pa.RecordBatch, header: np.ndarray, rejected: np.ndarray
-    ) -> pa.RecordBatch:
+    ) -> np.ndarray:
         """Set `follows_quarantined` on the rows right after quarantined rows of their partition.
 
         The quarantined rows are then taken out of the replay. A hole in the offsets there may be
         the quarantined batch's (docs/rules.md#offset-gap). Vectorised: quarantined rows are few,
         the rows they precede are found by a binary search.
+
+        Args:
+            batch: the Arrow batch, quarantined rows included.
+            header: its wire headers.
+            rejected: which of its rows are quarantined.
+
+        Returns:
+            The headers, the bit set where it applies (`header` itself when it applies nowhere).
         """
         topics = batch.column("topic")
         partitions = _int_column(batch, "partition")
@@ -307,32 +324,71 @@ class _Replayer:
             last = int(quarantined[-1])
             self.quarantined_at_end = (topics[last].as_py(), int(partitions[last]))
         if not marked.any():
-            return batch
-        header = np.where(marked, header | wire.BIT_FIELDS["follows_quarantined"].bit, header)
-        index = batch.schema.get_field_index(wire.HEADER)
-        return batch.set_column(index, batch.schema.field(index), pa.array(header, pa.int64()))
+            return header
+        return np.where(marked, header | wire.BIT_FIELDS["follows_quarantined"].bit, header)
 
-    def count_files(self, batch: pa.RecordBatch) -> None:
+    def below_snapshot(
+        self, batch: pa.RecordBatch, header: np.ndarray, rejected: np.ndarray
+    ) -> np.ndarray:
+        """The batches the seeded state holds already: those below their partition's covered offset.
+
+        LogLoader's rule: a broker that loads a producer-state snapshot replays only the log above
+        the snapshot's offset on top of it (docs/rules.md#seeded-state). With --since-state a
+        STATE_COVERAGE row gives that offset, and the batches below it were replayed by an earlier
+        run: the kernel counts them as skipped (`kernel.in_snapshot`), the input files too
+        (`count_files`). Decided here only, vectorised over the Arrow batch; the offset carries to
+        the next batch while its partition goes on.
+
+        Args:
+            batch: the Arrow batch, quarantined rows included.
+            header: its wire headers.
+            rejected: which of its rows are quarantined (never replayed, so never skipped).
+
+        Returns:
+            Whether each row is such a batch (of the audited or another replica).
+        """
+        kinds = wire.value_of(header, "kind")
+        coverage = kinds == int(RowKind.STATE_COVERAGE)
+        if not coverage.any() and self.covered_end == NULL:
+            return np.zeros(batch.num_rows, dtype=bool)
+        n = batch.num_rows
+        topics = pc.dictionary_encode(batch.column("topic")).indices.fill_null(-1)
+        codes = topics.to_numpy(zero_copy_only=False)
+        partitions = _int_column(batch, "partition")
+        starts = np.zeros(n, dtype=bool)
+        starts[1:] = (codes[1:] != codes[:-1]) | (partitions[1:] != partitions[:-1])
+        starts[0] = not (
+            batch.column("topic")[0].as_py() == self.previous_topic
+            and int(partitions[0]) == self.previous_partition
+        )
+        # The covered offset in force at each row: the last coverage row of its partition.
+        marks = np.where(coverage | starts, np.arange(n), -1)
+        at = np.maximum.accumulate(marks)
+        offered = np.where(coverage, _int_column(batch, "value"), NULL)
+        covered = np.where(at >= 0, offered[np.maximum(at, 0)], self.covered_end)
+        self.covered_end = int(covered[-1])
+        is_batch = (kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA))
+        base = _int_column(batch, "base_offset")
+        return is_batch & ~rejected & (covered != NULL) & (base < covered)
+
+    def count_files(self, header: np.ndarray, rejected: np.ndarray, below: np.ndarray) -> None:
         """Count the batch rows of each input file, as the kernel counts them per partition.
 
         Vectorised over the Arrow batch; rows without a file id (inputs located by text) are
-        not counted here. A row is skipped, as `kernel.already_in_state` decides, when it lies
-        below the offset its partition's seeded state covers.
+        not counted here. A row is quarantined or skipped (`below_snapshot`), or else audited.
+
+        Args:
+            header: the Arrow batch's wire headers.
+            rejected: which of its rows are quarantined.
+            below: which of its rows the seeded state holds already (`below_snapshot`).
         """
-        header = _int_column(batch, wire.HEADER)
         kinds = wire.value_of(header, "kind")
-        coverage = kinds == int(RowKind.STATE_COVERAGE)
         has_file = wire.flag_set(header, "has_source_file")
         counted = has_file & ((kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA)))
-        quarantined = wire.flag_set(header, "quarantined")
-        skipped = np.zeros(batch.num_rows, dtype=bool)
-        if coverage.any() or self.covered_end != NULL:
-            skipped, self.covered_end = self._below_coverage(batch, coverage)
-            skipped &= counted & ~quarantined
         if not counted.any():
             return
         ids = wire.value_of(header[counted], "source_file")
-        flags = np.stack([quarantined[counted], skipped[counted]], axis=1).astype(np.int64)
+        flags = np.stack([rejected[counted], below[counted]], axis=1).astype(np.int64)
         # Rows come in log order, so a file's rows are mostly one run: sum the runs (no sort);
         # only rows of many files interleaved at the same offsets need grouping.
         starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
@@ -347,25 +403,6 @@ class _Replayer:
         ):
             known = self.file_counts.setdefault(file_id, np.zeros(len(FILE_COUNTS), np.int64))
             known += (read, quarantine, skip)
-
-    def _below_coverage(self, batch: pa.RecordBatch, coverage: np.ndarray) -> tuple:
-        """Rows below their partition's covered offset, and the offset the batch ends in."""
-        n = batch.num_rows
-        topics = pc.dictionary_encode(batch.column("topic")).indices.fill_null(-1)
-        codes = topics.to_numpy(zero_copy_only=False)
-        partitions = _int_column(batch, "partition")
-        starts = np.zeros(n, dtype=bool)
-        starts[1:] = (codes[1:] != codes[:-1]) | (partitions[1:] != partitions[:-1])
-        starts[0] = not (
-            batch.column("topic")[0].as_py() == self.previous_topic
-            and int(partitions[0]) == self.previous_partition
-        )
-        marks = np.where(coverage | starts, np.arange(n), -1)
-        at = np.maximum.accumulate(marks)
-        offered = np.where(coverage, _int_column(batch, "value"), NULL)
-        covered = np.where(at >= 0, offered[np.maximum(at, 0)], self.covered_end)
-        base = _int_column(batch, "base_offset")
-        return (covered != NULL) & (base < covered), int(covered[-1])
 
     def file_stats(self) -> pa.RecordBatch:
         """The task's counts of each input file, one record per file."""

@@ -54,6 +54,7 @@ REPLAY_ROW = np.dtype(
         ("is_compacted", np.bool_),  # its topic matches [topics] compacted
         ("is_coordinator_topic", np.bool_),  # its topic matches [topics] coordinator
         ("follows_quarantined", np.bool_),  # quarantined rows of its partition came right before
+        ("below_snapshot", np.bool_),  # the seeded state holds it already (runner.below_snapshot)
     ],
     align=True,
 )

@@ -197,6 +197,9 @@ BIT_FIELDS: dict[str, BitField] = {
     # rows only.
     "has_source_file": BitField(HEADER, 19, 1),
     "source_file": BitField(HEADER, 20, 32),
+    # A batch below the offset its partition's seeded state covers (set by the runner, which
+    # decides it for the whole Arrow batch at once: runner.below_snapshot): not replayed again.
+    "below_snapshot": BitField(HEADER, 52, 1),
     # The kind in the top bits: ordering by header orders by kind first.
     "kind": BitField(HEADER, 56, 8, signed=True),
     # -- the int32 pairs --
@@ -204,7 +207,7 @@ BIT_FIELDS: dict[str, BitField] = {
     **{low: BitField(word, 0, 32, signed=True) for word, _, low in PAIRS},
 }
 # Fields the wire leaves 0: the runner sets them on the rows it hands the replay.
-SET_BY_THE_RUNNER = frozenset({"follows_quarantined"})
+SET_BY_THE_RUNNER = frozenset({"follows_quarantined", "below_snapshot"})
 WORDS = (HEADER, *[word for word, _, _ in PAIRS])
 
 

@@ -77,7 +77,8 @@ SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
 # The kernel's columns that come from the row itself (the others are derived in the runner).
 FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("position", "tp_start", "is_compacted",
                                                   "is_coordinator_topic",
-                                                  "follows_quarantined")]  # fmt: skip
+                                                  "follows_quarantined",
+                                                  "below_snapshot")]  # fmt: skip
 EXTREMES = {
     **dict.fromkeys(ARROW.names),
     "topic": "t", "partition": 2**31 - 1, "kind": int(RowKind.REPLICA),
