@@ -18,17 +18,14 @@ from eos_audit.replay.state import NULL, REPLAY_ROW
 from eos_audit.replay.wire import (
     BIT_FIELDS,
     REPLAY_ORDER,
-    REPLAY_SCHEMA,
-    WIRE_SCHEMA,
     BitField,
     RowKind,
     check_layout,
     detail_of,
     pack,
-    sort_key,
     texts_of,
-    wire_rows,
 )
+from eos_audit.replay.wire_columns import REPLAY_SCHEMA, WIRE_SCHEMA, sort_key, wire_rows
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
 INT32 = st.one_of(st.none(), st.sampled_from([-(2**31), -1, 0, 1, 2**31 - 1]),
