@@ -120,10 +120,10 @@ def check_sequence(e, row, part):
     # the entry has none; or right after the sequences a corrupt batch claimed.
     last_sequence = last_sequence_of(e)
     expected = next_expected_sequence(last_sequence)
-    if sequence == expected or explained_by_corrupt_batch(
-        e, row.producer_epoch, expected, sequence
-    ):
+    if sequence == expected:
         return IN_SEQUENCE
+    if explained_by_corrupt_batch(e, row.producer_epoch, expected, sequence):
+        return IN_SEQUENCE  # the missing sequences are a corrupt batch's, reported already
     # OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's one error, told apart (docs/rules.md#sequence-reset,
     # docs/rules.md#sequence-overlap, docs/rules.md#sequence-gap).
     if sequence == 0:
