@@ -24,7 +24,7 @@ from eos_audit.findings import FACTS_PER_FINDING, REPLAYED, Cause, KafkaError
 from eos_audit.output_records import FINDINGS_N, decoded
 from eos_audit.output_records import name_of as _name_of
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
-from eos_audit.replay.wire import (
+from eos_audit.replay.wire_columns import (
     REPLAY_ORDER,
     REPLAY_SCHEMA,
     ControlType,

@@ -32,14 +32,14 @@ from eos_audit.replay.state import (
 )
 
 
-def register_ack(rows, i, part, acks, ack_index, counts):
+def register_ack(row, part, acks, ack_index, counts):
     """Remember an acknowledgement until the end of its partition.
 
     Returns False when the acknowledgement array is full (the caller grows it).
     """
     if part.acks >= len(acks):
         return False
-    offset = rows[i].base_offset
+    offset = row.base_offset
     if part.previous_ack_offset != NULL and part.previous_ack_offset == offset:
         part.ack_occurrence += 1
     else:
@@ -48,13 +48,13 @@ def register_ack(rows, i, part, acks, ack_index, counts):
     k = part.acks
     part.acks += 1
     a = acks[k]
-    a.producer_id = rows[i].producer_id
-    a.producer_epoch = rows[i].producer_epoch
-    a.base_sequence = rows[i].base_sequence
-    a.last_sequence = rows[i].last_sequence
+    a.producer_id = row.producer_id
+    a.producer_epoch = row.producer_epoch
+    a.base_sequence = row.base_sequence
+    a.last_sequence = row.last_sequence
     a.offset = offset
-    a.last_offset = rows[i].last_offset
-    a.acknowledged_ms = rows[i].value
+    a.last_offset = row.last_offset
+    a.acknowledged_ms = row.value
     a.occurrence = part.ack_occurrence
     a.ordinal = counts[ACKS_SEEN]
     counts[ACKS_SEEN] += 1
@@ -65,15 +65,15 @@ def register_ack(rows, i, part, acks, ack_index, counts):
     return True
 
 
-def match_acks(rows, i, part, acks, ack_index):
+def match_acks(row, part, acks, ack_index):
     """An audited batch with a batch identity: count it for the acknowledgements of that batch."""
-    if part.acks == 0 or rows[i].producer_id < 0 or rows[i].base_sequence < 0:
+    if part.acks == 0 or row.producer_id < 0 or row.base_sequence < 0:
         return  # most audits have no acknowledgements: no key to hash
     k = ack_index[
-        ack_position(ack_index, rows[i].producer_id, rows[i].producer_epoch, rows[i].base_sequence),
+        ack_position(ack_index, row.producer_id, row.producer_epoch, row.base_sequence),
         3,
     ]
-    base_offset = rows[i].base_offset
+    base_offset = row.base_offset
     while k >= 0:
         a = acks[k]
         a.log_batches += 1
@@ -84,7 +84,7 @@ def match_acks(rows, i, part, acks, ack_index):
         k = a.next_same_batch
 
 
-def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
+def judge_acks(part, acks, out, tp_row, is_compacted):
     """ACKED_WRITE_LOST and ACKED_OFFSET_MISMATCH for the checkable acknowledgements.
 
     Checkable: inside [log start, log end) of the exported log (below it retention deleted it,
@@ -101,12 +101,12 @@ def judge_acks(part, acks, findings, counts, tp_row, is_compacted):
         if a.offset < log_start or a.offset >= log_end:
             continue
         if a.log_batches == 0:
-            f = finding_without_row(findings, counts, ACKED_WRITE_LOST, tp_row, part)
+            f = finding_without_row(out, ACKED_WRITE_LOST, tp_row, part)
             f.cause = COMPACTION if is_compacted else UNEXPLAINED
             f.facts[FACT_LOG_START_OFFSET] = log_start
             f.facts[FACT_LOG_END_OFFSET] = log_end
         elif not a.log_has_exact:
-            f = finding_without_row(findings, counts, ACKED_OFFSET_MISMATCH, tp_row, part)
+            f = finding_without_row(out, ACKED_OFFSET_MISMATCH, tp_row, part)
             f.previous_offset = a.log_min_offset
             f.facts[FACT_LOG_BATCHES] = a.log_batches
         else:

@@ -1,10 +1,11 @@
 """ProducerAppendInfo: an audited batch checked against its producer's entry, then applied.
 
 The checks (`validate_*`, `check_*`, Kafka's `ProducerAppendInfo.checkProducerEpoch`,
-`checkSequence`, `checkCoordinatorEpoch`) change no state: when one fails it emits the finding
-that stands for the leader's exception and says so. The updates (`append_*`) commit an applied
-append to the entry, as ProducerStateManager.update commits the `updatedEntry` of an accepted
-append.
+`checkSequence`, `checkCoordinatorEpoch`) change no state: when one fails, the finding that stands
+for the leader's exception is emitted, and the check says so. A verdict is reached first, as
+Kafka reaches it; why it happened (`explain_*`, docs/rules.md#causes) is asked afterwards, of the
+verdict. The updates (`append_*`) commit an applied append to the entry, as
+ProducerStateManager.update commits the `updatedEntry` of an accepted append.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from eos_audit.replay.basics import (
     next_expected_sequence,
 )
 from eos_audit.replay.emit import (
-    finding_at,
+    emit,
 )
 from eos_audit.replay.producer_entry import (
     add_batch,
@@ -66,163 +67,95 @@ from eos_audit.replay.state import (
 # ProducerAppendInfo's checks: an audited batch against the entry as it stands. A check changes
 # no state; when it fails it emits the finding that stands for the leader's exception and says so.
 # ------------------------------------------------------------------------------------------------
-def is_client_append(rows, i):
+def is_client_append(row):
     """Whether a data batch was a client's produce (AppendOrigin.CLIENT).
 
     Only client appends are deduplicated and sequence-checked. Coordinators write the topics
     `[topics] coordinator` names and the data batches with a producer id but no sequence
     (docs/rules.md#replay-scope).
     """
-    return (
-        not rows[i].is_control and rows[i].base_sequence >= 0 and not rows[i].is_coordinator_topic
-    )
+    return not row.is_control and row.base_sequence >= 0 and not row.is_coordinator_topic
 
 
-def check_producer_epoch(e, rows, i, part, findings, counts):
+def check_producer_epoch(e, row, part, out):
     """ProducerAppendInfo.checkProducerEpoch (docs/rules.md#fenced-producer-epoch).
 
     A data batch or marker below the entry's epoch is a fenced producer's: INVALID_PRODUCER_EPOCH
     at a leader. Returns whether it is.
     """
-    if rows[i].producer_epoch >= e.epoch:
+    if row.producer_epoch >= e.epoch:
         return False
-    f = finding_at(
-        findings,
-        counts,
-        FENCED_PRODUCER_EPOCH,
-        rows,
-        i,
-        part,
-        NO_CAUSE,
-        INVALID_PRODUCER_EPOCH,
-        NULL,
-        NULL,
-    )
+    f = emit(out, FENCED_PRODUCER_EPOCH, row, part, error=INVALID_PRODUCER_EPOCH)
     f.facts[FACT_CURRENT_EPOCH] = e.epoch
     return True
 
 
-def check_sequence(e, rows, i, part, params, findings, counts, expired):
+def check_sequence(e, row, part):
     """ProducerAppendInfo.checkSequence: the batch's first sequence against the entry.
 
     Kafka's cases, which exclude each other: a producer without state (epoch -1) may start
     anywhere since 2.5 (docs/rules.md#unknown-producer); a new epoch must start at 0
     (docs/rules.md#new-epoch-nonzero-sequence); at the entry's epoch the batch must continue right
-    after its last sequence (docs/rules.md#sequence-gap). Returns the code of the finding emitted
-    when the batch is out of sequence, IN_SEQUENCE when it is not.
+    after its last sequence (docs/rules.md#sequence-gap). The verdict only: `report_sequence`
+    emits its finding, with the cause.
+
+    Returns:
+        IN_SEQUENCE, or the finding that stands for the leader's answer: UNKNOWN_PRODUCER,
+        NEW_EPOCH_NONZERO_SEQUENCE, or OUT_OF_ORDER_SEQUENCE_NUMBER told apart (SEQUENCE_RESET,
+        SEQUENCE_OVERLAP, SEQUENCE_GAP).
     """
-    sequence = rows[i].base_sequence
+    sequence = row.base_sequence
     if e.epoch == -1:
         # No state: both of Kafka's branches accept any sequence. Older leaders did not
         # (params.unknown_producer_error); a producer starting above 0 is reported.
-        if sequence == 0:
-            return IN_SEQUENCE
-        unknown_producer(
-            e,
-            rows,
-            i,
-            part,
-            params,
-            findings,
-            counts,
-            unknown_producer_cause(rows, i, part, expired),
-        )
-        return UNKNOWN_PRODUCER
-    if rows[i].producer_epoch != e.epoch:
+        return IN_SEQUENCE if sequence == 0 else UNKNOWN_PRODUCER
+    if row.producer_epoch != e.epoch:
         # A new epoch (a higher one: check_producer_epoch passed) restarts the sequence at 0.
-        if sequence == 0:
-            return IN_SEQUENCE
-        f = finding_at(
-            findings,
-            counts,
-            NEW_EPOCH_NONZERO_SEQUENCE,
-            rows,
-            i,
-            part,
-            NO_CAUSE,
-            OUT_OF_ORDER_SEQUENCE_NUMBER,
-            0,
-            NULL,
-        )
-        f.facts[FACT_CURRENT_EPOCH] = e.epoch
-        return NEW_EPOCH_NONZERO_SEQUENCE
+        return IN_SEQUENCE if sequence == 0 else NEW_EPOCH_NONZERO_SEQUENCE
     if sequence != 0 and sequences_lost_below_log_start(e, part):
         # Its state came from markers only: judged as a producer without state
         # (docs/replay_semantics.md, "Verdict of a data batch" step 3a).
-        unknown_producer(e, rows, i, part, params, findings, counts, LOG_START)
         return UNKNOWN_PRODUCER
     # inSequence(lastSeq, firstSeq): right after the last sequence, 0 after INT32_MAX, 0 when
-    # the entry has none.
+    # the entry has none; or right after the sequences a corrupt batch claimed.
     last_sequence = last_sequence_of(e)
     expected = next_expected_sequence(last_sequence)
     if sequence == expected:
         return IN_SEQUENCE
-    if explained_by_corrupt_batch(e, rows[i].producer_epoch, expected, sequence):
-        return IN_SEQUENCE
-    return out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected)
-
-
-def out_of_order_sequence(e, rows, i, part, findings, counts, last_sequence, expected):
-    """OUT_OF_ORDER_SEQUENCE_NUMBER at the entry's epoch: a reset, an overlap or a gap.
-
-    Kafka's one error, told apart: docs/rules.md#sequence-reset, docs/rules.md#sequence-overlap,
-    docs/rules.md#sequence-gap. Returns the code of the finding.
-    """
-    sequence = rows[i].base_sequence
-    missing = (sequence - expected) % SEQUENCE_SPACE
-    previous = e.last_data_offset if last_sequence != -1 else NULL
-    coverage_end = e.last_data_coverage_end if last_sequence != -1 else NULL
-    # LOG_START: what followed the batch that set last_sequence may precede the exported log.
-    below_log_start = coverage_end != NULL and coverage_end < log_start_of(part)
-    gap_cause = LOG_START if below_log_start else UNEXPLAINED
+    if explained_by_corrupt_batch(e, row.producer_epoch, expected, sequence):
+        return IN_SEQUENCE  # the missing sequences are a corrupt batch's, reported already
+    # OUT_OF_ORDER_SEQUENCE_NUMBER, Kafka's one error, told apart (docs/rules.md#sequence-reset,
+    # docs/rules.md#sequence-overlap, docs/rules.md#sequence-gap).
     if sequence == 0:
-        f = finding_at(
-            findings,
-            counts,
-            SEQUENCE_RESET,
-            rows,
-            i,
-            part,
-            gap_cause,
-            OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected,
-            previous,
-        )
-        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
         return SEQUENCE_RESET
-    if last_sequence >= 0 and missing >= SEQUENCE_SPACE // 2:
+    if last_sequence >= 0 and (sequence - expected) % SEQUENCE_SPACE >= SEQUENCE_SPACE // 2:
         # At or below the last sequence. The distance is taken modulo 2^31, so a batch just past
         # the wrap is a gap, not an overlap.
-        f = finding_at(
-            findings,
-            counts,
-            SEQUENCE_OVERLAP,
-            rows,
-            i,
-            part,
-            NO_CAUSE,
-            OUT_OF_ORDER_SEQUENCE_NUMBER,
-            expected,
-            previous,
-        )
-        f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
         return SEQUENCE_OVERLAP
-    cause = COMPACTION if rows[i].is_compacted else gap_cause
-    f = finding_at(
-        findings,
-        counts,
-        SEQUENCE_GAP,
-        rows,
-        i,
-        part,
-        cause,
-        OUT_OF_ORDER_SEQUENCE_NUMBER,
-        expected,
-        previous,
-    )
-    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
-    f.facts[FACT_MISSING_SEQUENCES] = missing
     return SEQUENCE_GAP
+
+
+def report_sequence(verdict, e, row, part, params, out, expired):
+    """The finding of a batch `check_sequence` found out of sequence, with its cause and facts."""
+    if verdict == UNKNOWN_PRODUCER:
+        cause = explain_unknown_producer(row, part, expired)
+        error = params.unknown_producer_error
+        f = emit(out, verdict, row, part, cause, error, expected=0, previous=e.previous_offset)
+        f.facts[FACT_LOG_START] = log_start_of(part)
+        return
+    if verdict == NEW_EPOCH_NONZERO_SEQUENCE:
+        f = emit(out, verdict, row, part, error=OUT_OF_ORDER_SEQUENCE_NUMBER, expected=0)
+        f.facts[FACT_CURRENT_EPOCH] = e.epoch
+        return
+    # At the entry's epoch: against its last sequence, and the batch that set it.
+    last_sequence = last_sequence_of(e)
+    expected = next_expected_sequence(last_sequence)
+    previous = e.last_data_offset if last_sequence != -1 else NULL
+    cause = explain_sequence_gap(verdict, e, row, part)
+    f = emit(out, verdict, row, part, cause, OUT_OF_ORDER_SEQUENCE_NUMBER, expected, previous)
+    f.facts[FACT_STATE_LAST_SEQUENCE] = last_sequence
+    if verdict == SEQUENCE_GAP:
+        f.facts[FACT_MISSING_SEQUENCES] = (row.base_sequence - expected) % SEQUENCE_SPACE
 
 
 def explained_by_corrupt_batch(e, epoch, expected, sequence):
@@ -251,63 +184,59 @@ def sequences_lost_below_log_start(e, part):
     return not e.sequences_seen and log_start != NULL and log_start > 0
 
 
-def unknown_producer_cause(rows, i, part, expired):
-    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer), first match."""
+# ------------------------------------------------------------------------------------------------
+# The explanations: why a verdict happened (docs/rules.md#causes), asked once it is known. Each
+# returns the first cause that matches, UNEXPLAINED when none does.
+# ------------------------------------------------------------------------------------------------
+def explain_unknown_producer(row, part, expired):
+    """Why a producer without state starts above 0 (docs/rules.md#unknown-producer).
+
+    Its state expired (ProducerStateManager.removeExpiredProducers), retention deleted its
+    batches (the log starts above 0), or the cleaner did.
+    """
     if expired:
         return PRODUCER_EXPIRY
     log_start = log_start_of(part)
     if log_start != NULL and log_start > 0:
         return LOG_START
-    if rows[i].is_compacted:
+    if row.is_compacted:
         return COMPACTION
     return UNEXPLAINED
 
 
-def unknown_producer(e, rows, i, part, params, findings, counts, cause):
-    """UNKNOWN_PRODUCER: a first batch with a sequence above 0 (docs/rules.md#unknown-producer)."""
-    f = finding_at(
-        findings,
-        counts,
-        UNKNOWN_PRODUCER,
-        rows,
-        i,
-        part,
-        cause,
-        params.unknown_producer_error,
-        0,
-        e.previous_offset,
-    )
-    f.facts[FACT_LOG_START] = log_start_of(part)
+def explain_sequence_gap(verdict, e, row, part):
+    """Why sequences are missing before the batch: a SEQUENCE_GAP's or a SEQUENCE_RESET's cause.
+
+    The cleaner removed a gap's batches (COMPACTION); or what followed the batch that set the
+    entry's last sequence may precede the exported log (LOG_START). An overlap misses nothing.
+    """
+    if verdict == SEQUENCE_OVERLAP:
+        return NO_CAUSE
+    if verdict == SEQUENCE_GAP and row.is_compacted:
+        return COMPACTION
+    coverage_end = e.last_data_coverage_end if last_sequence_of(e) != -1 else NULL
+    if coverage_end != NULL and coverage_end < log_start_of(part):
+        return LOG_START
+    return UNEXPLAINED
 
 
-def check_coordinator_epoch(e, rows, i, part, findings, counts):
+def check_coordinator_epoch(e, row, part, out):
     """ProducerAppendInfo.checkCoordinatorEpoch (docs/rules.md#coordinator-fenced).
 
     A marker from a coordinator older than the one that wrote the entry's last marker:
     TRANSACTION_COORDINATOR_FENCED at a leader. A marker whose record the export does not show
     has no coordinator epoch to check (docs/rules.md#transactions). Returns whether it is fenced.
     """
-    coordinator_epoch = rows[i].coordinator_epoch
+    coordinator_epoch = row.coordinator_epoch
     if coordinator_epoch == NULL or coordinator_epoch >= e.coordinator_epoch:
         return False
-    f = finding_at(
-        findings,
-        counts,
-        COORDINATOR_FENCED,
-        rows,
-        i,
-        part,
-        NO_CAUSE,
-        TRANSACTION_COORDINATOR_FENCED,
-        NULL,
-        NULL,
-    )
+    f = emit(out, COORDINATOR_FENCED, row, part, error=TRANSACTION_COORDINATOR_FENCED)
     f.facts[FACT_COORDINATOR_EPOCH] = coordinator_epoch
     f.facts[FACT_COORDINATOR_EPOCH_SEEN] = e.coordinator_epoch
     return True
 
 
-def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
+def validate_data_batch(e, row, part, params, out, expired):
     """The checks of an audited data batch: at most one finding, the first check that fails.
 
     UnifiedLog.analyzeAndValidateProducerState (the duplicate) and ProducerAppendInfo's
@@ -319,13 +248,11 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
     one finding and not a cascade (even INVALID_TXN_STATE, which stops such a broker:
     docs/rules.md#invalid-txn-state).
     """
-    if check_producer_epoch(e, rows, i, part, findings, counts):
+    if check_producer_epoch(e, row, part, out):
         return False
-    if is_client_append(rows, i):
-        back = find_duplicate_batch(
-            e, rows[i].producer_epoch, rows[i].base_sequence, rows[i].last_sequence
-        )
-        if back >= NUM_BATCHES_TO_RETAIN and rows[i].base_sequence == next_expected_sequence(
+    if is_client_append(row):
+        back = find_duplicate_batch(e, row.producer_epoch, row.base_sequence, row.last_sequence)
+        if back >= NUM_BATCHES_TO_RETAIN and row.base_sequence == next_expected_sequence(
             last_sequence_of(e)
         ):
             # Out of a leader's cache, and the next sequence: the leader does not find it
@@ -337,52 +264,33 @@ def validate_data_batch(e, rows, i, part, params, findings, counts, expired):
             # Within the cached batches the leader answers with the original's offsets and no
             # error; an older repeat fails its sequence check (docs/rules.md#duplicate-batch).
             error = NO_ERROR if back < NUM_BATCHES_TO_RETAIN else OUT_OF_ORDER_SEQUENCE_NUMBER
-            finding_at(
-                findings,
-                counts,
-                DUPLICATE_BATCH,
-                rows,
-                i,
-                part,
-                NO_CAUSE,
-                error,
-                NULL,
-                e.ring_base_offset[ring_slot(e, back)],
-            )
+            original = e.ring_base_offset[ring_slot(e, back)]
+            emit(out, DUPLICATE_BATCH, row, part, error=error, previous=original)
             return False
-        verdict = check_sequence(e, rows, i, part, params, findings, counts, expired)
+        verdict = check_sequence(e, row, part)
         if verdict != IN_SEQUENCE:
+            report_sequence(verdict, e, row, part, params, out, expired)
             # A leader rejects an overlap without changing its state (checkSequence throws before
             # the update): the entry keeps its last sequence. Every other verdict is applied.
             return verdict != SEQUENCE_OVERLAP
-    if e.txn_open and not rows[i].is_transactional:
+    if e.txn_open and not row.is_transactional:
         # appendDataBatch: non-transactional data while the producer's transaction is open
         # (docs/rules.md#invalid-txn-state)
-        finding_at(
-            findings,
-            counts,
-            INVALID_TXN_STATE,
-            rows,
-            i,
-            part,
-            NO_CAUSE,
-            INVALID_TXN_STATE_ERROR,
-            NULL,
-            e.txn_first_offset,
-        )
+        opened_at = e.txn_first_offset
+        emit(out, INVALID_TXN_STATE, row, part, error=INVALID_TXN_STATE_ERROR, previous=opened_at)
     return True
 
 
-def validate_end_txn_marker(e, rows, i, part, findings, counts):
+def validate_end_txn_marker(e, row, part, out):
     """The checks of ProducerAppendInfo.appendEndTxnMarker: the producer epoch, the coordinator's.
 
     docs/replay_semantics.md, "Verdict of a marker". Returns whether the marker is applied: not
     when fenced; a coordinator-fenced marker is, as a broker loading the log applies it, so its
     coordinator epoch becomes the entry's (docs/rules.md#coordinator-fenced).
     """
-    if check_producer_epoch(e, rows, i, part, findings, counts):
+    if check_producer_epoch(e, row, part, out):
         return False
-    check_coordinator_epoch(e, rows, i, part, findings, counts)
+    check_coordinator_epoch(e, row, part, out)
     return True
 
 
@@ -390,21 +298,21 @@ def validate_end_txn_marker(e, rows, i, part, findings, counts):
 # ProducerAppendInfo's updates: an applied append committed to the entry, as
 # ProducerStateManager.update commits the `updatedEntry` of an accepted append
 # ------------------------------------------------------------------------------------------------
-def append_data_batch(e, rows, i, part, timestamp, coverage_end):
+def append_data_batch(e, row, part, timestamp, coverage_end):
     """ProducerAppendInfo.appendDataBatch's update: addBatch, and the transaction a batch opens.
 
     `coverage_end` is where the log known to the state ends after the batch, which the LOG_START
     cause reads (docs/replay_semantics.md, "Causes and severity").
     """
-    epoch = rows[i].producer_epoch
-    if is_client_append(rows, i):
+    epoch = row.producer_epoch
+    if is_client_append(row):
         add_batch(
             e,
             epoch,
-            rows[i].base_sequence,
-            rows[i].last_sequence,
-            rows[i].base_offset,
-            rows[i].last_offset,
+            row.base_sequence,
+            row.last_sequence,
+            row.base_offset,
+            row.last_offset,
             timestamp,
         )
         e.last_data_coverage_end = coverage_end
@@ -414,12 +322,12 @@ def append_data_batch(e, rows, i, part, timestamp, coverage_end):
         # A coordinator's append takes no cache slot here (docs/rules.md#replay-scope).
         maybe_update_producer_epoch(e, epoch)
         e.last_timestamp = timestamp
-    if rows[i].is_transactional:
+    if row.is_transactional:
         if not e.txn_open:
             # The first transactional batch opens a transaction (docs/rules.md#transactions).
             e.txn_open = True
-            e.txn_first_offset = rows[i].base_offset
-            e.txn_first_last_offset = rows[i].last_offset
+            e.txn_first_offset = row.base_offset
+            e.txn_first_last_offset = row.last_offset
             e.txn_first_timestamp = timestamp
             e.txn_start_epoch = epoch
             e.txn_batches = 0
@@ -427,19 +335,19 @@ def append_data_batch(e, rows, i, part, timestamp, coverage_end):
         e.txn_batches += 1
 
 
-def append_end_txn_marker(e, rows, i, part, transactions, counts, timestamp):
+def append_end_txn_marker(e, row, part, out, timestamp):
     """ProducerAppendInfo.appendEndTxnMarker's update (docs/rules.md#transactions).
 
     The open transaction, if any, completes (Kafka's CompletedTxn, a `transactions` row); then
     updatedEntry.update(epoch, coordinatorEpoch, lastTimestamp).
     """
     if e.txn_open:
-        close_transaction(e, rows, i, part, transactions, counts, timestamp)
-    maybe_update_producer_epoch(e, rows[i].producer_epoch)
+        close_transaction(e, row, part, out, timestamp)
+    maybe_update_producer_epoch(e, row.producer_epoch)
     e.txn_open = False
     e.txn_first_offset = NULL
-    if rows[i].coordinator_epoch != NULL:  # a marker without its record keeps the entry's
-        e.coordinator_epoch = rows[i].coordinator_epoch
+    if row.coordinator_epoch != NULL:  # a marker without its record keeps the entry's
+        e.coordinator_epoch = row.coordinator_epoch
     e.last_timestamp = timestamp
 
 
@@ -455,21 +363,21 @@ def marker_outcome(control_type):
     return UNKNOWN_OUTCOME
 
 
-def close_transaction(e, rows, i, part, transactions, counts, timestamp):
+def close_transaction(e, row, part, out, timestamp):
     """The CompletedTxn appendEndTxnMarker returns: the open transaction, as a `transactions` row.
 
     See docs/rules.md#transactions.
     """
-    t = transactions[counts[TRANSACTIONS]]
-    counts[TRANSACTIONS] += 1
-    t.tp_row = i
+    t = out.transactions[out.counts[TRANSACTIONS]]
+    out.counts[TRANSACTIONS] += 1
+    t.tp_row = row.position
     t.partition = part.partition
     t.producer_id = e.producer_id
     t.start_epoch = e.txn_start_epoch
-    t.end_epoch = rows[i].producer_epoch
+    t.end_epoch = row.producer_epoch
     t.first_offset = e.txn_first_offset
-    t.marker_offset = rows[i].base_offset
-    t.outcome = marker_outcome(rows[i].control_type)
+    t.marker_offset = row.base_offset
+    t.outcome = marker_outcome(row.control_type)
     t.hanging = False
     t.batches = e.txn_batches
     t.first_timestamp = e.txn_first_timestamp
@@ -478,24 +386,24 @@ def close_transaction(e, rows, i, part, transactions, counts, timestamp):
         t.duration_ms = timestamp - e.txn_first_timestamp
     else:
         t.duration_ms = NULL
-    t.coordinator_epoch = rows[i].coordinator_epoch
+    t.coordinator_epoch = row.coordinator_epoch
 
 
-def load_seed_state(e, rows, i, timestamp):
+def load_seed_state(e, row, timestamp):
     """The seeded entry itself, as ProducerStateManager loads it from a snapshot.
 
     Its epoch, coordinator epoch, open transaction and last timestamp (docs/rules.md#seeded-state);
     its cached batches came before it, as data batches (append_data_batch).
     """
-    maybe_update_producer_epoch(e, rows[i].producer_epoch)
-    if rows[i].coordinator_epoch != NULL:
-        e.coordinator_epoch = rows[i].coordinator_epoch
-    if rows[i].value != NULL:
+    maybe_update_producer_epoch(e, row.producer_epoch)
+    if row.coordinator_epoch != NULL:
+        e.coordinator_epoch = row.coordinator_epoch
+    if row.value != NULL:
         e.txn_open = True
-        e.txn_first_offset = rows[i].value
+        e.txn_first_offset = row.value
         e.txn_first_last_offset = NULL
         e.txn_first_timestamp = timestamp
-        e.txn_start_epoch = rows[i].producer_epoch
+        e.txn_start_epoch = row.producer_epoch
         e.txn_batches = 0
         e.txn_first_occurrence = 0
     e.last_timestamp = timestamp

@@ -89,6 +89,7 @@ CRC_VALID = wire.BIT_FIELDS["crc_valid"].reader
 TRANSACTIONAL_BIT = wire.BIT_FIELDS["is_transactional"].bit
 CONTROL_BIT = wire.BIT_FIELDS["is_control"].bit
 FOLLOWS_QUARANTINED_BIT = wire.BIT_FIELDS["follows_quarantined"].bit
+BELOW_SNAPSHOT_BIT = wire.BIT_FIELDS["below_snapshot"].bit
 CONTROL_TYPE = wire.BIT_FIELDS["control_type"].reader
 MAGIC = wire.BIT_FIELDS["magic"].reader
 PRODUCER_EPOCH = wire.BIT_FIELDS["producer_epoch"].reader

@@ -1,9 +1,9 @@
 """What the kernel writes into its outputs.
 
-Findings (`finding_at`: one call per verdict, the row's own fields filled in), the producer-epoch
+Findings (`emit`: one call per verdict, the row's own fields filled in), the producer-epoch
 summaries of the producer_sessions table, and at a partition's end its open transactions and its
-final producer state. Each output is a record array of `state.OUTPUT_DTYPES`; `counts` says how
-many rows each holds.
+final producer state. Each output is a record array of `state.OUTPUT_DTYPES`, all handed over in
+one `state.Outputs` (`out`), whose `counts` says how many rows each holds.
 """
 
 from __future__ import annotations
@@ -37,23 +37,40 @@ from eos_audit.replay.state import (
 # ------------------------------------------------------------------------------------------------
 # Emitting
 # ------------------------------------------------------------------------------------------------
-def finding_at(findings, counts, code, rows, i, part, cause, error, expected, previous):
-    """Append a finding about row `i`; the caller fills its facts."""
-    f = findings[counts[FINDINGS]]
-    counts[FINDINGS] += 1
+def emit(out, code, row, part, cause=NO_CAUSE, error=NO_ERROR, expected=NULL, previous=NULL):
+    """Append a finding of type `code` about `row`, its own fields filled in.
+
+    One call per verdict; the caller fills the type's facts (`findings.REGISTRY[...].facts`) into
+    the finding returned.
+
+    Args:
+        out: the kernel's outputs (`state.Outputs`).
+        code: the finding's type (`basics`: a finding code of findings.REGISTRY).
+        row: the replay row it is about (`state.REPLAY_ROW`).
+        part: the partition being replayed.
+        cause: why the finding happened (`findings.Cause`), when the rule explains it.
+        error: the Kafka error a leader answered with (`findings.KafkaError`).
+        expected: the sequence the leader expected.
+        previous: the offset of the batch the finding compares the row with.
+
+    Returns:
+        The finding: a record of `out.findings`.
+    """
+    f = out.findings[out.counts[FINDINGS]]
+    out.counts[FINDINGS] += 1
     f.finding_code = code
     f.cause = cause
     f.kafka_error = error
-    f.row = i
-    f.tp_row = i
+    f.row = row.position
+    f.tp_row = row.position
     f.partition = part.partition
-    f.producer_id = rows[i].producer_id
-    f.producer_epoch = rows[i].producer_epoch
-    f.base_offset = rows[i].base_offset
-    f.last_offset = rows[i].last_offset
-    f.base_sequence = rows[i].base_sequence
-    f.last_sequence = rows[i].last_sequence
-    f.timestamp = rows[i].timestamp
+    f.producer_id = row.producer_id
+    f.producer_epoch = row.producer_epoch
+    f.base_offset = row.base_offset
+    f.last_offset = row.last_offset
+    f.base_sequence = row.base_sequence
+    f.last_sequence = row.last_sequence
+    f.timestamp = row.timestamp
     f.expected_sequence = expected
     f.previous_offset = previous
     f.occurrence = part.occurrence
@@ -63,10 +80,10 @@ def finding_at(findings, counts, code, rows, i, part, cause, error, expected, pr
     return f
 
 
-def finding_without_row(findings, counts, code, tp_row, part):
+def finding_without_row(out, code, tp_row, part):
     """Append a finding found at the end of a partition (no input row of its own)."""
-    f = findings[counts[FINDINGS]]
-    counts[FINDINGS] += 1
+    f = out.findings[out.counts[FINDINGS]]
+    out.counts[FINDINGS] += 1
     f.finding_code = code
     f.cause = NO_CAUSE
     f.kafka_error = NO_ERROR
@@ -92,12 +109,12 @@ def finding_without_row(findings, counts, code, tp_row, part):
 # ------------------------------------------------------------------------------------------------
 # The producer-epoch summary (producer_sessions table)
 # ------------------------------------------------------------------------------------------------
-def flush_summary(e, sessions, counts, tp_row, part):
+def flush_summary(e, out, tp_row, part):
     """Emit the producer epoch's summary, if one is open."""
     if not e.summary_open:
         return
-    s = sessions[counts[PRODUCER_SESSIONS]]
-    counts[PRODUCER_SESSIONS] += 1
+    s = out.producer_sessions[out.counts[PRODUCER_SESSIONS]]
+    out.counts[PRODUCER_SESSIONS] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id
@@ -115,11 +132,11 @@ def flush_summary(e, sessions, counts, tp_row, part):
     e.summary_open = False
 
 
-def summarise(e, rows, i, timestamp, sessions, counts, part):
+def summarise(e, row, timestamp, out, part):
     """Count an audited row into its producer epoch's summary."""
-    epoch = rows[i].producer_epoch
+    epoch = row.producer_epoch
     if e.summary_open and e.summary_epoch != epoch:
-        flush_summary(e, sessions, counts, i, part)
+        flush_summary(e, out, row.position, part)
     if not e.summary_open:
         e.summary_open = True
         e.summary_epoch = epoch
@@ -133,8 +150,8 @@ def summarise(e, rows, i, timestamp, sessions, counts, part):
         e.summary_records = NULL  # markers only: no records
         e.summary_first_timestamp = NULL
         e.summary_last_timestamp = NULL
-    base_offset = rows[i].base_offset
-    last_offset = rows[i].last_offset
+    base_offset = row.base_offset
+    last_offset = row.last_offset
     e.summary_batches += 1
     if e.summary_first_offset == NULL or base_offset < e.summary_first_offset:
         e.summary_first_offset = base_offset
@@ -143,18 +160,18 @@ def summarise(e, rows, i, timestamp, sessions, counts, part):
         if e.summary_first_timestamp == NULL or timestamp < e.summary_first_timestamp:
             e.summary_first_timestamp = timestamp
         e.summary_last_timestamp = max_or_null(e.summary_last_timestamp, timestamp)
-    if not rows[i].is_control:
+    if not row.is_control:
         if e.summary_records == NULL:
             e.summary_records = 0
-        e.summary_records += record_estimate(rows, i)
-        if rows[i].base_sequence >= 0:
+        e.summary_records += record_estimate(row)
+        if row.base_sequence >= 0:
             if (
                 e.summary_first_sequence_offset == NULL
                 or base_offset < e.summary_first_sequence_offset
             ):
                 e.summary_first_sequence_offset = base_offset
-                e.summary_first_sequence = rows[i].base_sequence
-            last_sequence = rows[i].last_sequence
+                e.summary_first_sequence = row.base_sequence
+            last_sequence = row.last_sequence
             if (
                 e.summary_last_sequence_offset == NULL
                 or last_offset > e.summary_last_sequence_offset
@@ -167,17 +184,17 @@ def summarise(e, rows, i, timestamp, sessions, counts, part):
                 e.summary_last_sequence = last_sequence
 
 
-def record_estimate(rows, i):
+def record_estimate(row):
     """Records of a batch; dump-log text without a count: the offsets it spans."""
-    if rows[i].record_count != NULL:
-        return rows[i].record_count
-    return rows[i].last_offset - rows[i].base_offset + 1
+    if row.record_count != NULL:
+        return row.record_count
+    return row.last_offset - row.base_offset + 1
 
 
 # ------------------------------------------------------------------------------------------------
 # The end of a partition: what is still open, the summaries and the final producer state
 # ------------------------------------------------------------------------------------------------
-def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock, params):
+def emit_open_transaction(e, part, out, tp_row, clock, params):
     """An OPEN transaction, and HANGING_TRANSACTION when it is too old.
 
     Too old: older than the transaction timeout plus the broker's grace
@@ -187,8 +204,8 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
     if clock != NULL and e.txn_first_timestamp != NULL:
         age = clock - e.txn_first_timestamp
     hanging = age != NULL and age > params.hanging_after_ms
-    t = transactions[counts[TRANSACTIONS]]
-    counts[TRANSACTIONS] += 1
+    t = out.transactions[out.counts[TRANSACTIONS]]
+    out.counts[TRANSACTIONS] += 1
     t.tp_row = tp_row
     t.partition = part.partition
     t.producer_id = e.producer_id
@@ -204,7 +221,7 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
     t.duration_ms = age
     t.coordinator_epoch = NULL
     if hanging:
-        f = finding_without_row(findings, counts, HANGING_TRANSACTION, tp_row, part)
+        f = finding_without_row(out, HANGING_TRANSACTION, tp_row, part)
         f.producer_id = e.producer_id
         f.producer_epoch = e.txn_start_epoch
         f.base_offset = e.txn_first_offset
@@ -219,10 +236,10 @@ def emit_open_transaction(e, part, findings, transactions, counts, tp_row, clock
         f.facts[FACT_MEASURED_AT_EXPORT] = 1 if params.as_of_ms != NULL else 0
 
 
-def emit_final_state(e, part, states, counts, tp_row, log_end):
+def emit_final_state(e, part, out, tp_row, log_end):
     """The entry as a broker would snapshot it: a producer_state row that seeds the next run."""
-    s = states[counts[PRODUCER_STATE]]
-    counts[PRODUCER_STATE] += 1
+    s = out.producer_state[out.counts[PRODUCER_STATE]]
+    out.counts[PRODUCER_STATE] += 1
     s.tp_row = tp_row
     s.partition = part.partition
     s.producer_id = e.producer_id

@@ -24,8 +24,6 @@ from eos_audit.replay.basics import (
     CORRUPT_MESSAGE,
     LEADER_EPOCH_MISMATCH,
     LEADER_EPOCH_REGRESSION,
-    NO_CAUSE,
-    NO_ERROR,
     OFFSET_GAP,
     OFFSET_OVERLAP,
     QUARANTINED_BATCH,
@@ -34,7 +32,7 @@ from eos_audit.replay.basics import (
     max_or_null,
 )
 from eos_audit.replay.emit import (
-    finding_at,
+    emit,
     record_estimate,
 )
 from eos_audit.replay.state import (
@@ -71,13 +69,13 @@ def begin_partition(part, partition):
     part.skipped_batches = 0
 
 
-def already_in_state(rows, i, part):
-    """A batch below the offset the seeded state covers: replayed by an earlier run already.
+def in_snapshot(row, part):
+    """A batch the seeded state holds already: counted as skipped, not replayed again.
 
-    What LogLoader does when it loads a producer-state snapshot: only the log above the snapshot's
-    offset is replayed on top of it (docs/rules.md#seeded-state, --since-state).
+    The runner decides which batches those are, for a whole Arrow batch at once
+    (`runner._Replayer.below_snapshot`, LogLoader's rule: docs/rules.md#seeded-state).
     """
-    if part.covered_end == NULL or rows[i].base_offset >= part.covered_end:
+    if not row.below_snapshot:
         return False
     part.skipped_batches += 1
     return True
@@ -92,7 +90,7 @@ def count_occurrence(part, base_offset):
     part.previous_base_offset = base_offset
 
 
-def is_same_batch(rows, i, part):
+def is_same_batch(row, part):
     """Whether row i has the header of the audited batch at its base offset.
 
     The header a batch is told by: offsets, producer id, epoch, base sequence, control and
@@ -100,38 +98,27 @@ def is_same_batch(rows, i, part):
     """
     return (
         part.primary_base_offset != NULL
-        and part.primary_base_offset == rows[i].base_offset
-        and part.primary_last_offset == rows[i].last_offset
-        and part.primary_producer_id == rows[i].producer_id
-        and part.primary_producer_epoch == rows[i].producer_epoch
-        and part.primary_base_sequence == rows[i].base_sequence
-        and part.primary_is_control == rows[i].is_control
-        and part.primary_is_transactional == rows[i].is_transactional
-        and part.primary_record_count == rows[i].record_count
+        and part.primary_base_offset == row.base_offset
+        and part.primary_last_offset == row.last_offset
+        and part.primary_producer_id == row.producer_id
+        and part.primary_producer_epoch == row.producer_epoch
+        and part.primary_base_sequence == row.base_sequence
+        and part.primary_is_control == row.is_control
+        and part.primary_is_transactional == row.is_transactional
+        and part.primary_record_count == row.record_count
     )
 
 
-def check_audited_batch(rows, i, part, findings, counts):
+def check_audited_batch(row, part, out):
     """The checks of a batch of the audited replica that need no producer state."""
-    base_offset = rows[i].base_offset
-    leader_epoch = rows[i].leader_epoch
-    magic = rows[i].magic
+    base_offset = row.base_offset
+    leader_epoch = row.leader_epoch
+    magic = row.magic
     has_leader_epoch = (magic == NULL or magic >= 2) and leader_epoch != NULL and leader_epoch >= 0
     if part.max_last_offset != NULL and base_offset <= part.max_last_offset:
         # docs/rules.md#offset-overlap: against the highest earlier last offset, so a batch
         # overlapping any earlier batch is found.
-        finding_at(
-            findings,
-            counts,
-            OFFSET_OVERLAP,
-            rows,
-            i,
-            part,
-            NO_CAUSE,
-            NO_ERROR,
-            NULL,
-            part.max_last_offset,
-        )
+        emit(out, OFFSET_OVERLAP, row, part, previous=part.max_last_offset)
     elif (
         part.max_last_offset != NULL
         and base_offset > part.max_last_offset + 1
@@ -140,22 +127,13 @@ def check_audited_batch(rows, i, part, findings, counts):
         # docs/rules.md#offset-gap: a leader assigns every offset from its log end, markers
         # included, so only the cleaner (or a lost segment) leaves a hole. A v0/v1 entry's base
         # offset is not the first of its records, so only v2 batches are judged.
-        if rows[i].follows_quarantined:
-            cause = QUARANTINED_BATCH
-        elif rows[i].is_compacted:
-            cause = COMPACTION
-        else:
-            cause = UNEXPLAINED
-        f = finding_at(
-            findings, counts, OFFSET_GAP, rows, i, part, cause, NO_ERROR, NULL, part.max_last_offset
-        )
+        cause = explain_offset_gap(row)
+        f = emit(out, OFFSET_GAP, row, part, cause=cause, previous=part.max_last_offset)
         f.facts[FACT_FIRST_MISSING_OFFSET] = part.max_last_offset + 1
         f.facts[FACT_LAST_MISSING_OFFSET] = base_offset - 1
     if has_leader_epoch and part.max_leader_epoch != NULL and leader_epoch < part.max_leader_epoch:
         # docs/rules.md#leader-epoch-regression
-        f = finding_at(
-            findings, counts, LEADER_EPOCH_REGRESSION, rows, i, part, NO_CAUSE, NO_ERROR, NULL, NULL
-        )
+        f = emit(out, LEADER_EPOCH_REGRESSION, row, part)
         f.facts[FACT_MAX_LEADER_EPOCH] = part.max_leader_epoch
         f.facts[FACT_LEADER_EPOCH] = leader_epoch
     if (
@@ -164,79 +142,67 @@ def check_audited_batch(rows, i, part, findings, counts):
         and leader_epoch != part.epoch_entry_epoch
     ):
         # docs/rules.md#leader-epoch-mismatch: the checkpoint entry in force at this offset
-        f = finding_at(
-            findings,
-            counts,
-            LEADER_EPOCH_MISMATCH,
-            rows,
-            i,
-            part,
-            NO_CAUSE,
-            NO_ERROR,
-            NULL,
-            part.epoch_entry_start,
-        )
+        f = emit(out, LEADER_EPOCH_MISMATCH, row, part, previous=part.epoch_entry_start)
         f.facts[FACT_CHECKPOINT_EPOCH] = part.epoch_entry_epoch
         f.facts[FACT_LEADER_EPOCH] = leader_epoch
-    if rows[i].crc_valid == 0:
+    if row.crc_valid == 0:
         # DefaultRecordBatch.ensureValid (docs/rules.md#corrupt-batch)
-        finding_at(
-            findings, counts, CORRUPT_BATCH, rows, i, part, NO_CAUSE, CORRUPT_MESSAGE, NULL, NULL
-        )
+        emit(out, CORRUPT_BATCH, row, part, error=CORRUPT_MESSAGE)
     if has_leader_epoch:
         part.max_leader_epoch = max_or_null(part.max_leader_epoch, leader_epoch)
 
 
-def count_audited_batch(rows, i, part):
+def explain_offset_gap(row):
+    """Why offsets are missing before the batch (docs/rules.md#offset-gap), first match.
+
+    A quarantined batch nobody could read lay there, or the cleaner removed batches.
+    """
+    if row.follows_quarantined:
+        return QUARANTINED_BATCH
+    if row.is_compacted:
+        return COMPACTION
+    return UNEXPLAINED
+
+
+def count_audited_batch(row, part):
     """The partition's statistics and the audited replica's latest batch."""
-    part.max_last_offset = max_or_null(part.max_last_offset, rows[i].last_offset)
+    part.max_last_offset = max_or_null(part.max_last_offset, row.last_offset)
     part.batches += 1
-    if rows[i].producer_id >= 0:
+    if row.producer_id >= 0:
         part.batches_with_producer_id += 1
-    part.records += record_estimate(rows, i)
-    part.max_timestamp = max_or_null(part.max_timestamp, rows[i].timestamp)
-    if rows[i].timestamp != NULL and rows[i].timestamp >= 0:
-        part.latest_timestamp = max_or_null(part.latest_timestamp, rows[i].timestamp)
-    part.primary_base_offset = rows[i].base_offset
-    part.primary_last_offset = rows[i].last_offset
-    part.primary_producer_id = rows[i].producer_id
-    part.primary_producer_epoch = rows[i].producer_epoch
-    part.primary_base_sequence = rows[i].base_sequence
-    part.primary_is_control = rows[i].is_control
-    part.primary_is_transactional = rows[i].is_transactional
-    part.primary_record_count = rows[i].record_count
+    part.records += record_estimate(row)
+    part.max_timestamp = max_or_null(part.max_timestamp, row.timestamp)
+    if row.timestamp != NULL and row.timestamp >= 0:
+        part.latest_timestamp = max_or_null(part.latest_timestamp, row.timestamp)
+    part.primary_base_offset = row.base_offset
+    part.primary_last_offset = row.last_offset
+    part.primary_producer_id = row.producer_id
+    part.primary_producer_epoch = row.producer_epoch
+    part.primary_base_sequence = row.base_sequence
+    part.primary_is_control = row.is_control
+    part.primary_is_transactional = row.is_transactional
+    part.primary_record_count = row.record_count
 
 
-def check_replica_batch(rows, i, part, findings, counts):
+def check_replica_batch(row, part, out):
     """Compare another replica's batch with the audited one (docs/rules.md#replica-divergence).
 
     Below the high watermark every replica holds the same batches, so it must match the audited
     batch starting at its offset.
     """
     part.replica_batches += 1
-    base_offset = rows[i].base_offset
+    base_offset = row.base_offset
     if part.high_watermark != NULL and base_offset >= part.high_watermark:
         return
     same_start = part.primary_base_offset != NULL and part.primary_base_offset == base_offset
     if same_start:
-        differs = not is_same_batch(rows, i, part)
+        differs = not is_same_batch(row, part)
     else:
         # no audited batch starts here although one covers this offset
         differs = part.max_last_offset != NULL and part.max_last_offset >= base_offset
     if not differs:
         return
-    f = finding_at(
-        findings,
-        counts,
-        REPLICA_DIVERGENCE,
-        rows,
-        i,
-        part,
-        NO_CAUSE,
-        NO_ERROR,
-        NULL,
-        part.primary_base_offset,
-    )
+    f = emit(out, REPLICA_DIVERGENCE, row, part, previous=part.primary_base_offset)
     if part.primary_base_offset != NULL:
         f.facts[FACT_PRIMARY_LAST_OFFSET] = part.primary_last_offset
         f.facts[FACT_PRIMARY_PRODUCER_ID] = part.primary_producer_id

@@ -38,36 +38,25 @@ from eos_audit.replay.state import (
 # ------------------------------------------------------------------------------------------------
 # The producer replay's scope
 # ------------------------------------------------------------------------------------------------
-def takes_part_in_replay(rows, i):
+def takes_part_in_replay(row):
     """Whether the batch takes part in the producer replay (docs/rules.md#replay-scope).
 
     Batches with a producer id, magic 2 and a CRC that did not fail; a control batch with no
     records changes nothing.
     """
-    if rows[i].producer_id < 0:
+    if row.producer_id < 0:
         return False
-    if rows[i].magic != NULL and rows[i].magic < 2:
+    if row.magic != NULL and row.magic < 2:
         return False
-    if rows[i].crc_valid == 0:
+    if row.crc_valid == 0:
         return False
-    return not (rows[i].is_control and rows[i].record_count == 0)
+    return not (row.is_control and row.record_count == 0)
 
 
 # ------------------------------------------------------------------------------------------------
 # One producer row: UnifiedLog.analyzeAndValidateProducerState, then ProducerStateManager.update
 # ------------------------------------------------------------------------------------------------
-def replay_producer_row(
-    rows,
-    i,
-    part,
-    entries,
-    slots,
-    params,
-    out_findings,
-    out_transactions,
-    out_producer_sessions,
-    counts,
-):
+def replay_producer_row(row, part, entries, slots, params, out):
     """One row of a producer: an audited batch, or a seeded batch or entry.
 
     An audited batch as a leader appends it: an expired entry is forgotten first
@@ -80,36 +69,36 @@ def replay_producer_row(
     Returns False when the producer needs a slot and none is free (the caller grows the entries
     and calls again).
     """
-    slot = slot_of(slots, entries, part, rows[i].producer_id)
+    slot = slot_of(slots, entries, part, row.producer_id)
     if slot < 0:
         return False
     e = entries[slot]
-    kind = rows[i].kind
-    timestamp = rows[i].timestamp if rows[i].timestamp >= 0 else NULL
+    kind = row.kind
+    timestamp = row.timestamp if row.timestamp >= 0 else NULL
     if kind == AUDITED:
         expired = is_expired(e, timestamp, params.expiration_ms)
         if expired:
             clear_entry_session(e)
-        if rows[i].is_control:
-            if validate_end_txn_marker(e, rows, i, part, out_findings, counts):
-                append_end_txn_marker(e, rows, i, part, out_transactions, counts, timestamp)
-        elif validate_data_batch(e, rows, i, part, params, out_findings, counts, expired):
-            append_data_batch(e, rows, i, part, timestamp, rows[i].last_offset + 1)
+        if row.is_control:
+            if validate_end_txn_marker(e, row, part, out):
+                append_end_txn_marker(e, row, part, out, timestamp)
+        elif validate_data_batch(e, row, part, params, out, expired):
+            append_data_batch(e, row, part, timestamp, row.last_offset + 1)
         if not e.has_audited:
             e.has_audited = True
             part.audited_producers += 1
-        summarise(e, rows, i, timestamp, out_producer_sessions, counts, part)
+        summarise(e, row, timestamp, out, part)
     else:
         e.sequences_seen = True  # a seed's state is the broker's, sequences or not
         if kind == SEED_STATE:
-            load_seed_state(e, rows, i, timestamp)
+            load_seed_state(e, row, timestamp)
         else:
-            append_data_batch(e, rows, i, part, timestamp, rows[i].value)
-    remember_log_row(e, rows, i, timestamp)
+            append_data_batch(e, row, part, timestamp, row.value)
+    remember_log_row(e, row, timestamp)
     return True
 
 
-def remember_log_row(e, rows, i, timestamp):
+def remember_log_row(e, row, timestamp):
     """What producer expiry reads from the log, whatever the verdict.
 
     The producer's previous row, and whether the log shows its transaction open after it
@@ -117,32 +106,32 @@ def remember_log_row(e, rows, i, timestamp):
     """
     e.has_rows = True
     e.previous_timestamp = timestamp
-    if rows[i].kind == SEED_STATE:
+    if row.kind == SEED_STATE:
         e.previous_offset = NULL
-        if rows[i].value != NULL:
+        if row.value != NULL:
             e.log_txn_open = True
     else:
-        e.previous_offset = rows[i].base_offset
-        if rows[i].is_control:
+        e.previous_offset = row.base_offset
+        if row.is_control:
             e.log_txn_open = False
-        elif rows[i].is_transactional:
+        elif row.is_transactional:
             e.log_txn_open = True
 
 
-def remember_corrupt_claim(rows, i, entries, slots):
+def remember_corrupt_claim(row, entries, slots):
     """Keep the sequences a corrupt batch claims for its producer (docs/rules.md#corrupt-batch).
 
     Only for a producer already known: an untrusted header must not create state.
     """
-    producer_id = rows[i].producer_id
-    if producer_id < 0 or rows[i].base_sequence < 0 or rows[i].is_control:
+    producer_id = row.producer_id
+    if producer_id < 0 or row.base_sequence < 0 or row.is_control:
         return
     slot = find_slot(slots, producer_id)
     if slot < 0:
         return
     e = entries[slot]
-    epoch = rows[i].producer_epoch
-    base_sequence = rows[i].base_sequence
+    epoch = row.producer_epoch
+    base_sequence = row.base_sequence
     extends = (
         e.corrupt_claim
         and e.corrupt_epoch == epoch
@@ -152,4 +141,4 @@ def remember_corrupt_claim(rows, i, entries, slots):
         e.corrupt_claim = True
         e.corrupt_epoch = epoch
         e.corrupt_base_sequence = base_sequence
-    e.corrupt_last_sequence = rows[i].last_sequence
+    e.corrupt_last_sequence = row.last_sequence

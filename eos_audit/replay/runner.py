@@ -27,6 +27,7 @@ from eos_audit.python_workers import freeze_worker_heap
 from eos_audit.replay import kernel, wire
 from eos_audit.replay.state import (
     ACK,
+    COUNT_OF,
     COUNTS,
     NULL,
     OUTPUT_DTYPES,
@@ -35,6 +36,7 @@ from eos_audit.replay.state import (
     PRODUCER_STATE_ENTRY,
     REPLAY_ROW,
     ROOM_NEEDED,
+    Outputs,
 )
 from eos_audit.replay.wire import RowKind
 from eos_audit.sources.files.row_reference import ROW_NUMBER
@@ -184,10 +186,13 @@ class _Replayer:
         self.acks = np.zeros(64, dtype=ACK).view(np.recarray)
         self.slots = lookup_table(len(self.entries), 2)
         self.ack_index = lookup_table(len(self.acks), 4)
-        self.outputs = {
-            name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
-        }
-        self.counts = np.zeros(COUNTS, dtype=np.int64)
+        # What the kernel writes, handed to it whole (`state.Outputs`); `grow` replaces an array.
+        self.out = Outputs(
+            **{
+                name: np.zeros(256, dtype=OUTPUT_DTYPES[name]).view(np.recarray) for name in OUTPUTS
+            },
+            counts=np.zeros(COUNTS, dtype=np.int64),
+        )
         # Sources of the acknowledgements of the partition being replayed, by task-wide ordinal:
         # their findings are emitted at the partition's end, when their rows' batch may be gone.
         self.ack_sources: dict[int, str | None] = {}
@@ -233,11 +238,20 @@ class _Replayer:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            self.count_files(batch)
             header = _int_column(batch, wire.HEADER)
             rejected = wire.flag_set(header, "quarantined")
+            below = self.below_snapshot(batch, header, rejected)
+            self.count_files(header, rejected, below)
+            # The bits the runner sets (wire.SET_BY_THE_RUNNER), the header rewritten once.
+            marked = header
+            if below.any():
+                marked = np.where(below, header | wire.BIT_FIELDS["below_snapshot"].bit, header)
             if rejected.any() or self.quarantined_at_end is not None:
-                batch = self.mark_rows_after_quarantined(batch, header, rejected)
+                marked = self.mark_rows_after_quarantined(batch, marked, rejected)
+            if marked is not header:
+                index = batch.schema.get_field_index(wire.HEADER)
+                column = pa.array(marked, pa.int64())
+                batch = batch.set_column(index, batch.schema.field(index), column)
             if rejected.any():
                 rejected = pa.array(rejected)
                 yield self.quarantine(batch.filter(rejected))
@@ -251,8 +265,7 @@ class _Replayer:
             while start < batch.num_rows:
                 start = self.kernel.replay(
                     rows, start, self.previous_compacted, self.params, self.part,
-                    self.entries, self.slots, self.acks, self.ack_index,
-                    *self.outputs.values(), self.counts,
+                    self.entries, self.slots, self.acks, self.ack_index, self.out,
                 )  # fmt: skip
                 yield from self.drain(batch)
                 if start < batch.num_rows:
@@ -262,7 +275,7 @@ class _Replayer:
             self.previous_compacted = bool(rows.is_compacted[-1])
         while not self.kernel.finish(
             self.part, self.entries, self.slots, self.acks, self.ack_index, self.params,
-            *self.outputs.values(), self.counts, -1, self.previous_compacted,
+            self.out, -1, self.previous_compacted,
         ):  # fmt: skip
             self.grow()
         yield from self.drain(batch)
@@ -271,12 +284,20 @@ class _Replayer:
 
     def mark_rows_after_quarantined(
         self, batch: pa.RecordBatch, header: np.ndarray, rejected: np.ndarray
-    ) -> pa.RecordBatch:
+    ) -> np.ndarray:
         """Set `follows_quarantined` on the rows right after quarantined rows of their partition.
 
         The quarantined rows are then taken out of the replay. A hole in the offsets there may be
         the quarantined batch's (docs/rules.md#offset-gap). Vectorised: quarantined rows are few,
         the rows they precede are found by a binary search.
+
+        Args:
+            batch: the Arrow batch, quarantined rows included.
+            header: its wire headers.
+            rejected: which of its rows are quarantined.
+
+        Returns:
+            The headers, the bit set where it applies (`header` itself when it applies nowhere).
         """
         topics = batch.column("topic")
         partitions = _int_column(batch, "partition")
@@ -293,40 +314,81 @@ class _Replayer:
         before, after = quarantined[inside], kept[position[inside]]
         if len(before):
             same = partitions[before] == partitions[after]
-            same &= pc.equal(topics.take(before), topics.take(after)).fill_null(False).to_numpy(
-                zero_copy_only=False
+            same &= (
+                pc.equal(topics.take(before), topics.take(after))
+                .fill_null(False)
+                .to_numpy(zero_copy_only=False)
             )
             marked[after[same]] = True
         if not inside.all():
             last = int(quarantined[-1])
             self.quarantined_at_end = (topics[last].as_py(), int(partitions[last]))
         if not marked.any():
-            return batch
-        header = np.where(marked, header | wire.BIT_FIELDS["follows_quarantined"].bit, header)
-        index = batch.schema.get_field_index(wire.HEADER)
-        return batch.set_column(index, batch.schema.field(index), pa.array(header, pa.int64()))
+            return header
+        return np.where(marked, header | wire.BIT_FIELDS["follows_quarantined"].bit, header)
 
-    def count_files(self, batch: pa.RecordBatch) -> None:
+    def below_snapshot(
+        self, batch: pa.RecordBatch, header: np.ndarray, rejected: np.ndarray
+    ) -> np.ndarray:
+        """The batches the seeded state holds already: those below their partition's covered offset.
+
+        LogLoader's rule: a broker that loads a producer-state snapshot replays only the log above
+        the snapshot's offset on top of it (docs/rules.md#seeded-state). With --since-state a
+        STATE_COVERAGE row gives that offset, and the batches below it were replayed by an earlier
+        run: the kernel counts them as skipped (`kernel.in_snapshot`), the input files too
+        (`count_files`). Decided here only, vectorised over the Arrow batch; the offset carries to
+        the next batch while its partition goes on.
+
+        Args:
+            batch: the Arrow batch, quarantined rows included.
+            header: its wire headers.
+            rejected: which of its rows are quarantined (never replayed, so never skipped).
+
+        Returns:
+            Whether each row is such a batch (of the audited or another replica).
+        """
+        kinds = wire.value_of(header, "kind")
+        coverage = kinds == int(RowKind.STATE_COVERAGE)
+        if not coverage.any() and self.covered_end == NULL:
+            return np.zeros(batch.num_rows, dtype=bool)
+        n = batch.num_rows
+        topics = pc.dictionary_encode(batch.column("topic")).indices.fill_null(-1)
+        codes = topics.to_numpy(zero_copy_only=False)
+        partitions = _int_column(batch, "partition")
+        starts = np.zeros(n, dtype=bool)
+        starts[1:] = (codes[1:] != codes[:-1]) | (partitions[1:] != partitions[:-1])
+        starts[0] = not (
+            batch.column("topic")[0].as_py() == self.previous_topic
+            and int(partitions[0]) == self.previous_partition
+        )
+        # The covered offset in force at each row: the last coverage row of its partition.
+        marks = np.where(coverage | starts, np.arange(n), -1)
+        at = np.maximum.accumulate(marks)
+        offered = np.where(coverage, _int_column(batch, "value"), NULL)
+        covered = np.where(at >= 0, offered[np.maximum(at, 0)], self.covered_end)
+        self.covered_end = int(covered[-1])
+        is_batch = (kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA))
+        base = _int_column(batch, "base_offset")
+        return is_batch & ~rejected & (covered != NULL) & (base < covered)
+
+    def count_files(self, header: np.ndarray, rejected: np.ndarray, below: np.ndarray) -> None:
         """Count the batch rows of each input file, as the kernel counts them per partition.
 
         Vectorised over the Arrow batch; rows without a file id (inputs located by text) are
-        not counted here. A row is skipped, as `kernel.already_in_state` decides, when it lies
-        below the offset its partition's seeded state covers.
+        not counted here. A row is quarantined or skipped (`below_snapshot`), or else audited.
+
+        Args:
+            header: the Arrow batch's wire headers.
+            rejected: which of its rows are quarantined.
+            below: which of its rows the seeded state holds already (`below_snapshot`).
         """
-        header = _int_column(batch, wire.HEADER)
         kinds = wire.value_of(header, "kind")
-        coverage = kinds == int(RowKind.STATE_COVERAGE)
         has_file = wire.flag_set(header, "has_source_file")
         counted = has_file & ((kinds == int(RowKind.AUDITED)) | (kinds == int(RowKind.REPLICA)))
-        quarantined = wire.flag_set(header, "quarantined")
-        skipped = np.zeros(batch.num_rows, dtype=bool)
-        if coverage.any() or self.covered_end != NULL:
-            skipped, self.covered_end = self._below_coverage(batch, coverage)
-            skipped &= counted & ~quarantined
         if not counted.any():
             return
         ids = wire.value_of(header[counted], "source_file")
-        flags = np.stack([quarantined[counted], skipped[counted]], axis=1).astype(np.int64)
+        flags = np.stack([rejected[counted], below[counted]], axis=1).astype(np.int64)
         # Rows come in log order, so a file's rows are mostly one run: sum the runs (no sort);
         # only rows of many files interleaved at the same offsets need grouping.
         starts = np.concatenate([[0], np.flatnonzero(ids[1:] != ids[:-1]) + 1])
@@ -341,25 +403,6 @@ class _Replayer:
         ):
             known = self.file_counts.setdefault(file_id, np.zeros(len(FILE_COUNTS), np.int64))
             known += (read, quarantine, skip)
-
-    def _below_coverage(self, batch: pa.RecordBatch, coverage: np.ndarray) -> tuple:
-        """Rows below their partition's covered offset, and the offset the batch ends in."""
-        n = batch.num_rows
-        topics = pc.dictionary_encode(batch.column("topic")).indices.fill_null(-1)
-        codes = topics.to_numpy(zero_copy_only=False)
-        partitions = _int_column(batch, "partition")
-        starts = np.zeros(n, dtype=bool)
-        starts[1:] = (codes[1:] != codes[:-1]) | (partitions[1:] != partitions[:-1])
-        starts[0] = not (
-            batch.column("topic")[0].as_py() == self.previous_topic
-            and int(partitions[0]) == self.previous_partition
-        )
-        marks = np.where(coverage | starts, np.arange(n), -1)
-        at = np.maximum.accumulate(marks)
-        offered = np.where(coverage, _int_column(batch, "value"), NULL)
-        covered = np.where(at >= 0, offered[np.maximum(at, 0)], self.covered_end)
-        base = _int_column(batch, "base_offset")
-        return (covered != NULL) & (base < covered), int(covered[-1])
 
     def file_stats(self) -> pa.RecordBatch:
         """The task's counts of each input file, one record per file."""
@@ -425,19 +468,22 @@ class _Replayer:
             self.acks = _grown(self.acks, 2 * len(self.acks))
             self.ack_index = lookup_table(len(self.acks), 4)
             self.kernel.reindex_acks(self.ack_index, self.acks, part.acks)
-        need = int(self.counts[ROOM_NEEDED])
-        for name, events in self.outputs.items():
+        need = int(self.out.counts[ROOM_NEEDED])
+        for name in OUTPUTS:
+            events = getattr(self.out, name)
             if len(events) < need:
-                self.outputs[name] = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
+                bigger = np.zeros(2 * need, dtype=events.dtype).view(np.recarray)
+                self.out = self.out._replace(**{name: bigger})
 
     def drain(self, batch: pa.RecordBatch | None) -> Iterator[pa.RecordBatch]:
         """Turn the kernel's events into output rows, and empty the event arrays."""
-        for index, (name, events) in enumerate(self.outputs.items()):
-            n = int(self.counts[index])
+        counts = self.out.counts
+        for name in OUTPUTS:
+            n = int(counts[COUNT_OF[name]])
             if n == 0:
                 continue
-            self.counts[index] = 0
-            yield self.records(name, events[:n].copy(), batch)
+            counts[COUNT_OF[name]] = 0
+            yield self.records(name, getattr(self.out, name)[:n].copy(), batch)
         # Acknowledgements of finished partitions are judged: forget their sources.
         # Ordinals are consecutive, so the oldest are dropped from the front.
         first_kept = int(self.part[0].first_ack_ordinal) if self.part[0].active else self.acks_seen
@@ -486,8 +532,9 @@ class _Replayer:
                     [self.ack_sources.get(int(o)) if o != NULL else None for o in ack_ordinals],
                     type=pa.string(),
                 )
-                columns["source"] = pc.coalesce(columns.get("source", pa.nulls(n, pa.string())),
-                                                from_acks)
+                columns["source"] = pc.coalesce(
+                    columns.get("source", pa.nulls(n, pa.string())), from_acks
+                )
             facts = np.asarray(events["facts"])
             struct_fields = [_ints(np.asarray(events[f])) for f in _FINDING_FIELDS] + [
                 _ints(facts[:, k]) for k in range(FACTS_PER_FINDING)
@@ -503,9 +550,7 @@ class _Replayer:
             for field in struct_type:
                 values = np.asarray(events[field.name])
                 arrays.append(
-                    pa.array(values, type=pa.bool_())
-                    if field.type == pa.bool_()
-                    else _ints(values)
+                    pa.array(values, type=pa.bool_()) if field.type == pa.bool_() else _ints(values)
                 )
             columns[name] = pa.StructArray.from_arrays(arrays, fields=list(struct_type))
         return _batch(columns, n)
@@ -554,16 +599,14 @@ def _state_struct(events: np.ndarray) -> pa.StructArray:
     )
     cached_batches = pa.ListArray.from_arrays(pa.array(offsets), items)
     struct_type = OUTPUT_ARROW.field("producer_state").type
-    arrays = [
-        _ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"
-    ] + [cached_batches]
+    arrays = [_ints(np.asarray(events[f.name])) for f in struct_type if f.name != "batches"] + [
+        cached_batches
+    ]
     return pa.StructArray.from_arrays(arrays, fields=list(struct_type))
 
 
 def _batch(columns: dict[str, pa.Array], n: int) -> pa.RecordBatch:
-    arrays = [
-        columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in OUTPUT_ARROW
-    ]
+    arrays = [columns[f.name] if f.name in columns else pa.nulls(n, f.type) for f in OUTPUT_ARROW]
     return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_ARROW)
 
 

@@ -7,6 +7,8 @@ Integers that may be absent hold `NULL` (the smallest int64), because compiled c
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from eos_audit.findings import FACTS_PER_FINDING
@@ -29,6 +31,7 @@ DUPLICATE_LOOKBACK = 64
 # time (measured: 1.5 us a row against 0.37 us as one record array).
 REPLAY_ROW = np.dtype(
     [
+        ("position", np.int64),  # its index in the Arrow batch: a finding names its row by it
         ("tp_start", np.bool_),  # the first row of a (topic, partition)
         ("kind", np.int64),  # wire.RowKind
         ("partition", np.int64),
@@ -51,6 +54,7 @@ REPLAY_ROW = np.dtype(
         ("is_compacted", np.bool_),  # its topic matches [topics] compacted
         ("is_coordinator_topic", np.bool_),  # its topic matches [topics] coordinator
         ("follows_quarantined", np.bool_),  # quarantined rows of its partition came right before
+        ("below_snapshot", np.bool_),  # the seeded state holds it already (runner.below_snapshot)
     ],
     align=True,
 )
@@ -293,7 +297,8 @@ STATE_EVENT = np.dtype(
 
 # What the kernel emits: one record array per output, each under the name of the table it becomes
 # (sinks.run_record.TABLE_SCHEMAS), the one name the kernel's state, the runner and the engine
-# use. The kernel takes the arrays in this order and counts each one's events at its position.
+# use. The kernel gets them in one `Outputs`, in this order, and counts each one's events at its
+# position.
 OUTPUT_DTYPES = {
     "findings": FINDING_EVENT,
     "transactions": TRANSACTION_EVENT,
@@ -308,3 +313,23 @@ COUNT_OF = {name: index for index, name in enumerate(OUTPUTS)}
 ROOM_NEEDED = len(OUTPUTS)
 ACKS_SEEN = ROOM_NEEDED + 1
 COUNTS = ACKS_SEEN + 1
+
+
+class Outputs(NamedTuple):
+    """What the kernel writes, handed to it whole: one record array per output, and `counts`.
+
+    The kernel's checks take it as one argument (`out`) and write `out.findings[...]`; numba
+    compiles a named tuple of arrays as its fields, so it costs what the arrays passed one by one
+    did. The runner builds it by field name and replaces it when an output grows.
+    """
+
+    findings: np.ndarray  # FINDING_EVENT
+    transactions: np.ndarray  # TRANSACTION_EVENT
+    producer_sessions: np.ndarray  # SESSION_EVENT
+    partition_summary: np.ndarray  # PARTITION_EVENT
+    producer_state: np.ndarray  # STATE_EVENT
+    counts: np.ndarray  # int64[COUNTS]: the events of each output (COUNT_OF), then the others
+
+
+# The bundle's arrays are the outputs, in their order: `counts` counts them by position.
+assert Outputs._fields == (*OUTPUTS, "counts"), Outputs._fields

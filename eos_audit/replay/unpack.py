@@ -9,6 +9,7 @@ from __future__ import annotations
 from eos_audit.replay.basics import (
     BASE_SEQUENCE,
     BASE_SEQUENCE_NULL,
+    BELOW_SNAPSHOT_BIT,
     CONTROL_BIT,
     CONTROL_TYPE,
     CONTROL_TYPE_NULL,
@@ -54,6 +55,7 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
         h = header[i]
         r = rows[i]
         code = topic_code[i]
+        r.position = i
         r.tp_start = i == 0 or code != topic_code[i - 1] or partition[i] != partition[i - 1]
         r.partition = partition[i]
         r.is_compacted = code >= 0 and compacted[code]
@@ -62,6 +64,7 @@ def unpack_rows(rows, header, epochs, sequences, counts, base_offset, last_offse
         r.is_transactional = (h & TRANSACTIONAL_BIT) != 0
         r.is_control = (h & CONTROL_BIT) != 0
         r.follows_quarantined = (h & FOLLOWS_QUARANTINED_BIT) != 0
+        r.below_snapshot = (h & BELOW_SNAPSHOT_BIT) != 0
         r.control_type = wire_value(h, h, CONTROL_TYPE, CONTROL_TYPE_NULL)
         r.magic = wire_value(h, h, MAGIC, MAGIC_NULL)
         r.crc_valid = field_value(h, CRC_VALID) - 1  # -1 not checked, 0 failed, 1 valid

@@ -1,13 +1,15 @@
 """What the replay reads: the kinds of rows, their order, and the columns the kernel receives.
 
-Every input of a run enters the one pass as rows of one narrow shape (`REPLAY_SCHEMA`), is shuffled
+Every input of a run enters the one pass as rows of one narrow shape (`REPLAY_ARROW`), is shuffled
 once by (topic, partition) and sorted into `REPLAY_ORDER`: first the partition's preamble (what the
 replay must know before the log: checkpoint values, acknowledgements to look for, seeded producer
 state), then the log in offset order. Row kinds are an enum whose values are that order.
 
-Between Spark and the kernel the rows cross in fewer, packed fields (`WIRE_SCHEMA`); this module
-is the one codec of that wire: where each value lies (`BIT_FIELDS`), how it is packed and read
-back, in Spark, in NumPy and in the compiled kernel.
+Between Spark and the kernel the rows cross in fewer, packed fields (`WIRE_ARROW`); this module
+is the one layout of that wire: where each value lies (`BIT_FIELDS`), how it is packed and read
+back in NumPy and in the compiled kernel. It imports no PySpark, so neither does the kernel; the
+Spark side of the same layout (the schemas as Spark types, the packing and the sort keys as Spark
+columns) is `replay.wire_columns`, built from what is declared here.
 """
 
 from __future__ import annotations
@@ -18,12 +20,6 @@ from enum import IntEnum
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
-
-from eos_audit.sql_text import cast, ident
 
 try:  # the compiled kernel reads the wire through `field_value`, compiled into its callers
     from numba.extending import register_jitable as _compilable
@@ -78,38 +74,39 @@ class ControlType(IntEnum):
 
 # The replay rows as the engine builds them: one readable field per value. Integers are int64
 # here (nulls become NULL in the kernel), flags boolean. `topic`, `source` and `replica` are
-# strings the kernel never reads: the few emitted rows pick them up by row index.
-REPLAY_SCHEMA = T.StructType(
+# strings the kernel never reads: the few emitted rows pick them up by row index. Spark's
+# `wire_columns.REPLAY_SCHEMA` is this schema.
+REPLAY_ARROW = pa.schema(
     [
-        T.StructField("topic", T.StringType(), True),
-        T.StructField("partition", T.LongType(), True),
-        T.StructField("kind", T.LongType(), False),
-        T.StructField("base_offset", T.LongType(), True),
-        T.StructField("last_offset", T.LongType(), True),
-        T.StructField("producer_id", T.LongType(), True),
-        T.StructField("producer_epoch", T.LongType(), True),
-        T.StructField("base_sequence", T.LongType(), True),
-        T.StructField("last_sequence", T.LongType(), True),
-        T.StructField("record_count", T.LongType(), True),
-        T.StructField("is_transactional", T.BooleanType(), True),
-        T.StructField("is_control", T.BooleanType(), True),
-        T.StructField("control_type", T.LongType(), True),
-        T.StructField("coordinator_epoch", T.LongType(), True),
-        T.StructField("leader_epoch", T.LongType(), True),
-        T.StructField("magic", T.LongType(), True),
-        T.StructField("timestamp", T.LongType(), True),
-        T.StructField("crc_valid", T.BooleanType(), True),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int64()),
+        pa.field("kind", pa.int64(), nullable=False),
+        pa.field("base_offset", pa.int64()),
+        pa.field("last_offset", pa.int64()),
+        pa.field("producer_id", pa.int64()),
+        pa.field("producer_epoch", pa.int64()),
+        pa.field("base_sequence", pa.int64()),
+        pa.field("last_sequence", pa.int64()),
+        pa.field("record_count", pa.int64()),
+        pa.field("is_transactional", pa.bool_()),
+        pa.field("is_control", pa.bool_()),
+        pa.field("control_type", pa.int64()),
+        pa.field("coordinator_epoch", pa.int64()),
+        pa.field("leader_epoch", pa.int64()),
+        pa.field("magic", pa.int64()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("crc_valid", pa.bool_()),
         # Per kind: a checkpoint's offset, an acknowledgement's time, a seeded entry's open
         # transaction, a leader-epoch entry's epoch, a seeded batch's state offset; for a batch
         # located by reference (sources.row_reference), its row in `source_file`.
-        T.StructField("value", T.LongType(), True),
-        T.StructField("source", T.StringType(), True),
+        pa.field("value", pa.int64()),
+        pa.field("source", pa.string()),
         # The id of the file a batch was read from, when `source` is null (row_reference).
-        T.StructField("source_file", T.LongType(), True),
-        T.StructField("replica", T.StringType(), True),
+        pa.field("source_file", pa.int64()),
+        pa.field("replica", pa.string()),
         # Quarantined rows ride along only to be written to quarantine (never replayed).
-        T.StructField("quarantine_reason", T.StringType(), True),
-        T.StructField("raw", T.StringType(), True),
+        pa.field("quarantine_reason", pa.string()),
+        pa.field("raw", pa.string()),
     ]
 )
 
@@ -123,9 +120,10 @@ REPLAY_SCHEMA = T.StructType(
 # (schemas.py types them IntegerType), so a half holds it exactly; a null is a bit in the header.
 #
 # This section is the one codec of that layout: `BIT_FIELDS` says where each value lies, and the
-# functions below pack it (`wire_rows` in Spark, `pack` in NumPy) and read it back (`sort_key` in
-# Spark, `field_value` in NumPy and in the compiled kernel's `unpack_rows`). Other code names
-# fields, never a shift or a mask; tests/spark/test_wire.py checks the Spark and NumPy sides agree.
+# functions below pack it (`pack` in NumPy; `wire_columns.wire_rows` in Spark) and read it back
+# (`field_value` in NumPy and in the compiled kernel's `unpack_rows`; `wire_columns.sort_key` in
+# Spark). Other code names fields, never a shift or a mask; tests/spark/test_wire.py checks the
+# Spark and NumPy sides agree.
 HEADER = "header"
 # The int32 pairs: (wire field, value in the high half, value in the low half).
 PAIRS = (
@@ -197,6 +195,9 @@ BIT_FIELDS: dict[str, BitField] = {
     # rows only.
     "has_source_file": BitField(HEADER, 19, 1),
     "source_file": BitField(HEADER, 20, 32),
+    # A batch below the offset its partition's seeded state covers (set by the runner, which
+    # decides it for the whole Arrow batch at once: runner.below_snapshot): not replayed again.
+    "below_snapshot": BitField(HEADER, 52, 1),
     # The kind in the top bits: ordering by header orders by kind first.
     "kind": BitField(HEADER, 56, 8, signed=True),
     # -- the int32 pairs --
@@ -204,7 +205,7 @@ BIT_FIELDS: dict[str, BitField] = {
     **{low: BitField(word, 0, 32, signed=True) for word, _, low in PAIRS},
 }
 # Fields the wire leaves 0: the runner sets them on the rows it hands the replay.
-SET_BY_THE_RUNNER = frozenset({"follows_quarantined"})
+SET_BY_THE_RUNNER = frozenset({"follows_quarantined", "below_snapshot"})
 WORDS = (HEADER, *[word for word, _, _ in PAIRS])
 
 
@@ -265,37 +266,22 @@ def flag_set(words: np.ndarray, name: str) -> np.ndarray:
     return (words & BIT_FIELDS[name].bit) != 0
 
 
-# -- reading, in Spark --
-def field_column(word: Column, name: str) -> Column:
-    """The field `name` of `BIT_FIELDS` in a column of wire words (what `field_value` reads)."""
-    left, right, mask = BIT_FIELDS[name].reader
-    value = F.shiftleft(word, left) if left else word
-    value = F.shiftright(value, right) if right else value
-    return value.bitwiseAND(F.lit(mask)) if mask != -1 else value
-
-
-def flag_column(word: Column, name: str) -> Column:
-    """The one-bit field `name` in a column of wire words: 0 when clear, non-zero when set."""
-    return word.bitwiseAND(F.lit(BIT_FIELDS[name].bit))
-
-
-# -- packing, in Spark and in NumPy --
-def _bits_column(value: Column, name: str) -> Column:
-    field = BIT_FIELDS[name]
-    if not field.at_top:  # at the top, the bits above the field's are shifted out
-        value = value.bitwiseAND(F.lit(field.mask))
-    return F.shiftleft(value, field.shift) if field.shift else value
-
-
-def _bits(value: np.ndarray, name: str) -> np.ndarray:
+# -- packing, in NumPy (wire_columns packs in Spark, from the same `BIT_FIELDS`) --
+def bits_of(value: np.ndarray, name: str) -> np.ndarray:
+    """The value `name` of `BIT_FIELDS` packed into its place in its wire word."""
     field = BIT_FIELDS[name]
     if not field.at_top:
         value = value & field.mask
     return value << field.shift if field.shift else value
 
 
-def _words(bits: dict[str, object], combine: Callable) -> dict[str, object]:
-    """Each wire word as the combination of its fields' packed bits, in `BIT_FIELDS` order."""
+def words_of(bits: dict[str, object], combine: Callable) -> dict[str, object]:
+    """Each wire word as the combination of its fields' packed bits, in `BIT_FIELDS` order.
+
+    Args:
+        bits: every field the wire carries (all but `SET_BY_THE_RUNNER`), packed (`bits_of`).
+        combine: how two packed parts combine: a bitwise or (NumPy's, or Spark's).
+    """
     words: dict[str, object] = {}
     for name, field in BIT_FIELDS.items():
         if name in SET_BY_THE_RUNNER:
@@ -317,65 +303,21 @@ PLAIN_FIELDS = (
 # ('-' sorts before '='), which is the last tie-break of the log order (REPLAY_ORDER).
 DETAIL = "detail"
 DETAIL_TEXTS = ("quarantine_reason", "raw", "replica", "source")
-WIRE_SCHEMA = T.StructType(
-    [T.StructField(word, T.LongType(), False) for word in WORDS]
-    + [T.StructField(name, REPLAY_SCHEMA[name].dataType, True) for name in PLAIN_FIELDS]
-    + [T.StructField(DETAIL, T.StringType(), True)]
+# The wire's fields: the packed words, the plain fields, the texts. Spark's
+# `wire_columns.WIRE_SCHEMA` is this schema.
+WIRE_ARROW = pa.schema(
+    [pa.field(word, pa.int64(), nullable=False) for word in WORDS]
+    + [pa.field(name, REPLAY_ARROW.field(name).type) for name in PLAIN_FIELDS]
+    + [pa.field(DETAIL, pa.string())]
 )
-WIRE_ARROW = to_arrow_schema(WIRE_SCHEMA)
 NULL_TEXT, LAST_TEXT = "-", "="
 
 
-def wire_rows(rows_df: DataFrame) -> DataFrame:
-    """Replay rows in the wire layout (`WIRE_SCHEMA`): flags packed, int32 values paired.
-
-    Args:
-        rows_df: rows in `REPLAY_SCHEMA`.
-    """
-
-    # SQL text: one call into Spark per column instead of a few per function (sql_text).
-    def long_or_zero(name: str) -> Column:
-        return F.expr(f"coalesce(CAST({ident(name)} AS bigint), 0)")
-
-    def flag(condition: str, name: str) -> Column:
-        bit = BIT_FIELDS[name].bit
-        return F.expr(f"CAST(CASE WHEN {condition} THEN {bit} ELSE 0 END AS bigint)")
-
-    crc = F.expr("CASE WHEN crc_valid THEN 2 WHEN NOT crc_valid THEN 1 ELSE 0 END")
-    bits = {
-        "kind": _bits_column(F.col("kind").cast("long"), "kind"),
-        "crc_valid": _bits_column(crc.cast("long"), "crc_valid"),
-        "source_file": _bits_column(long_or_zero("source_file"), "source_file"),
-        **{name: _bits_column(long_or_zero(name), name) for name in NULLABLE},
-        "is_transactional": flag("coalesce(is_transactional, false)", "is_transactional"),
-        "is_control": flag("coalesce(is_control, false)", "is_control"),
-        "quarantined": flag("quarantine_reason IS NOT NULL", "quarantined"),
-        "has_source_file": flag("source_file IS NOT NULL", "has_source_file"),
-        **{null_flag(name): flag(f"{ident(name)} IS NULL", null_flag(name)) for name in NULLABLE},
-    }  # fmt: skip
-    words = _words(bits, Column.bitwiseOR)
-    plain = [cast(F.col(name), WIRE_SCHEMA[name].dataType) for name in PLAIN_FIELDS]
-    texts = [F.col(name) for name in DETAIL_TEXTS]
-    *prefixed, last = texts
-    null_text = F.lit(NULL_TEXT)
-    written = [  # detail_of
-        F.coalesce(F.concat(F.length(text).cast("string"), F.lit(":"), text), null_text)
-        for text in prefixed
-    ] + [F.coalesce(F.concat(F.lit(LAST_TEXT), last), null_text)]
-    any_text = texts[0].isNotNull()
-    for text in texts[1:]:
-        any_text = any_text | text.isNotNull()
-    detail = F.when(any_text, F.concat(*written))
-    return rows_df.select(
-        *[words[word].alias(word) for word in WORDS], *plain, detail.alias(DETAIL)
-    )
-
-
 def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """Replay rows in `REPLAY_SCHEMA` as the wire carries them, in NumPy.
+    """Replay rows in `REPLAY_ARROW` as the wire carries them, in NumPy.
 
-    What `wire_rows` does in Spark, for driving the replay without Spark (the kernel's tests,
-    debugging).
+    What `wire_columns.wire_rows` does in Spark, for driving the replay without Spark (the
+    kernel's tests, debugging).
     """
 
     def ints(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -394,10 +336,10 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
     source_file, no_file = ints("source_file")
     reasons = batch.column("quarantine_reason").is_null().to_numpy(zero_copy_only=False)
     bits = {
-        "kind": _bits(ints("kind")[0], "kind"),
-        "crc_valid": _bits(np.where(crc_null, 0, np.where(is_true("crc_valid"), 2, 1)),
+        "kind": bits_of(ints("kind")[0], "kind"),
+        "crc_valid": bits_of(np.where(crc_null, 0, np.where(is_true("crc_valid"), 2, 1)),
                            "crc_valid"),
-        "source_file": _bits(source_file, "source_file"),
+        "source_file": bits_of(source_file, "source_file"),
         "is_transactional": flag(is_true("is_transactional"), "is_transactional"),
         "is_control": flag(is_true("is_control"), "is_control"),
         "quarantined": flag(~reasons, "quarantined"),
@@ -405,9 +347,9 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
     }  # fmt: skip
     for name in NULLABLE:
         value, null = ints(name)
-        bits[name] = _bits(value, name)
+        bits[name] = bits_of(value, name)
         bits[null_flag(name)] = flag(null, null_flag(name))
-    words = _words(bits, np.bitwise_or)
+    words = words_of(bits, np.bitwise_or)
     arrays = {word: pa.array(words[word], pa.int64()) for word in WORDS}
     for name in PLAIN_FIELDS:
         arrays[name] = batch.column(name).cast(WIRE_ARROW.field(name).type)
@@ -418,7 +360,7 @@ def pack(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def detail_of(*texts: str | None) -> str | None:
-    """The `detail` of a row with these `DETAIL_TEXTS` (what `wire_rows` builds in Spark)."""
+    """The `detail` of a row with these `DETAIL_TEXTS` (what `wire_columns.wire_rows` builds)."""
     if all(text is None for text in texts):
         return None
     *prefixed, last = texts
@@ -451,32 +393,10 @@ def texts_of(detail: str | None) -> tuple[str | None, ...]:
 # offset first and by kind second. Ties of identical offsets are broken on every other field,
 # nulls first, and last on the row's texts (`detail`: its source last) and its location by
 # reference (docs/replay_semantics.md#scope), so the replay (and every finding id) is
-# independent of the input order. The sort reads packed values through `sort_key`.
+# independent of the input order. The sort reads packed values through `wire_columns.sort_key`.
 REPLAY_ORDER = [
     "topic", "partition", "order_kind", "base_offset", "kind", "last_offset", "producer_id",
     "producer_epoch", "base_sequence", "is_control", "is_transactional", "control_type",
     "coordinator_epoch", "leader_epoch", "timestamp", "record_count", "magic", "crc_valid",
     "detail", "source_file", "value",
 ]  # fmt: skip
-
-
-def sort_key(name: str) -> Column:
-    """A field of `REPLAY_ORDER` read from the wire layout (nulls stay null: they sort first).
-
-    Only the first keys are read for most rows; the others break ties of identical offsets.
-    """
-    header = F.col(HEADER)
-    if name in PLAIN_FIELDS or name == DETAIL:
-        return F.col(name)
-    if name == "order_kind":
-        # Computed where the sort compares rather than shuffled as a column of its own
-        # (measured at 10M batches: the transfer line 8.66 s with the column, 8.50 s without).
-        return F.least(field_column(header, "kind"), F.lit(int(RowKind.LEADER_EPOCH_ENTRY)))
-    if name in ("is_control", "is_transactional"):
-        return flag_column(header, name)
-    if name == "source_file":
-        return F.when(flag_column(header, "has_source_file") != 0, field_column(header, name))
-    if name in ("kind", "crc_valid"):  # never null (crc_valid: 0 not checked, 1 failed, 2 valid)
-        return field_column(header, name)
-    value = field_column(F.col(BIT_FIELDS[name].word), name)
-    return F.when(flag_column(header, null_flag(name)) == 0, value)

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from eos_audit.replay.wire import REPLAY_SCHEMA
+from eos_audit.replay.wire_columns import REPLAY_SCHEMA
 from eos_audit.sinks.run_record import TABLE_SCHEMAS
 from eos_audit.sql_text import cast, cast_as
 

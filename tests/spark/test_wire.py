@@ -18,17 +18,14 @@ from eos_audit.replay.state import NULL, REPLAY_ROW
 from eos_audit.replay.wire import (
     BIT_FIELDS,
     REPLAY_ORDER,
-    REPLAY_SCHEMA,
-    WIRE_SCHEMA,
     BitField,
     RowKind,
     check_layout,
     detail_of,
     pack,
-    sort_key,
     texts_of,
-    wire_rows,
 )
+from eos_audit.replay.wire_columns import REPLAY_SCHEMA, WIRE_SCHEMA, sort_key, wire_rows
 
 ARROW = to_arrow_schema(REPLAY_SCHEMA)
 INT32 = st.one_of(st.none(), st.sampled_from([-(2**31), -1, 0, 1, 2**31 - 1]),
@@ -75,9 +72,10 @@ QUARANTINED = ROW.flatmap(
 )
 SETTINGS = ReplaySettings(0, 0, None, 0, None, None)
 # The kernel's columns that come from the row itself (the others are derived in the runner).
-FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("tp_start", "is_compacted",
+FROM_ROW = [n for n in REPLAY_ROW.names if n not in ("position", "tp_start", "is_compacted",
                                                   "is_coordinator_topic",
-                                                  "follows_quarantined")]  # fmt: skip
+                                                  "follows_quarantined",
+                                                  "below_snapshot")]  # fmt: skip
 EXTREMES = {
     **dict.fromkeys(ARROW.names),
     "topic": "t", "partition": 2**31 - 1, "kind": int(RowKind.REPLICA),

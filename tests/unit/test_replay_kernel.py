@@ -8,16 +8,21 @@ same functions run compiled in every Spark test; here they run as written.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import BY_CODE, Cause, KafkaError
 from eos_audit.replay.runner import ReplaySettings, _Replayer, uncompiled_kernel
 from eos_audit.replay.state import DUPLICATE_LOOKBACK
-from eos_audit.replay.wire import REPLAY_SCHEMA, ControlType, RowKind, pack
+from eos_audit.replay.wire import REPLAY_ARROW, ControlType, RowKind, pack
 
-ARROW = to_arrow_schema(REPLAY_SCHEMA)
+ARROW = REPLAY_ARROW
+REPO = Path(__file__).resolve().parents[2]
 KERNEL = uncompiled_kernel()
 MAX = 2_147_483_647
 DAY = 86_400_000
@@ -35,6 +40,21 @@ SETTINGS = ReplaySettings(
 def test_the_kernel_under_test_is_plain_python():
     assert not KERNEL.COMPILED
     assert not hasattr(KERNEL.replay, "py_func")
+
+
+def test_the_kernel_imports_no_pyspark():
+    # The kernel and the wire layout it reads run without Spark: replay.wire_columns is the wire's
+    # Spark side, and nothing the kernel imports may import it (or PySpark) again.
+    code = (
+        "import sys, eos_audit.replay.kernel as k; "
+        "assert k.__file__.startswith(sys.argv[1]), k.__file__; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))"
+    )
+    env = {**os.environ, "EOS_AUDIT_JIT": "0", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, str(REPO)], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]"]
 
 
 def test_every_function_inlined_per_row_is_a_kernel_function():
