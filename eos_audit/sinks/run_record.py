@@ -27,7 +27,7 @@ from eos_audit.sinks.staging import RunStage
 from eos_audit.sources.files import filesystems as fsys
 
 if TYPE_CHECKING:
-    from eos_audit.pipeline import RunResult
+    from eos_audit.audit.pipeline import RunResult
 
 log = logging.getLogger(__name__)
 

@@ -193,7 +193,7 @@ def _batch_reason(batches: Column) -> Column:
     return F.when(F.size(found) > 0, found[0])
 
 
-# Materializes a DataFrame once (the pipeline stages it, `eos_audit.pipeline.checked_once`).
+# Materializes a DataFrame once (the pipeline stages it, `eos_audit.audit.pipeline.checked_once`).
 Keep = Callable[[DataFrame], DataFrame]
 
 
@@ -379,12 +379,12 @@ def read_producer_state(
 
     Each path is Parquet or JSON lines in the producer_state contract, or a `producer_state`
     Delta table an earlier run wrote (its latest finished run's rows: the state that run's replay
-    ended in, see eos_audit.since_state).
+    ended in, see eos_audit.audit.since_state).
 
     Raises:
         InputSchemaError: a path is in no such format, or its columns are not the contract's.
     """
-    from eos_audit.since_state import latest_state
+    from eos_audit.audit.since_state import latest_state
     from eos_audit.sources.formats import detect_format
 
     read = SeedRead()

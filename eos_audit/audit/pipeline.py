@@ -25,7 +25,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import accounting, engine, output_records, progress
+from eos_audit import progress
+from eos_audit.audit import accounting, output_records, replay_plan
+from eos_audit.audit.since_state import warehouse_state
+from eos_audit.audit.summaries import partition_summary, producer_sessions
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
@@ -37,7 +40,6 @@ from eos_audit.session import (
     session_has_delta,
     shares_driver_disk,
 )
-from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
 from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
@@ -49,7 +51,6 @@ from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
 from eos_audit.sources.kafka.dump_log import LINE_INPUT as DUMP_LOG_LINE
 from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
 from eos_audit.sources.tabular.producer_state import Keep, seed_inputs
-from eos_audit.summaries import partition_summary, producer_sessions
 
 log = logging.getLogger(__name__)
 
@@ -510,7 +511,7 @@ def _audit_and_write(
         with progress.stage(spark, run_id, "checking the acknowledgements"):
             acks = checked_once(spark, acks, stage.subdir("acks"))
         valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
-    records = engine.audit(
+    records = replay_plan.audit(
         read.batches,
         config,
         run_id,
