@@ -125,8 +125,8 @@ class KafkaError(IntEnum):
     CORRUPT_MESSAGE = 6
 
 
-# Who raises a type: the compiled replay, the client acknowledgement rules (rules/acks.py) or the
-# ListOffsets rules (rules/list_offsets.py).
+# Who raises a type: the compiled replay, the client acknowledgement rules (evidence_rules/acks.py)
+# or the ListOffsets rules (evidence_rules/list_offsets.py).
 REPLAY, ACKS, LIST_OFFSETS = "replay", "acks", "list_offsets"
 # How the report's producer plot (sequence against offset) draws a finding of a type.
 MARK_GAP, MARK_DUPLICATE, MARK_FENCED, MARK_LOST, MARK_OTHER = (

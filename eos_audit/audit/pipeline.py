@@ -244,7 +244,7 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: str) -
     The acknowledgements checked against the log (ACKED_WRITE_LOST, ACKED_OFFSET_MISMATCH) went
     through the one pass; these two need the acknowledgements alone.
     """
-    from eos_audit.rules.acks import client_error_findings
+    from eos_audit.evidence_rules.acks import client_error_findings
     from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
 
     rejected = acks.where(F.col(SOURCE_ERROR).isNotNull()).select(
@@ -275,7 +275,7 @@ def _stage_list_offsets(
     Returns:
         The observations as read and checked (staged at `checked`), for the errors table.
     """
-    from eos_audit.rules.list_offsets import list_offsets_findings
+    from eos_audit.evidence_rules.list_offsets import list_offsets_findings
     from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR, read_list_offsets
 
     observations = checked_once(
@@ -533,7 +533,7 @@ def _audit_and_write(
         if acks is not None:
             _stage_acks(acks, config, run_id, staged_path)
         if inputs.list_offsets:
-            from eos_audit.rules.list_offsets import list_offsets_error_counts
+            from eos_audit.evidence_rules.list_offsets import list_offsets_error_counts
 
             observations = _stage_list_offsets(
                 spark, inputs, config, run_id, staged_path, stage.subdir("list_offsets")

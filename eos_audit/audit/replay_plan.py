@@ -198,7 +198,7 @@ def coverage_rows(covered_df: DataFrame) -> DataFrame:
 def ack_rows(acks_df: DataFrame) -> DataFrame:
     """Successful client acknowledgements (docs/rules.md#acked-write-lost), before the log.
 
-    Failed sends are classified from the acknowledgements alone (rules.acks).
+    Failed sends are classified from the acknowledgements alone (evidence_rules.acks).
     """
     count = F.coalesce(F.col("record_count"), F.lit(1))
     return _replay_rows(
