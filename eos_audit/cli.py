@@ -35,7 +35,7 @@ from eos_audit.sources.files import filesystems as fsys
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eos_audit.audit.pipeline import RunResult
+    from eos_audit.sinks.run_record import RunResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
 # What a finished run's exit code says, as the demo prints it (README's table says more).
