@@ -24,7 +24,7 @@ then times:
 4. the same with `verify_crc=False`;
 5. `read_segments(...)` with CRC verification: every row also named by its text
    (`<file>:<byte>`), as a notebook reads segments;
-6. the audit of the tree as an export (`read_kafka_export`, then `engine.audit` with every rule
+6. the audit of the tree as an export (`read_kafka_export`, then `replay_plan.audit` with every rule
    into the no-op sink): reading, validation, the replica comparison, the one shuffle and the
    replay, without the Delta writes;
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
 
-        from eos_audit import engine
+        from eos_audit.audit import replay_plan
         from eos_audit.config import AuditConfig
         from eos_audit.session import PYTHON_WORKER_SOCKETS
         from eos_audit.sources.files.row_reference import unique_file_ids
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         def audit() -> float:
             t = time.perf_counter()
             export = read_kafka_export(spark, [str(root)])
-            engine.audit(
+            replay_plan.audit(
                 export.batches,
                 AuditConfig(),
                 "bench",

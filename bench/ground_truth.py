@@ -30,10 +30,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the warehouse (printed)")
     args = parser.parse_args()
 
+    from eos_audit.audit.pipeline import AuditInputs, run_audit
     from eos_audit.config import load_config
     from eos_audit.generate.plan import GenerationPlan
     from eos_audit.generate.spark_export import export_layout, write_export
-    from eos_audit.pipeline import AuditInputs, run_audit
     from eos_audit.score import score
     from eos_audit.session import get_spark
 

@@ -370,7 +370,7 @@ def precision_recall(by_type: dict[str, dict[str, int]]) -> tuple[float, float]:
 def our_findings(spark, data: Path) -> tuple[pa.Table, float]:
     """The engine's findings of `data` (the audit's findings, written to Parquet by Spark, read
     back by pyarrow: they are few) and the seconds the Spark job took."""
-    from eos_audit import engine, output_records
+    from eos_audit.audit import output_records, replay_plan
     from eos_audit.config import AuditConfig
     from eos_audit.sources.tabular.record_batches import read_tabular
 
@@ -378,7 +378,7 @@ def our_findings(spark, data: Path) -> tuple[pa.Table, float]:
     try:
         start = time.perf_counter()
         batches = read_tabular(spark, [str(data)], "parquet")
-        (output_records.findings_of(engine.audit(batches, AuditConfig(), "bench"))
+        (output_records.findings_of(replay_plan.audit(batches, AuditConfig(), "bench"))
          .select("finding_type", "topic", "partition", "base_offset", "kafka_error")
          .write.mode("overwrite").parquet(str(out / "findings")))  # fmt: skip
         seconds = time.perf_counter() - start
@@ -560,9 +560,9 @@ COLUMNS = ["topic", "partition", "base_offset", "last_offset", "producer_id", "p
 
 def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: bool) -> dict:
     """Floor, transfer, audit (with memory) and, for the largest size, pipeline, at one size."""
-    from eos_audit import engine
+    from eos_audit.audit import replay_plan
+    from eos_audit.audit.pipeline import AuditInputs, run_audit
     from eos_audit.config import AuditConfig
-    from eos_audit.pipeline import AuditInputs, run_audit
     from eos_audit.sources.tabular.record_batches import read_tabular
 
     def floor() -> None:
@@ -579,12 +579,14 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
                 batch.num_rows  # noqa: B018 - receive, nothing more
             return iter(())
 
-        (engine.replay_rows(batches).mapInArrow(receive, "n long")
+        (replay_plan.replay_rows(batches).mapInArrow(receive, "n long")
          .write.format("noop").mode("overwrite").save())  # fmt: skip
 
     def audit() -> None:
         batches = read_tabular(spark, [str(data)], "parquet")
-        engine.audit(batches, AuditConfig(), "bench").write.format("noop").mode("overwrite").save()
+        replay_plan.audit(batches, AuditConfig(), "bench").write.format("noop").mode(
+            "overwrite"
+        ).save()
 
     memory = MemorySampler(spark)
     lines = {"floor": floor, "transfer": transfer}
@@ -625,7 +627,7 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
 
 def skewed(spark, rows: int, uniform: dict | None) -> dict:
     """The audit of the skewed input of `rows` batches, with the session's default settings."""
-    from eos_audit import engine
+    from eos_audit.audit import replay_plan
     from eos_audit.config import AuditConfig
     from eos_audit.sources.tabular.record_batches import read_tabular
 
@@ -633,7 +635,9 @@ def skewed(spark, rows: int, uniform: dict | None) -> dict:
 
     def audit() -> None:
         batches = read_tabular(spark, [str(data)], "parquet")
-        engine.audit(batches, AuditConfig(), "bench").write.format("noop").mode("overwrite").save()
+        replay_plan.audit(batches, AuditConfig(), "bench").write.format("noop").mode(
+            "overwrite"
+        ).save()
 
     memory = MemorySampler(spark)
     result: dict = {"rows": rows, "skew": True, "cores": spark.sparkContext.defaultParallelism}

@@ -35,7 +35,7 @@ from eos_audit.sources.files import filesystems as fsys
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from eos_audit.pipeline import RunResult
+    from eos_audit.sinks.run_record import RunResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL, EXIT_UNUSABLE_INPUT = 0, 1, 2, 3, 4
 # What a finished run's exit code says, as the demo prints it (README's table says more).
@@ -241,7 +241,7 @@ def _print_summary(result, out=None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from eos_audit.pipeline import AuditInputs, export_time_ms, run_audit
+    from eos_audit.audit.pipeline import AuditInputs, export_time_ms, run_audit
     from eos_audit.session import get_spark as _get_spark
 
     remote = getattr(args, "remote", None) or os.environ.get("SPARK_REMOTE")

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from eos_audit.schemas import RECORD_BATCH
 
 if TYPE_CHECKING:
-    from eos_audit.pipeline import AuditInputs
+    from eos_audit.audit.pipeline import AuditInputs
 
 START_MS = 1_795_219_200_000  # 2026-11-21T00:00:00Z
 
@@ -387,7 +387,7 @@ def write_demo_evidence(directory: Path) -> DemoEvidence:
 
 def demo_inputs(batches: Path, evidence: DemoEvidence) -> AuditInputs:
     """What `eos-audit demo` audits: the log, the send results and the offset observations."""
-    from eos_audit.pipeline import AuditInputs
+    from eos_audit.audit.pipeline import AuditInputs
 
     return AuditInputs(
         batches=(str(batches),),

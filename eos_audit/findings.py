@@ -125,8 +125,8 @@ class KafkaError(IntEnum):
     CORRUPT_MESSAGE = 6
 
 
-# Who raises a type: the compiled replay, the client acknowledgement rules (rules/acks.py) or the
-# ListOffsets rules (rules/list_offsets.py).
+# Who raises a type: the compiled replay, the client acknowledgement rules (evidence_rules/acks.py)
+# or the ListOffsets rules (evidence_rules/list_offsets.py).
 REPLAY, ACKS, LIST_OFFSETS = "replay", "acks", "list_offsets"
 # How the report's producer plot (sequence against offset) draws a finding of a type.
 MARK_GAP, MARK_DUPLICATE, MARK_FENCED, MARK_LOST, MARK_OTHER = (
@@ -432,7 +432,11 @@ _TYPES = [
         "CRITICAL",
         "list-offsets-regression",
         "An observed offset went below an earlier one.",
-        "{text}",
+        # {asked}: the spec (and isolation) asked; {recovery}: whether and when a later answer was
+        # back at the earlier offset, a clause of the rule's own (evidence_rules/list_offsets.py).
+        "ListOffsets {asked} of {topic}-{partition} went back from {previous_offset} (leader epoch "
+        "{earlier_max_leader_epoch}, {earlier_max_observed_at}) to {base_offset} (leader epoch "
+        "{leader_epoch}, {observed_at}){recovery}",
         # Lowered to WARNING by its benign causes (LEADER_CHANGE_TRANSIENT,
         # EARLIEST_ACROSS_FAILOVER); TRUNCATION keeps this level.
         raised_by=LIST_OFFSETS,
@@ -444,7 +448,10 @@ _TYPES = [
         "CRITICAL",
         "acked-data-missing-from-log",
         "A latest offset observed before the export is above the exported log's end.",
-        "{text}",
+        "ListOffsets {asked} of {topic}-{partition} answered {base_offset} at {observed_at} "
+        "(highest {max_observed_offset}) but the exported log ends at {exported_log_end_offset}: "
+        "offsets {exported_log_end_offset}-{last_missing_offset} were acknowledged and are "
+        "missing from the export",
         raised_by=LIST_OFFSETS,
     ),
 ]

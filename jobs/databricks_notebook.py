@@ -60,7 +60,7 @@ if not has_eos_audit:
 
 from eos_audit.config import load_config
 from eos_audit.options import AUDIT_OPTIONS, config_overrides, inputs_fields
-from eos_audit.pipeline import AuditInputs, run_audit
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.report import run_overview, write_report
 
 # Each option's value as the CLI's parser gives it (None, or [] for paths, when not given).

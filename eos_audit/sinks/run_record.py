@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -25,9 +24,6 @@ from eos_audit.sinks.delta import TableWriter
 from eos_audit.sinks.run_status import FAILED, RUNNING
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sources.files import filesystems as fsys
-
-if TYPE_CHECKING:
-    from eos_audit.pipeline import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +39,32 @@ def error_text(exc: BaseException) -> str:
     text = str(exc) if isinstance(exc, EosAuditError) else f"{type(exc).__name__}: {exc}"
     lines = text.strip().splitlines() or [type(exc).__name__]
     return lines[0][:2000]
+
+
+@dataclass
+class RunResult:
+    """What a run did: its `audit_runs` row, the CLI's summary and its exit code.
+
+    Defined beside the recorder that writes it, so that the tables need nothing of the run
+    (`eos_audit.audit.pipeline` fills it in).
+    """
+
+    run_id: str
+    status: str
+    writer: str
+    batches_read: int = 0
+    batches_audited: int = 0
+    batches_quarantined: int = 0
+    batches_skipped: int = 0  # below the offsets the seeding run's state covers (--since-state)
+    # Lines of dump-log texts that are no part of the tool's output (quarantine input
+    # dump_log_line): not batches, so in no batch count; their bytes count (input_files).
+    lines_quarantined: int = 0
+    seeded_from_run: str | None = None
+    findings_by_severity: dict[str, int] = field(default_factory=dict)
+    findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
+    tables: dict[str, str] = field(default_factory=dict)
+    # Why a finished run is not SUCCEEDED, or what failed (audit_runs.error).
+    error: str | None = None
 
 
 @dataclass

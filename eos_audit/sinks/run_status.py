@@ -2,7 +2,7 @@
 
 A run is recorded RUNNING before it writes any other table and ends in one of the other statuses;
 a RUNNING row that is never replaced is a run that died (killed, machine lost), and the next run on
-the warehouse settles it (eos_audit.pipeline).
+the warehouse settles it (eos_audit.audit.pipeline).
 """
 
 from __future__ import annotations

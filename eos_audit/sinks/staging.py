@@ -6,7 +6,7 @@ holds a `.lock` file the run keeps an exclusive `flock` on; the operating system
 when the process ends in any way, SIGKILL included. So a later run can tell a live run's folder
 from a dead run's leftovers without clocks or heartbeats: a folder whose lock it can take belongs
 to no living process and is removed, and the run id written in the lock file names the run that
-left it (the pipeline then settles that run's rows, see `eos_audit.pipeline`).
+left it (the pipeline then settles that run's rows, see `eos_audit.audit.pipeline`).
 
 Two runs of the same run id at once are refused: the second cannot take the lock.
 

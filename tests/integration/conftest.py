@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
+from eos_audit.audit.pipeline import run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
-from eos_audit.pipeline import run_audit
 from tests.run_once import once_per_run
 
 

@@ -191,7 +191,7 @@ def test_a_local_session_prints_no_trace_when_a_query_stops_reading_its_workers(
 def test_internal_error_exits_3_and_says_it_is_a_bug(export):
     code = textwrap.dedent("""
         import sys
-        import eos_audit.pipeline as pipeline
+        import eos_audit.audit.pipeline as pipeline
         from eos_audit import cli
         import eos_audit.session as session
         def boom(*a, **k):

@@ -24,8 +24,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
-from eos_audit.pipeline import AuditInputs, run_audit
 from tests.conftest import TINY_QUERIES, submit_conf_args
 from tests.fixtures.segment_builder import write_tree
 

@@ -27,9 +27,9 @@ from chispa import assert_df_equality
 from deltalake import DeltaTable
 
 from eos_audit import cli
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig, load_config
 from eos_audit.demo import demo_inputs, write_demo_evidence, write_demo_export
-from eos_audit.pipeline import AuditInputs, run_audit
 from tests.builders import NULLABLE_BATCH
 from tests.fixtures.segment_builder import write_tree
 from tests.integration.test_incremental import DAY_1, DAY_2

@@ -6,10 +6,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from eos_audit import cli
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import load_config
 from eos_audit.generate.plan import FAULT_KINDS, FaultRates, GenerationPlan
 from eos_audit.generate.spark_export import write_export
-from eos_audit.pipeline import AuditInputs, run_audit
 from eos_audit.schemas import FINDINGS, GROUND_TRUTH
 from eos_audit.score import EXIT_PERFECT, read_delta, score
 from eos_audit.session import session_has_delta

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
-from eos_audit.pipeline import AuditInputs, run_audit
 from tests.builders import NULLABLE_BATCH, data, marker
 
 pytestmark = pytest.mark.slow

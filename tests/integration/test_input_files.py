@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from eos_audit import cli
+from eos_audit.audit.pipeline import AuditInputs, default_run_id
 from eos_audit.config import AuditConfig
-from eos_audit.pipeline import AuditInputs, default_run_id
 from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)
 from tests.conftest import TINY_QUERIES
 from tests.fixtures.segment_builder import (
@@ -400,7 +400,8 @@ _SCRIPT = textwrap.dedent(
     """
     import json, os, sys
     from pyspark.sql import SparkSession
-    from eos_audit import cli, pipeline
+    from eos_audit import cli
+    from eos_audit.audit import pipeline
 
     # The suite's settings for tiny queries (tests/conftest.py): the CLI takes this session.
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -487,7 +488,7 @@ def test_inputs_the_run_cannot_read_never_give_a_green_night(tmp_path):
 
 def test_counts_per_file_reconcile_with_replicas_and_skipped_batches(spark, tmp_path):
     """Night 2 re-exports part of night 1 (skipped under --since-state), on two replicas."""
-    from eos_audit.pipeline import run_audit
+    from eos_audit.audit.pipeline import run_audit
 
     history = generate_history(40, seed=5)
     for night, batches in ((1, history.batches[:20]), (2, history.batches[12:])):

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of
+from eos_audit.audit.pipeline import AuditInputs, read_inputs, run_audit
 from eos_audit.cli import main
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import findings_of
-from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
 from eos_audit.sources.kafka.dump_log import read_dump_log
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df
@@ -196,7 +196,7 @@ def test_the_same_history_as_segments_dump_log_and_parquet_gives_the_same_findin
         )
 
     def findings(batches_canonical, **kw):
-        records = engine.audit(batches_canonical, AuditConfig(), "rt", **kw)
+        records = replay_plan.audit(batches_canonical, AuditConfig(), "rt", **kw)
         return sorted(
             (r.finding_type, r.base_offset, r.cause, r.kafka_error)
             for r in findings_of(records).collect()

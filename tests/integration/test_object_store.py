@@ -21,9 +21,9 @@ from pyspark.sql.readwriter import DataFrameReader
 from pyspark.sql.types import StructType
 
 from eos_audit import cli
+from eos_audit.audit.pipeline import AuditInputs, default_run_id, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError
-from eos_audit.pipeline import AuditInputs, default_run_id, run_audit
 from eos_audit.sinks.delta_reader import delta_dataframe
 from eos_audit.sources.files.input_files import InputUnreadableError, dedupe_paths
 from tests.builders import NULLABLE_BATCH

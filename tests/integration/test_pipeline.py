@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.demo import build_demo_export
-from eos_audit.pipeline import AuditInputs, run_audit
 from tests.run_once import once_per_run
 
 pytestmark = pytest.mark.slow

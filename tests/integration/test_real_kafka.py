@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of
+from eos_audit.audit.pipeline import AuditInputs, read_inputs, run_audit
 from eos_audit.config import AuditConfig, TopicsConfig
-from eos_audit.output_records import findings_of
-from eos_audit.pipeline import AuditInputs, read_inputs, run_audit
 from tests.cli_runs import (
     no_html_report,  # noqa: F401 (an autouse fixture)
     sql,
@@ -66,7 +66,7 @@ class Audited:
 def audit(spark, *paths: str) -> Audited:
     """The audit of `paths` (one form each) in one run."""
     read = read_inputs(spark, AuditInputs(batches=paths))
-    records = engine.audit(
+    records = replay_plan.audit(
         read.batches, CONFIG, "real-kafka", seeds_df=read.seeds,
         log_starts_df=read.log_starts, high_watermarks_df=read.high_watermarks,
         leader_epochs_df=read.leader_epochs,

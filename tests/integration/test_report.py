@@ -263,8 +263,8 @@ def test_two_nights_give_a_history_and_mark_what_is_new(spark, demo_run, tmp_pat
 
     from deltalake import DeltaTable
 
+    from eos_audit.audit.pipeline import run_audit
     from eos_audit.config import AuditConfig
-    from eos_audit.pipeline import run_audit
 
     _, _, demo, inputs = demo_run
     warehouse = tmp_path / "wh"

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eos_audit.cli import exit_code
-from eos_audit.pipeline import RunResult
+from eos_audit.sinks.run_record import RunResult
 from eos_audit.sinks.run_status import finished_status
 from eos_audit.sources.evidence.acks import SOURCE_ERROR as ACKS_ERROR
 from eos_audit.sources.evidence.acks import read_acks

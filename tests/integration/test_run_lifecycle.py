@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from eos_audit import pipeline
+from eos_audit.audit import pipeline
+from eos_audit.audit.pipeline import DATA_TABLES, AuditInputs, default_run_id, run_audit
 from eos_audit.config import AuditConfig
-from eos_audit.pipeline import DATA_TABLES, AuditInputs, default_run_id, run_audit
 from eos_audit.schemas import AUDIT_RUNS, RECORD_BATCH
 from eos_audit.sinks.delta import DeltaRsWriter
 from eos_audit.sinks.staging import RunInProgressError, RunStage

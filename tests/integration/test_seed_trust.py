@@ -16,9 +16,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit import pipeline
+from eos_audit.audit import pipeline
+from eos_audit.audit.pipeline import DATA_TABLES, AuditInputs, run_audit
 from eos_audit.config import AuditConfig
-from eos_audit.pipeline import DATA_TABLES, AuditInputs, run_audit
 from eos_audit.schemas import PRODUCER_STATE
 from tests.builders import NULLABLE_BATCH, batch, data
 from tests.cli_runs import audit, no_html_report, sql  # noqa: F401 (an autouse fixture)

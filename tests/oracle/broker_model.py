@@ -1,7 +1,7 @@
 """Sequential reference model of a Kafka partition leader's producer-state validation.
 
 This is the oracle of the differential test of the Spark engine
-(`eos_audit/rules/producer_state.py`). It implements `docs/replay_semantics.md` (cited as "doc")
+(`eos_audit.replay`, the compiled kernel). It implements `docs/replay_semantics.md` (cited as "doc")
 literally, as a plain loop over the batches of each topic-partition in log order with a dict of
 per-producer state objects. It is deliberately naive: no windows, no vectorisation, nothing clever.
 Broker background: ../shared/reference/kafka_rules.md (cited as §n). It imports nothing from

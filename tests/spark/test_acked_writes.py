@@ -6,9 +6,9 @@ import re
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import findings_of
 from eos_audit.schemas import ACKS
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, data
@@ -29,7 +29,7 @@ def ack(offset, seq, *, pid=1, epoch=0, count=3, error=None, topic="t", partitio
 
 
 def findings(spark, acks, config=None):
-    rec = engine.audit(
+    rec = replay_plan.audit(
         to_canonical(batches_df(spark, LOG)),
         config or AuditConfig(),
         "r",
@@ -115,8 +115,8 @@ def test_compacted_topics_may_drop_whole_batches(spark):
 
 def test_acknowledgements_change_nothing_else(spark):
     batches = to_canonical(batches_df(spark, LOG))
-    without = engine.audit(batches, AuditConfig(), "r")
-    with_acks = engine.audit(
+    without = replay_plan.audit(batches, AuditConfig(), "r")
+    with_acks = replay_plan.audit(
         batches, AuditConfig(), "r", acks_df=spark.createDataFrame([ack(106, 9)], ACKS)
     )
 
@@ -130,7 +130,7 @@ def test_acknowledgements_change_nothing_else(spark):
 
 
 def test_acknowledgements_ride_the_one_shuffle(spark):
-    rec = engine.audit(
+    rec = replay_plan.audit(
         to_canonical(batches_df(spark, LOG)),
         AuditConfig(),
         "r",
@@ -142,7 +142,7 @@ def test_acknowledgements_ride_the_one_shuffle(spark):
 
 def test_findings_rows(spark):
     acks = [ack(106, 9, name="lost"), ack(101, 3, name="moved"), ack(100, 0, name="fine")]
-    rec = engine.audit(
+    rec = replay_plan.audit(
         to_canonical(batches_df(spark, LOG)),
         AuditConfig(),
         "r",

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
-from eos_audit.rules.acks import client_error_findings
+from eos_audit.evidence_rules.acks import client_error_findings
 from eos_audit.schemas import ACKS, FINDINGS
 from eos_audit.sources.evidence.acks import SOURCE_ERROR, normalize_error_name, read_acks
 

@@ -17,7 +17,7 @@ from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
 from eos_audit.config import AuditConfig
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, seeds_df
@@ -88,7 +88,7 @@ def _engine_findings(spark, all_histories, config: AuditConfig) -> list[tuple]:
     rows = [b.as_row() for h in all_histories for b in h.batches]
     seeds = [s.as_row() for h in all_histories for s in h.seeds]
     starts = [(t, p, o) for h in all_histories for (t, p), o in (h.log_start_offsets or {}).items()]
-    records = engine.audit(
+    records = replay_plan.audit(
         to_canonical(batches_df(spark, rows)),
         config,
         "diff",

@@ -25,7 +25,7 @@ from pyspark.sql import types as T
 
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, InputNotFoundError, InputSchemaError
-from eos_audit.rules.list_offsets import list_offsets_error_counts, list_offsets_findings
+from eos_audit.evidence_rules.list_offsets import list_offsets_error_counts, list_offsets_findings
 from eos_audit.schemas import FINDINGS, LIST_OFFSETS_ERRORS
 from eos_audit.sources.evidence.list_offsets import LIST_OFFSETS, SOURCE_ERROR, read_list_offsets
 
@@ -597,8 +597,8 @@ def test_one_shuffle(spark, observations):
 
 
 def test_severities_from_config_else_module_defaults():
+    from eos_audit.evidence_rules.list_offsets import CAUSE_TRANSIENT, _micros, severity_of
     from eos_audit.findings import severity_for
-    from eos_audit.rules.list_offsets import CAUSE_TRANSIENT, _micros, severity_of
 
     def _benign(level: str) -> str:
         return severity_for(level, CAUSE_TRANSIENT)

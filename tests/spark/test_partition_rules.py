@@ -1,7 +1,7 @@
 """Partition-level rules: OFFSET_OVERLAP, OFFSET_GAP, LEADER_EPOCH_REGRESSION and CORRUPT_BATCH.
 
-Every scenario is on its own topic and all of them are audited by `engine.audit` in ONE Spark job
-(the module fixture `audited`); each test reads its own topic's findings, quarantined rows and
+Every scenario is on its own topic and all of them are audited by `replay_plan.audit` in ONE Spark
+job (the module fixture `audited`); each test reads its own topic's findings, quarantined rows and
 partition statistics. A DataFrame-level test checks one topic's findings table with chispa.
 """
 
@@ -15,9 +15,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of
 from eos_audit.config import AuditConfig, TopicsConfig
-from eos_audit.output_records import findings_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, seeds_df
 
@@ -119,7 +119,7 @@ class Audited:
 @pytest.fixture(scope="module")
 def audited(spark) -> Audited:
     rows = [{**r, "topic": topic} for topic, rs in SCENARIOS.items() for r in rs]
-    records = engine.audit(
+    records = replay_plan.audit(
         to_canonical(batches_df(spark, rows)), CONFIG, "r", seeds_df=seeds_df(spark, SEEDS)
     )
     # Materialized once: every test (and chispa's row-order sort) reads the checkpoint instead of

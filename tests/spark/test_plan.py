@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
 from eos_audit.config import AuditConfig
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.session import replay_arrow_settings
@@ -34,7 +34,7 @@ def test_the_whole_audit_shuffles_the_batches_once(spark):
     starts = spark.createDataFrame(
         [("t", 0, 0)], "topic string, partition int, log_start_offset long"
     )
-    records = engine.audit(batches, AuditConfig(), "r", seeds_df=seeds, log_starts_df=starts)
+    records = replay_plan.audit(batches, AuditConfig(), "r", seeds_df=seeds, log_starts_df=starts)
     plan = _plan(records)
     shuffles = SHUFFLE.findall(plan)
     assert len(shuffles) == 1, plan
@@ -46,7 +46,7 @@ def test_the_whole_audit_shuffles_the_batches_once(spark):
 
 def test_the_plan_check_can_see_a_second_shuffle(spark):
     batches = to_canonical(batches_df(spark, [data(0, seq=0)]))
-    records = engine.audit(batches, AuditConfig(), "r").repartition(3, "kind")
+    records = replay_plan.audit(batches, AuditConfig(), "r").repartition(3, "kind")
     assert len(SHUFFLE.findall(_plan(records))) == 2
 
 
@@ -108,7 +108,7 @@ def test_the_hand_over_to_the_replay_compiles_to_methods_the_jit_compiles(
         pa.Table.from_pylist([data(0, seq=0)], schema=to_arrow_schema(RECORD_BATCH)),
         tmp_path / "batches.parquet",
     )
-    rows = engine.replay_rows(read_tabular(spark, [str(tmp_path)], "parquet"))
+    rows = replay_plan.replay_rows(read_tabular(spark, [str(tmp_path)], "parquet"))
     assert 0 < _largest_generated_method(rows) < HUGE_METHOD_BYTES
 
 
@@ -121,5 +121,5 @@ def test_the_hand_over_of_a_broker_export_compiles_to_methods_the_jit_compiles(
         tmp_path / "export", "broker-1", "orders", 0, segment_data_batch(0, 1, producer_id=1)
     )
     export = read_kafka_export(spark, [str(tmp_path / "export")])
-    rows = engine.replay_rows(export.batches, log_starts_df=export.log_starts)
+    rows = replay_plan.replay_rows(export.batches, log_starts_df=export.log_starts)
     assert 0 < _largest_generated_method(rows) < HUGE_METHOD_BYTES

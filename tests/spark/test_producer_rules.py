@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import pytest
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import findings_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -94,8 +94,8 @@ def _key(t: tuple) -> tuple:
 
 
 def audit_findings(spark, rows, config=None, seeds=None, log_starts=None, *, run_id="test-run"):
-    """Run `engine.audit` (one Spark job) and return the findings table rows."""
-    records = engine.audit(
+    """Run `replay_plan.audit` (one Spark job) and return the findings table rows."""
+    records = replay_plan.audit(
         # Several input partitions, so the engine's own shuffle decides the order.
         to_canonical(batches_df(spark, rows)).repartition(3),
         config or AuditConfig(),

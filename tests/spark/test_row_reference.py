@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of, quarantine_of
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import findings_of, quarantine_of
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.sources.files import row_reference
 from eos_audit.sources.tabular.record_batches import read_tabular
@@ -51,7 +51,7 @@ def _spark_paths(spark, directory) -> list[str]:
 def test_findings_and_quarantine_name_the_row_as_spark_names_its_file(spark, odd_dir):
     _write(odd_dir, "batches 1.parquet", [dict(r, source=None) for r in ROWS])
     texts = _spark_paths(spark, odd_dir)
-    audited = engine.audit(read_tabular(spark, [str(odd_dir)], "parquet"), AuditConfig(), "r")
+    audited = replay_plan.audit(read_tabular(spark, [str(odd_dir)], "parquet"), AuditConfig(), "r")
     with computed_once(audited) as records:
         gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
         quarantined = quarantine_of(records).collect()
@@ -64,7 +64,7 @@ def test_a_source_of_the_row_itself_wins_over_its_location(spark, tmp_path):
     own = [dict(r, source=f"export-{i}") for i, r in enumerate(ROWS)]
     _write(tmp_path / "in", "b.parquet", own)
     batches = read_tabular(spark, [str(tmp_path / "in")], "parquet")
-    with computed_once(engine.audit(batches, AuditConfig(), "r")) as records:
+    with computed_once(replay_plan.audit(batches, AuditConfig(), "r")) as records:
         gap = findings_of(records).where(F.col("finding_type") == "SEQUENCE_GAP").collect()
         quarantined = quarantine_of(records).collect()
     assert [f.source for f in gap] == ["export-1"]

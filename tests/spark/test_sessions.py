@@ -4,9 +4,9 @@ import re
 
 from chispa import assert_df_equality
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import producer_sessions_of
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import producer_sessions_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batch, batches_df, data, marker, seeds_df
 
@@ -37,7 +37,9 @@ def test_one_summary_per_producer_epoch(spark):
             }
         ],
     )
-    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r", seeds_df=seeds)
+    rec = replay_plan.audit(
+        to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r", seeds_df=seeds
+    )
     ts = 1_000_000
     expected = spark.createDataFrame(
         [
@@ -57,7 +59,7 @@ def test_one_summary_per_producer_epoch(spark):
 
 
 def test_the_summaries_need_no_sort_of_their_own(spark):
-    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r")
+    rec = replay_plan.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r")
     plan = rec._jdf.queryExecution().executedPlan().toString()
     # the replay's one sort serves every record, the summaries included
     assert len(re.findall(r"\bSort \[", plan)) == 1, plan

@@ -4,9 +4,9 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from eos_audit import engine
+from eos_audit.audit import replay_plan
+from eos_audit.audit.output_records import findings_of, transactions_of
 from eos_audit.config import AuditConfig
-from eos_audit.output_records import findings_of, transactions_of
 from eos_audit.sources.tabular.canonical import to_canonical
 from tests.builders import batches_df, computed_once, data, marker
 
@@ -38,7 +38,7 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def records(spark):
-    rec = engine.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r").cache()
+    rec = replay_plan.audit(to_canonical(batches_df(spark, ROWS)), AuditConfig(), "r").cache()
     yield rec
     rec.unpersist()
 
@@ -85,14 +85,18 @@ def test_nothing_else_is_flagged(records):
 
 def test_timeout_is_configurable(spark):
     config = AuditConfig().with_overrides(transactions={"max_timeout_ms": 60 * MIN})
-    with computed_once(engine.audit(to_canonical(batches_df(spark, ROWS)), config, "r")) as rec:
+    with computed_once(
+        replay_plan.audit(to_canonical(batches_df(spark, ROWS)), config, "r")
+    ) as rec:
         flagged = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION").count()
         hanging = transactions_of(rec).where("hanging").count()
     assert (flagged, hanging) == (0, 0)
 
 
 def test_transaction_ids_are_deterministic(spark, records):
-    again = engine.audit(to_canonical(batches_df(spark, list(reversed(ROWS)))), AuditConfig(), "x")
+    again = replay_plan.audit(
+        to_canonical(batches_df(spark, list(reversed(ROWS)))), AuditConfig(), "x"
+    )
     ids = lambda rec: sorted(r.transaction_id for r in transactions_of(rec).collect())  # noqa: E731
     assert ids(records) == ids(again)
 
@@ -101,7 +105,7 @@ def test_export_time_ages_open_transactions(spark):
     """Aged at the export time, producer 3's transaction (open since 25 min) hangs too."""
     batches = to_canonical(batches_df(spark, ROWS))
     export_at = 50 * MIN  # 10 minutes after the last batch of the log
-    with computed_once(engine.audit(batches, AuditConfig(), "r", as_of_ms=export_at)) as rec:
+    with computed_once(replay_plan.audit(batches, AuditConfig(), "r", as_of_ms=export_at)) as rec:
         hanging = findings_of(rec).where(F.col("finding_type") == "HANGING_TRANSACTION")
         by_producer = {r.producer_id: r for r in hanging.collect()}
         open_rows = transactions_of(rec).where("outcome = 'OPEN'").collect()
@@ -126,7 +130,7 @@ def test_a_marker_whose_type_the_export_does_not_show_closes_its_transaction_as_
         [(0, 1, "UNKNOWN"), (2, 3, "ABORT")],
         "first_offset long, marker_offset long, outcome string",
     )
-    audited = engine.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
+    audited = replay_plan.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
     with computed_once(audited) as rec:
         actual = transactions_of(rec).select("first_offset", "marker_offset", "outcome")
         assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)

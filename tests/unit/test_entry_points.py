@@ -184,7 +184,7 @@ exit "${FAKE_SUBMIT_EXIT:-$code}"
 STUB_CLI = """import os, signal, sys
 
 def main():
-    print("INFO eos_audit.pipeline: run stub: writing the tables", file=sys.stderr)
+    print("INFO eos_audit.audit.pipeline: run stub: writing the tables", file=sys.stderr)
     print("eos-audit run stub: SUCCEEDED")
     if sys.argv[1] == "killed":  # the Python driver killed (OOM killer, an operator)
         os.kill(os.getpid(), signal.SIGKILL)
@@ -258,7 +258,7 @@ def test_spark_submit_sh_keeps_the_jobs_logs_on_stderr_and_its_summary_on_stdout
     result = _wrapper(tmp_path, FAKE_SPARK_SUBMIT, "1")
     assert result.returncode == 1, result.stderr
     assert result.stdout == "eos-audit run stub: SUCCEEDED\n"
-    assert result.stderr == "INFO eos_audit.pipeline: run stub: writing the tables\n"
+    assert result.stderr == "INFO eos_audit.audit.pipeline: run stub: writing the tables\n"
 
 
 def test_spark_submit_sh_hands_back_the_real_clis_usage_error(tmp_path):

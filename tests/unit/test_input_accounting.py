@@ -126,8 +126,8 @@ def test_uris_are_compared_as_written(uri):
     ],
 )
 def test_a_file_spark_may_not_read_is_the_users_problem_named_in_one_line(text):
+    from eos_audit.audit.pipeline import as_input_error
     from eos_audit.errors import EosAuditError
-    from eos_audit.pipeline import as_input_error
 
     error = as_input_error(Exception(text))
     assert isinstance(error, EosAuditError) and error.exit_code == 2

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from eos_audit.audit.pipeline import AuditInputs
 from eos_audit.cli import build_parser
 from eos_audit.options import AUDIT_OPTIONS, NOT_GIVEN, config_overrides, inputs_fields
-from eos_audit.pipeline import AuditInputs
 
 CLI = [
     "audit", "--batches", "a", "b", "--warehouse", "wh", "--batches-format", "segments",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eos_audit import output_records
+from eos_audit.audit import output_records
 from eos_audit.replay.runner import OUTPUT_ARROW
 from eos_audit.replay.state import OUTPUTS
 from eos_audit.sinks.run_record import TABLE_SCHEMAS

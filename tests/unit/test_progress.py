@@ -52,10 +52,10 @@ def test_a_stage_logs_its_start_its_progress_and_its_end(caplog):
 
 
 def test_json_log_lines_are_one_object_each():
-    record = logging.LogRecord("eos_audit.pipeline", logging.INFO, __file__, 1,
+    record = logging.LogRecord("eos_audit.audit.pipeline", logging.INFO, __file__, 1,
                                "run %s: wrote %s", ("n", "/wh/findings"), None)  # fmt: skip
     line = json.loads(JsonLogFormatter().format(record))
-    assert line["level"] == "INFO" and line["logger"] == "eos_audit.pipeline"
+    assert line["level"] == "INFO" and line["logger"] == "eos_audit.audit.pipeline"
     assert line["message"] == "run n: wrote /wh/findings"
     assert line["time"].endswith("+00:00")
 

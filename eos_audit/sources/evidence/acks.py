@@ -6,7 +6,7 @@ An *ack* is one send result as the producing application logged it: when it arri
 it was for (topic, partition, producer id, epoch, base sequence, record count) and what the
 partition leader answered: the base offset it wrote the batch at, or an error such as
 UNKNOWN_PRODUCER_ID, with the log start offset the produce response carries (KIP-360 seed, item
-4). `eos_audit.rules.acks` classifies the sequence errors.
+4). `eos_audit.evidence_rules.acks` classifies the sequence errors.
 
 Formats (`fmt`): `parquet`, `json` (JSON lines; fields that are not contract columns, such as a
 logging framework's `level` or `message`, are ignored) and `csv` (with a header line), all in the

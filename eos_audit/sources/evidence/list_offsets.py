@@ -6,7 +6,7 @@ docs/rules.md#acked-data-missing-from-log.
 An *observation* is one answer of a partition leader to ListOffsets, recorded by an offset watcher:
 when it was asked, for which partition, with which offset spec (`latest`, `earliest`,
 `max_timestamp`) and isolation level, and what it answered (an offset and its leader epoch, or an
-error such as OFFSET_NOT_AVAILABLE). `eos_audit.rules.list_offsets` audits them.
+error such as OFFSET_NOT_AVAILABLE). `eos_audit.evidence_rules.list_offsets` audits them.
 
 Formats (`fmt`):
 

@@ -149,8 +149,8 @@ NON_CONSECUTIVE = r"^(?:Non-consecutive offsets in .*|\s+-?\d+ is followed by -?
 BLANK = r"^\s*$"
 # The reason of a line that is no part of the tool's output (a shell prompt, a `...` where an
 # excerpt was cut). Such a line is accounted as a text line, not as a batch: its quarantine row's
-# input is `dump_log_line` (eos_audit.output_records) and its bytes count against the file
-# (eos_audit.accounting), so one pasted `...` is not one batch in nine.
+# input is `dump_log_line` (eos_audit.audit.output_records) and its bytes count against the file
+# (eos_audit.audit.accounting), so one pasted `...` is not one batch in nine.
 UNKNOWN_LINE = "line matches no known kafka-dump-log.sh format"
 LINE_INPUT = "dump_log_line"
 # How a batch line starts, magic 2 or older: an unknown line that starts so is a batch line cut or

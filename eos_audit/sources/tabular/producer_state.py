@@ -1,4 +1,4 @@
-"""Seeded producer state: `--producer-state` files and tables, and the checks every seed passes.
+"""Seeded producer state: `--producer-state` files, and the checks every seed passes.
 
 A seed is the state a partition leader held for one producer before the audited log
 (schemas/producer_state.json): its epoch, its last (at most 5) cached batches, its coordinator
@@ -9,7 +9,9 @@ therefore goes through `check_seeds` before the replay sees it: `--producer-stat
 Delta tables, `--since-state` (the warehouse's own `producer_state`), and the `.snapshot` files of
 segment exports. A row outside Kafka's own ranges (ProducerStateEntry and the snapshot format,
 docs/formats.md#producer-snapshot; docs/nightly.md lists them) is quarantined
-(`input = producer_state`) with its reasons and never used.
+(`input = producer_state`) with its reasons and never used. Which `--producer-state` path is a
+table, and which earlier run's state a table gives, is the run's seeding step's to decide
+(`eos_audit.audit.since_state`); the files are read here.
 
 Whole-file problems are the user's to fix (exit 2): a Parquet file without the contract's columns
 (a record-batch file passed by mistake) or with a column of an unusable type is refused naming
@@ -29,7 +31,6 @@ from pyspark.sql import types as T
 
 from eos_audit.errors import InputSchemaError
 from eos_audit.schemas import PRODUCER_STATE, SEED_BATCH
-from eos_audit.sources.files import filesystems as fsys
 from eos_audit.sources.files.input_files import followed_paths
 from eos_audit.sources.tabular import contract_reader as cr
 from eos_audit.sources.tabular.canonical import SOURCE_ERROR, is_integer_type, reason_when
@@ -193,7 +194,7 @@ def _batch_reason(batches: Column) -> Column:
     return F.when(F.size(found) > 0, found[0])
 
 
-# Materializes a DataFrame once (the pipeline stages it, `eos_audit.pipeline.checked_once`).
+# Materializes a DataFrame once (the pipeline stages it, `eos_audit.audit.pipeline.checked_once`).
 Keep = Callable[[DataFrame], DataFrame]
 
 
@@ -370,55 +371,3 @@ def read_seed_files(spark: SparkSession, path: str, fmt: str) -> DataFrame:
         F.concat(F.col(cr.DEFAULT_SOURCE), F.lit(": "), F.col(cr.MALFORMED_LINE).substr(1, 200)),
     ).otherwise(F.col(cr.DEFAULT_SOURCE))
     return _as_longs(df.withColumn(cr.DEFAULT_SOURCE, location), batches)
-
-
-def read_producer_state(
-    spark: SparkSession, paths: tuple[str, ...] | list[str], keep: Keep | None = None
-) -> SeedRead:
-    """The `--producer-state` inputs, checked (`check_seeds`, with `keep`).
-
-    Each path is Parquet or JSON lines in the producer_state contract, or a `producer_state`
-    Delta table an earlier run wrote (its latest finished run's rows: the state that run's replay
-    ended in, see eos_audit.since_state).
-
-    Raises:
-        InputSchemaError: a path is in no such format, or its columns are not the contract's.
-    """
-    from eos_audit.since_state import latest_state
-    from eos_audit.sources.formats import detect_format
-
-    read = SeedRead()
-    for path in paths:
-        if fsys.is_delta_table(path):
-            from eos_audit.sinks.warehouse import check_table
-
-            check_table(path, "--producer-state")
-            state = latest_state(spark, path, keep=keep)
-            if state is not None:
-                read = read.add(SeedRead(state.seeds, state.problems))
-            continue
-        fmt = detect_format(path)
-        if fmt not in ("parquet", "json"):
-            raise InputSchemaError(
-                f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
-                "contract (schemas/producer_state.json), or a producer_state Delta table"
-            )
-        read = read.add(check_seeds(read_seed_files(spark, path, fmt), keep=keep))
-    return read
-
-
-def seed_inputs(
-    spark: SparkSession,
-    export_seeds: DataFrame | None,
-    paths: tuple[str, ...] | list[str],
-    keep: Keep | None = None,
-) -> SeedRead:
-    """Every seed a run is given, checked: the export's snapshots and `--producer-state`.
-
-    Args:
-        spark: the session.
-        export_seeds: the seeds a record-batch input gave (segment exports' `.snapshot` files).
-        paths: the `--producer-state` paths.
-        keep: see `check_seeds`.
-    """
-    return check_seeds(export_seeds, keep=keep).add(read_producer_state(spark, paths, keep))

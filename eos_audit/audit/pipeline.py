@@ -19,13 +19,16 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from eos_audit import accounting, engine, output_records, progress
+from eos_audit import progress
+from eos_audit.audit import accounting, output_records, replay_plan
+from eos_audit.audit.since_state import seed_inputs, warehouse_state
+from eos_audit.audit.summaries import partition_summary, producer_sessions
 from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
@@ -37,9 +40,14 @@ from eos_audit.session import (
     session_has_delta,
     shares_driver_disk,
 )
-from eos_audit.since_state import warehouse_state
 from eos_audit.sinks.delta import TableRows, TableWriter, choose_writer
-from eos_audit.sinks.run_record import DATA_TABLES, TABLE_SCHEMAS, RunRecorder, error_text
+from eos_audit.sinks.run_record import (
+    DATA_TABLES,
+    TABLE_SCHEMAS,
+    RunRecorder,
+    RunResult,
+    error_text,
+)
 from eos_audit.sinks.run_status import FAILED, RUNNING, finished_status
 from eos_audit.sinks.staging import RunStage
 from eos_audit.sinks.warehouse import check_warehouse
@@ -48,8 +56,7 @@ from eos_audit.sources.files.input_files import dedupe_paths, list_table_files, 
 from eos_audit.sources.formats import BatchOptions, BatchRead, read_batches
 from eos_audit.sources.kafka.dump_log import LINE_INPUT as DUMP_LOG_LINE
 from eos_audit.sources.tabular.producer_state import INPUT as SEED_INPUT
-from eos_audit.sources.tabular.producer_state import Keep, seed_inputs
-from eos_audit.summaries import partition_summary, producer_sessions
+from eos_audit.sources.tabular.producer_state import Keep
 
 log = logging.getLogger(__name__)
 
@@ -73,28 +80,6 @@ class AuditInputs:
     # Seed from the warehouse's own producer_state (the latest finished run's) and skip the
     # batches that state covers already (docs/nightly.md).
     since_state: bool = False
-
-
-@dataclass
-class RunResult:
-    """What a run did, for the CLI's summary and exit code."""
-
-    run_id: str
-    status: str
-    writer: str
-    batches_read: int = 0
-    batches_audited: int = 0
-    batches_quarantined: int = 0
-    batches_skipped: int = 0  # below the offsets the seeding run's state covers (--since-state)
-    # Lines of dump-log texts that are no part of the tool's output (quarantine input
-    # dump_log_line): not batches, so in no batch count; their bytes count (input_files).
-    lines_quarantined: int = 0
-    seeded_from_run: str | None = None
-    findings_by_severity: dict[str, int] = field(default_factory=dict)
-    findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)
-    tables: dict[str, str] = field(default_factory=dict)
-    # Why a finished run is not SUCCEEDED, or what failed (audit_runs.error).
-    error: str | None = None
 
 
 def input_paths(inputs: AuditInputs) -> list[str]:
@@ -243,7 +228,7 @@ def _stage_acks(acks: DataFrame, config: AuditConfig, run_id: str, stage: str) -
     The acknowledgements checked against the log (ACKED_WRITE_LOST, ACKED_OFFSET_MISMATCH) went
     through the one pass; these two need the acknowledgements alone.
     """
-    from eos_audit.rules.acks import client_error_findings
+    from eos_audit.evidence_rules.acks import client_error_findings
     from eos_audit.sources.tabular.contract_reader import SOURCE_ERROR
 
     rejected = acks.where(F.col(SOURCE_ERROR).isNotNull()).select(
@@ -274,7 +259,7 @@ def _stage_list_offsets(
     Returns:
         The observations as read and checked (staged at `checked`), for the errors table.
     """
-    from eos_audit.rules.list_offsets import list_offsets_findings
+    from eos_audit.evidence_rules.list_offsets import list_offsets_findings
     from eos_audit.sources.evidence.list_offsets import SOURCE_ERROR, read_list_offsets
 
     observations = checked_once(
@@ -510,7 +495,7 @@ def _audit_and_write(
         with progress.stage(spark, run_id, "checking the acknowledgements"):
             acks = checked_once(spark, acks, stage.subdir("acks"))
         valid_acks = acks.where(F.col(SOURCE_ERROR).isNull()).drop(SOURCE_ERROR)
-    records = engine.audit(
+    records = replay_plan.audit(
         read.batches,
         config,
         run_id,
@@ -532,7 +517,7 @@ def _audit_and_write(
         if acks is not None:
             _stage_acks(acks, config, run_id, staged_path)
         if inputs.list_offsets:
-            from eos_audit.rules.list_offsets import list_offsets_error_counts
+            from eos_audit.evidence_rules.list_offsets import list_offsets_error_counts
 
             observations = _stage_list_offsets(
                 spark, inputs, config, run_id, staged_path, stage.subdir("list_offsets")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from eos_audit import output_records
+from eos_audit.audit import output_records
 from eos_audit.findings import CAUSE_CEILING, Cause
 from eos_audit.replay.runner import FILE_COUNTS
 from eos_audit.sources.files.input_files import (

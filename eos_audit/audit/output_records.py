@@ -1,11 +1,11 @@
 """The audit's output records: what the replay emitted, as rows of the tables they become.
 
-`engine.audit` returns one record per row: `kind`, the name of the output (the table) it belongs
-to, and one struct of that same name; every other struct is null. The runner tags what it emits
-with the same names (`replay.runner.OUTPUT_ARROW`, after `replay.state.OUTPUTS`); here each kind
-of kernel record is decoded into its table's struct (`decoded`), and an audit's records are sliced
-back into one table's rows (`findings_of`, ...). The pipeline stages the records as Parquet,
-partitioned by `kind`, and writes each table from its slice.
+`replay_plan.audit` returns one record per row: `kind`, the name of the output (the table) it
+belongs to, and one struct of that same name; every other struct is null. The runner tags what it
+emits with the same names (`replay.runner.OUTPUT_ARROW`, after `replay.state.OUTPUTS`); here each
+kind of kernel record is decoded into its table's struct (`decoded`), and an audit's records are
+sliced back into one table's rows (`findings_of`, ...). The pipeline stages the records as
+Parquet, partitioned by `kind`, and writes each table from its slice.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def decoded(emitted: DataFrame, findings: Column, run_id: str) -> DataFrame:
 
     Args:
         emitted: what `replay.runner.replay_partitions` emitted.
-        findings: the findings-table struct of a record of kind findings (`engine`, through the
+        findings: the findings-table struct of a record of kind findings (`replay_plan`, through the
             one finding builder).
         run_id: the run id stamped on every row.
     """

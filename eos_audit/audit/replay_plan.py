@@ -6,7 +6,7 @@ the fewer fields of `WIRE_SCHEMA`, repartitioned by (topic, partition), sorted w
 in replay order and handed to `mapInArrow`, where
 the compiled kernel (`eos_audit.replay.kernel`) replays each partition sequentially, as a leader
 would. Only the few records it emits come back to Spark; they become the output records (one
-`kind` and one struct of that kind, `eos_audit.output_records`) that the pipeline stages and
+`kind` and one struct of that kind, `eos_audit.audit.output_records`) that the pipeline stages and
 writes. The wire layout is `replay.rows`'s: this module builds the replay rows, not their codec.
 """
 
@@ -19,10 +19,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from eos_audit.audit.output_records import FINDINGS_N, decoded
+from eos_audit.audit.output_records import name_of as _name_of
 from eos_audit.config import AuditConfig, glob_to_java_regex
 from eos_audit.findings import FACTS_PER_FINDING, REPLAYED, Cause, KafkaError
-from eos_audit.output_records import FINDINGS_N, decoded
-from eos_audit.output_records import name_of as _name_of
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.replay.wire_columns import (
     REPLAY_ORDER,
@@ -198,7 +198,7 @@ def coverage_rows(covered_df: DataFrame) -> DataFrame:
 def ack_rows(acks_df: DataFrame) -> DataFrame:
     """Successful client acknowledgements (docs/rules.md#acked-write-lost), before the log.
 
-    Failed sends are classified from the acknowledgements alone (rules.acks).
+    Failed sends are classified from the acknowledgements alone (evidence_rules.acks).
     """
     count = F.coalesce(F.col("record_count"), F.lit(1))
     return _replay_rows(
@@ -301,7 +301,7 @@ def _warn_if_uncompiled() -> None:
 
 
 # ------------------------------------------------------------------------------------------------
-# Kernel records as output records (eos_audit.output_records decodes the others)
+# Kernel records as output records (eos_audit.audit.output_records decodes the others)
 # ------------------------------------------------------------------------------------------------
 def _finding_values() -> dict[str, Column]:
     f = F.col("findings")

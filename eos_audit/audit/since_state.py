@@ -1,4 +1,8 @@
-"""Which run's producer state seeds tonight's audit, and what of the log it covers already.
+"""The run's seeds: which producer state seeds tonight's audit, and what of the log it covers.
+
+Every seed a run is given is read and checked here (`seed_inputs`): the `.snapshot` files of a
+segment export, and each `--producer-state` path, a file in the producer_state contract or a
+Delta table of an earlier run's state.
 
 `--producer-state <warehouse>/producer_state` and `--since-state` read the state the latest
 finished run ended in. Run ids are digests of a run's inputs (or names the user chose), so
@@ -22,12 +26,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from eos_audit.errors import ConfigError
+from eos_audit.errors import ConfigError, InputSchemaError
 from eos_audit.schemas import AUDIT_RUNS, PRODUCER_STATE
 from eos_audit.sinks.delta_reader import delta_dataframe, table_location, warehouse_table
 from eos_audit.sinks.run_status import FINISHED
+from eos_audit.sinks.warehouse import check_table
 from eos_audit.sources.files import filesystems as fsys
-from eos_audit.sources.tabular.producer_state import Keep, check_seeds
+from eos_audit.sources.formats import detect_format
+from eos_audit.sources.tabular.producer_state import Keep, SeedRead, check_seeds, read_seed_files
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +204,50 @@ def warehouse_state(
             state.run_id,
         )
     return state
+
+
+def read_producer_state(
+    spark: SparkSession, paths: tuple[str, ...] | list[str], keep: Keep | None = None
+) -> SeedRead:
+    """The `--producer-state` inputs, checked (`check_seeds`, with `keep`).
+
+    Each path is Parquet or JSON lines in the producer_state contract, or a `producer_state`
+    Delta table an earlier run wrote (its latest finished run's rows: the state that run's replay
+    ended in, `latest_state`).
+
+    Raises:
+        InputSchemaError: a path is in no such format, or its columns are not the contract's.
+    """
+    read = SeedRead()
+    for path in paths:
+        if fsys.is_delta_table(path):
+            check_table(path, "--producer-state")
+            state = latest_state(spark, path, keep=keep)
+            if state is not None:
+                read = read.add(SeedRead(state.seeds, state.problems))
+            continue
+        fmt = detect_format(path)
+        if fmt not in ("parquet", "json"):
+            raise InputSchemaError(
+                f"--producer-state {path}: expected Parquet or JSON lines in the producer_state "
+                "contract (schemas/producer_state.json), or a producer_state Delta table"
+            )
+        read = read.add(check_seeds(read_seed_files(spark, path, fmt), keep=keep))
+    return read
+
+
+def seed_inputs(
+    spark: SparkSession,
+    export_seeds: DataFrame | None,
+    paths: tuple[str, ...] | list[str],
+    keep: Keep | None = None,
+) -> SeedRead:
+    """Every seed a run is given, checked: the export's snapshots and `--producer-state`.
+
+    Args:
+        spark: the session.
+        export_seeds: the seeds a record-batch input gave (segment exports' `.snapshot` files).
+        paths: the `--producer-state` paths.
+        keep: see `check_seeds`.
+    """
+    return check_seeds(export_seeds, keep=keep).add(read_producer_state(spark, paths, keep))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from eos_audit import output_records
+from eos_audit.audit import output_records
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.schemas import PRODUCER_SESSIONS
 from eos_audit.sql_text import cast

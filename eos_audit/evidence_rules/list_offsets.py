@@ -132,10 +132,14 @@ def _record(
     severity: Column | None,
     cause: Column | None,
     previous_offset: Column | None,
-    detail: Column,
+    sentence_values: dict[str, Column],
     evidence: dict[str, Column],
 ) -> Column:
-    """One finding of an observation, through the one finding builder (`findings`)."""
+    """One finding of an observation, through the one finding builder (`findings`).
+
+    Its `detail` is the registry's sentence of the type (`findings.REGISTRY`), filled from the
+    finding's columns and `sentence_values`, the other values the sentence names.
+    """
     evidence_map = F.map_filter(
         F.create_map(*[x for k, v in evidence.items() for x in (F.lit(k), v.cast("string"))]),
         lambda _k, v: v.isNotNull(),
@@ -147,7 +151,8 @@ def _record(
         "base_offset": F.col("offset"),
         "last_offset": F.col("offset"),
         "previous_offset": previous_offset if previous_offset is not None else F.lit(None),
-        "text": detail,
+        "observed_at": F.col("observed_at"),
+        **sentence_values,
         "evidence": evidence_map,
         "batch_timestamp": F.unix_millis(F.col("observed_at")),
         "source": F.col("source"),
@@ -269,25 +274,17 @@ def list_offsets_findings(
             severity=None,  # the configured level, lowered by the cause (findings.CAUSE_CEILING)
             cause=cause,
             previous_offset=prev_max,
-            detail=F.concat(
-                sentence(
-                    "ListOffsets %s of %s-%s went back from %s (leader epoch %s, %s) to %s "
-                    "(leader epoch %s, %s)",
-                    asked,
-                    F.col("topic"),
-                    F.col("partition"),
-                    prev_max,
-                    holder_epoch,
-                    F.col("_holder.observed_at"),
-                    F.col("offset"),
-                    F.col("leader_epoch"),
-                    F.col("observed_at"),
-                ),
-                F.when(
+            sentence_values={
+                "asked": asked,
+                "earlier_max_leader_epoch": holder_epoch,
+                "earlier_max_observed_at": F.col("_holder.observed_at"),
+                "leader_epoch": F.col("leader_epoch"),
+                # The sentence's last clause: which one depends on the row, so the rule says it.
+                "recovery": F.when(
                     recovered,
                     sentence("; back at %s or above from %s", prev_max, F.col("_recovered_at")),
                 ).otherwise(F.lit("; never back at the earlier offset in the observations")),
-            ),
+            },
             evidence={
                 "observed_offset": F.col("offset"),
                 "earlier_max_offset": prev_max,
@@ -311,19 +308,12 @@ def list_offsets_findings(
             severity=F.lit(severity_of(ACKED_DATA_MISSING, config)),
             cause=None,
             previous_offset=None,
-            detail=sentence(
-                "ListOffsets %s of %s-%s answered %s at %s (highest %s) but the exported log ends "
-                "at %s: offsets %s-%s were acknowledged and are missing from the export",
-                asked,
-                F.col("topic"),
-                F.col("partition"),
-                F.col("offset"),
-                F.col("observed_at"),
-                F.col("_above_max"),
-                missing_from,
-                missing_from,
-                F.col("_above_max") - 1,
-            ),
+            sentence_values={
+                "asked": asked,
+                "max_observed_offset": F.col("_above_max"),
+                "exported_log_end_offset": missing_from,
+                "last_missing_offset": F.col("_above_max") - 1,
+            },
             evidence={
                 "observed_offset": F.col("offset"),
                 "exported_log_end_offset": missing_from,
