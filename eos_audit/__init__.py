@@ -2,7 +2,7 @@
 
 The package is in layers, lowest first. A module imports from its own layer and the layers below
 it, never from one above, at the top of the file, inside a function or under TYPE_CHECKING alike
-(tests/unit/test_layers.py reads this list and checks every import against it):
+(tests/test_layers.py reads this list and checks every import against it):
 
 1. base: `errors`, `schemas`, `sql_text`, `instants`, `findings`, `config`, `session`,
    `progress`, `python_workers`, `python_daemon`, `package_data`, `rules_doc`: the vocabulary

@@ -514,7 +514,7 @@ def replay_arrow_settings(spark: SparkSession) -> AbstractContextManager[None]:
 # generation only above 64 kB (`spark.sql.codegen.hugeMethodLimit`); at the JIT's own limit, a stage
 # whose one method would be larger runs each operator's code instead, which Spark splits into
 # small methods. The generator's slots are such a stage (13-14 kB): measured at 1M batches on 2
-# cores, 2.1 s compiled this way against 3.8 s interpreted (tests/spark/test_generate.py).
+# cores, 2.1 s compiled this way against 3.8 s interpreted (tests/generate/test_spark_export.py).
 JIT_SIZED_CODE = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
 

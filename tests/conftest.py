@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parent.parent
 # little to win back. Measured on 2 cores: test_cli, test_acked_writes and test_producer_rules in
 # subprocess JVMs (-n 2) 322 CPU-s and 170 s with the JDK's defaults, 208 and 113 s with C1; the
 # cluster test 259 and 139 CPU-s. For the session and the server (2026-11-27, two runs each way,
-# alternated): tests/spark, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5 and
-# 91.3 s) against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds 8-20x
-# the JDK's), the Spark Connect block (-m connect, one worker, then with a server JVM of its own)
-# 107 and 110 CPU-s against 114 and 116; the 1M-batch test 29 s either way. C1 needs room for its
-# code: the JDK reserves 48 MB for a JVM without C2, and the session filled 64-74 MB over a run,
+# alternated): the spark tests, test_input_files and test_seed_trust (-n 2) 176 and 172 CPU-s (93.5
+# and 91.3 s) against 197 and 189 (103.3 and 99.4 s) with C2 for hot code only (Tier4 thresholds
+# 8-20x the JDK's), the Spark Connect block (-m connect, one worker, then with a server JVM of its
+# own) 107 and 110 CPU-s against 114 and 116; the 1M-batch test 29 s either way. C1 needs room for
+# its code: the JDK reserves 48 MB for a JVM without C2, and the session filled 64-74 MB over a run,
 # that server 57 MB, one demo in a fresh JVM 39 MB. A full code cache disables the compiler
 # ("CodeCache is full. Compiler has been disabled") and the JVM interprets what it has not compiled
 # yet: that is why C1 alone measured slower here before. The space is only reserved; the JVM commits
@@ -57,7 +57,7 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
 TINY_QUERIES = {
     # One shuffle partition per core of local[2] (still more than one, so the replay's partitions
     # meet the planning of several), and no adaptive execution: a tiny query's stages re-planned
-    # after each shuffle cost the driver more than they save. Measured on 2 cores, tests/spark
+    # after each shuffle cost the driver more than they save. Measured on 2 cores, the spark tests
     # (-n 2), alternated: 368 and 302 CPU-s with 4 partitions and AQE, 319 and 238 with these.
     # The CLI's and the demo's subprocesses keep eos_audit's own settings (AQE on), as the
     # benchmark measures them.
@@ -152,7 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     The cache is keyed by the kernel's sources (eos_audit.replay.kernel_cache): where they are new
     to the machine it is empty, and each Python process that replays before it is written
-    compiles the kernel itself: measured, tests/spark (-n 2) took 181 s and 347 CPU-s from an
+    compiles the kernel itself: measured, the spark tests (-n 2) took 181 s and 347 CPU-s from an
     empty cache, 158 s and 300 CPU-s from a full one. The compile (14-16 s) overlaps the workers'
     start; a process that replays before it ends compiles as before. The test cluster's
     executors, which import the library from the zip spark-submit ships, load it too. Only the

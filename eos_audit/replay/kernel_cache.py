@@ -33,7 +33,7 @@ from numba.core import caching, config
 # The kernel's module and every module of the library it imports: numba freezes their values
 # (row kinds, finding codes, state layouts) into the compiled code, so a change to any of them
 # is a new key (this module's own included: how the cache is keyed is part of what it holds).
-# tests/unit/test_kernel_cache.py checks this list against kernel.py's imports.
+# tests/replay/test_kernel_cache.py checks this list against kernel.py's imports.
 KERNEL_MODULE = "eos_audit.replay.kernel"
 # The kernel's own modules, leaf first (replay.kernel's docstring says what each holds).
 KERNEL_MODULES = tuple(

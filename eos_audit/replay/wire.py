@@ -122,7 +122,7 @@ REPLAY_ARROW = pa.schema(
 # This section is the one codec of that layout: `BIT_FIELDS` says where each value lies, and the
 # functions below pack it (`pack` in NumPy; `wire_columns.wire_rows` in Spark) and read it back
 # (`field_value` in NumPy and in the compiled kernel's `unpack_rows`; `wire_columns.sort_key` in
-# Spark). Other code names fields, never a shift or a mask; tests/spark/test_wire.py checks the
+# Spark). Other code names fields, never a shift or a mask; tests/replay/test_wire.py checks the
 # Spark and NumPy sides agree.
 HEADER = "header"
 # The int32 pairs: (wire field, value in the high half, value in the low half).

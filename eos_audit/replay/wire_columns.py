@@ -3,7 +3,7 @@
 The layout itself is `replay.wire`'s (`BIT_FIELDS`, `REPLAY_ARROW`, `WIRE_ARROW`), which the
 kernel reads without PySpark; this module builds the same layout's Spark side from it: the engine
 projects its rows to `REPLAY_SCHEMA`, packs them (`wire_rows`, what `wire.pack` does in NumPy) and
-sorts them by `REPLAY_ORDER` read from the packed words (`sort_key`). tests/spark/test_wire.py
+sorts them by `REPLAY_ORDER` read from the packed words (`sort_key`). tests/replay/test_wire.py
 checks both sides agree.
 """
 

@@ -259,7 +259,7 @@ def test_objects_are_packed_into_tasks_by_the_sizes_one_listing_gives(s3):
             out.write(b"x" * size)
     files = [{"path": f"s3://{BUCKET}/sizes/{n}"} for n in ("missing.txt", "small.txt", "big.txt")]
     packed = pack_files(files, SplitSettings(max_partition_bytes=4 * mb, open_cost_bytes=mb))
-    # As on a local disk (tests/unit/test_file_source.py): the 3 MB object alone, the missing
+    # As on a local disk (tests/sources/test_file_source.py): the 3 MB object alone, the missing
     # one weighing its open cost only, beside the 1 MB one.
     assert [[f["path"].rsplit("/", 1)[1] for f in p] for p in packed] == [
         ["big.txt"],

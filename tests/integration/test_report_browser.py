@@ -237,11 +237,11 @@ def test_no_chart_label_is_clipped_or_overlaps_another(page):
 def long_labels_page(browser, tmp_path):
     """A report with long labels and two runs minutes apart, in a tab of its own.
 
-    The sample data of tests/unit/test_report_data.py: a NEW_EPOCH_NONZERO_SEQUENCE finding, a
+    The sample data of tests/report/test_data.py: a NEW_EPOCH_NONZERO_SEQUENCE finding, a
     long topic name, a count in the millions, and this run a rerun four minutes after the night's.
     """
     from eos_audit.report.page import render_report
-    from tests.unit import test_report_data as sample
+    from tests.report import test_data as sample
 
     path = tmp_path / "long-labels.html"
     path.write_text(render_report(sample._long_labels_data()), encoding="utf-8")

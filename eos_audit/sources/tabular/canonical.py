@@ -277,7 +277,7 @@ def to_canonical(
     # (`reason.isNotNull()` everywhere) only the test is shared and the reason's text is generated
     # a second time, which pushed the stage's generated method past the 8,000 bytes of bytecode
     # HotSpot compiles (interpreted, the hand-over to the replay ran twice as long);
-    # tests/spark/test_plan.py checks the method size. For the same reason `checks` is tested
+    # tests/audit/test_replay_plan.py checks the method size. For the same reason `checks` is tested
     # before a reader's own error is taken: inside `coalesce(source_error, ...)` Spark did not
     # share it, and the segment reader's stage (which has `_source_error`) grew to 24 kB of
     # bytecode and validated 5M batches in 29 s instead of 3.5 s.

@@ -91,7 +91,7 @@ def test_a_setting_that_is_not_a_byte_size_is_refused():
 
 
 def test_a_python_worker_freezes_its_heap_once_after_its_first_read(tmp_path, monkeypatch):
-    # As after its first replay (tests/unit/test_replay_kernel.py): PySpark's daemon collects
+    # As after its first replay (tests/replay/test_kernel.py): PySpark's daemon collects
     # after every task, and a reader's modules must not be walked again each time.
     import gc
 

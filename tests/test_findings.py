@@ -21,7 +21,7 @@ from eos_audit.findings import (
 from eos_audit.instants import epoch_micros, epoch_millis, parse_instant
 from eos_audit.replay.state import FINDING_EVENT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # A document named by the code, and every anchor written after it ("docs/rules.md#a, #b and #c").
 CITED = re.compile(r"(rules|replay_semantics)\.md((?:#[\w-]+(?:,\s*|\s+and\s+|\s+or\s+)?)+)")
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.jars import DELTA_SPARK
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _command(*args: str) -> str:

@@ -135,7 +135,7 @@ def spark_delta_round_trip(spark, warehouse: str) -> dict:
 _ROUND_TRIP = """
 import json, sys
 from pyspark.sql import SparkSession
-from tests.spark.test_sinks import spark_delta_round_trip
+from tests.sinks.test_sinks import spark_delta_round_trip
 spark = SparkSession.builder.master("local[1]").config(map=json.loads(sys.argv[1])).getOrCreate()
 print(json.dumps(spark_delta_round_trip(spark, sys.argv[2])))
 spark.stop()

@@ -15,7 +15,7 @@ from eos_audit.config import (
 )
 from eos_audit.errors import ConfigError
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def test_defaults_file_states_the_code_defaults():

@@ -20,7 +20,7 @@ from eos_audit.generate.spark_export import (
 from eos_audit.schemas import RECORD_BATCH
 from eos_audit.session import jit_sized_code
 from eos_audit.sources.formats import BatchOptions, read_batches
-from tests.spark.test_plan import (  # the JIT's limit, and code generation on for one test
+from tests.audit.test_replay_plan import (  # the JIT's limit, and code generation on for one test
     HUGE_METHOD_BYTES,
     _largest_generated_method,
     generated_code,  # noqa: F401 - a fixture

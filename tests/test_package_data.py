@@ -10,7 +10,7 @@ import pytest
 from eos_audit import package_data
 from eos_audit.cli import build_parser
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # A cited file: a configuration or a published contract, by its repository path.
 CITED_PATH = re.compile(r"\b(conf/[\w.-]+\.toml|schemas/[\w.-]+\.json)\b")
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from eos_audit import rules_doc
 from eos_audit.findings import REGISTRY, RULES_DOC
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_packaged_rules_document_is_the_repositorys():

@@ -43,7 +43,7 @@ from eos_audit.report.svg import (
 )
 from eos_audit.report.svg import svg as svg_chart
 from eos_audit.report.transactions import TransactionActivity, build_transaction_activity
-from tests.unit import test_report_data as sample
+from tests.report import test_data as sample
 
 T0 = sample.T0
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from eos_audit.schemas import PUBLISHED, RECORD_BATCH, contract_json
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 
 
 def test_every_published_contract_matches_the_code():
