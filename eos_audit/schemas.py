@@ -235,11 +235,15 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("run_id", T.StringType(), False, "run id (given, or derived from the inputs)"),
     Column("started_at", T.TimestampType(), False, "when the run started (UTC)"),
     Column(
-        "finished_at", T.TimestampType(), False,
+        "finished_at",
+        T.TimestampType(),
+        False,
         "when the run finished (UTC); while RUNNING, when the run started",
     ),  # fmt: skip
     Column(
-        "status", T.StringType(), False,
+        "status",
+        T.StringType(),
+        False,
         "RUNNING, SUCCEEDED, QUARANTINE_EXCEEDED, NOTHING_AUDITED, INPUT_UNREADABLE or FAILED",
     ),  # fmt: skip
     Column("package_version", T.StringType(), False, "eos-audit version"),
@@ -251,13 +255,17 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("batches_audited", T.LongType(), False, "rows that passed validation and were audited"),
     Column("batches_quarantined", T.LongType(), False, "rows written to the quarantine table"),
     Column(
-        "batches_skipped", T.LongType(), True,
+        "batches_skipped",
+        T.LongType(),
+        True,
         "batches below the offsets the seeding run's state covers (--since-state): "
         "batches_read = batches_audited + batches_quarantined + batches_skipped; null in rows "
         "written before this column existed",
     ),  # fmt: skip
     Column(
-        "seeded_from_run", T.StringType(), True,
+        "seeded_from_run",
+        T.StringType(),
+        True,
         "the run whose producer_state seeded this one (--since-state), null otherwise",
     ),  # fmt: skip
     Column("findings_critical", T.LongType(), False, "findings with severity CRITICAL"),
@@ -265,7 +273,9 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
     Column("findings_info", T.LongType(), False, "findings with severity INFO"),
     Column(
-        "error", T.StringType(), True,
+        "error",
+        T.StringType(),
+        True,
         "why the run is FAILED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE (then "
         "every path the run could not read)",
     ),  # fmt: skip
@@ -348,7 +358,9 @@ PARTITION_SUMMARY_COLUMNS: list[Column] = [
     Column("batches", T.LongType(), False, "batches audited (the audited replica)"),
     Column("replica_batches", T.LongType(), False, "batches of other replicas, compared"),
     Column(
-        "batches_skipped", T.LongType(), True,
+        "batches_skipped",
+        T.LongType(),
+        True,
         "batches (of any replica) below the offset the seeding run's state covers "
         "(--since-state): that run audited them; null in rows written before this column existed",
     ),  # fmt: skip
@@ -564,6 +576,148 @@ GROUND_TRUTH_COLUMNS: list[Column] = [
 ]
 GROUND_TRUTH = _struct(GROUND_TRUTH_COLUMNS)
 
+# --------------------------------------------------------------------------------------------
+# Decoded coordinator records (__consumer_offsets, __transaction_state): an input contract for
+# users who decode these topics themselves. The decoded fields are those of
+# sources/kafka/coordinator_records.DecodedRecord, in its order, after the batch's context.
+# --------------------------------------------------------------------------------------------
+_TRANSACTION_PARTITION = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+    ]
+)
+COORDINATOR_RECORDS_COLUMNS: list[Column] = [
+    Column("coordinator_topic", T.StringType(), False, "__consumer_offsets or __transaction_state"),
+    Column("coordinator_partition", T.IntegerType(), False, "partition of the coordinator topic"),
+    Column("offset", T.LongType(), False, "the record's offset"),
+    Column("base_offset", T.LongType(), False, "first offset of the record's batch"),
+    Column(
+        "batch_producer_id",
+        T.LongType(),
+        False,
+        "producer id of the batch: a transactional producer's for a TxnOffsetCommit, else -1",
+    ),
+    Column(
+        "batch_producer_epoch", T.IntegerType(), False, "producer epoch of the batch, -1 when none"
+    ),
+    Column("is_transactional", T.BooleanType(), False, "the batch's transactional flag"),
+    Column("timestamp", T.LongType(), True, "the record's timestamp, ms since the epoch"),
+    Column(
+        "source",
+        T.StringType(),
+        True,
+        "where the row came from (file and byte position or line, or table and row)",
+    ),
+    Column(
+        "record_type",
+        T.IntegerType(),
+        True,
+        "the key's int16 prefix (0/1 OffsetCommit, 2 GroupMetadata, 3+ other group records; 0 in "
+        "__transaction_state); null only for a tombstone printed without key (kafka-dump-log 2.4 "
+        "and older)",
+    ),
+    Column(
+        "record_type_name",
+        T.StringType(),
+        True,
+        "OffsetCommit, GroupMetadata, TransactionLog, ...; null for a type Kafka does not define",
+    ),
+    Column(
+        "value_version",
+        T.IntegerType(),
+        True,
+        "the value's int16 prefix; null for a tombstone or text that does not print it",
+    ),
+    Column("is_tombstone", T.BooleanType(), False, "the value is null (a deletion)"),
+    Column(
+        "is_skipped",
+        T.BooleanType(),
+        False,
+        "a record type not decoded (consumer, share, streams group records, unknown types)",
+    ),
+    Column("group_id", T.StringType(), True, "group of an OffsetCommit or GroupMetadata record"),
+    Column("committed_topic", T.StringType(), True, "topic whose offset is committed"),
+    Column("committed_partition", T.IntegerType(), True, "partition whose offset is committed"),
+    Column("committed_offset", T.LongType(), True, "the committed offset (the next to read)"),
+    Column(
+        "leader_epoch",
+        T.IntegerType(),
+        True,
+        "OffsetCommit value v3+; -1 when the client sent none",
+    ),
+    Column("metadata", T.StringType(), True, "the commit's free-text metadata"),
+    Column("commit_timestamp_ms", T.LongType(), True, "commitTimestamp of the offset, ms"),
+    Column(
+        "expire_timestamp_ms", T.LongType(), True, "expireTimestamp (OffsetCommit value v1 only)"
+    ),
+    Column(
+        "topic_id",
+        T.StringType(),
+        True,
+        "topic id (OffsetCommit value v4 tag 0, Kafka 4.1+), as Kafka prints a Uuid",
+    ),
+    Column("protocol_type", T.StringType(), True, "GroupMetadata: protocolType (consumer, ...)"),
+    Column("generation", T.IntegerType(), True, "GroupMetadata: the generation id"),
+    Column("protocol", T.StringType(), True, "GroupMetadata: the chosen assignor, if any"),
+    Column("leader", T.StringType(), True, "GroupMetadata: the leader's member id, if any"),
+    Column(
+        "current_state_timestamp_ms",
+        T.LongType(),
+        True,
+        "GroupMetadata v2+: when the group entered its state, -1 when unknown",
+    ),
+    Column(
+        "member_count",
+        T.IntegerType(),
+        True,
+        "GroupMetadata: number of members (0: the group is Empty); null when the text hides it",
+    ),
+    Column("transactional_id", T.StringType(), True, "TransactionLog: the transactional.id"),
+    Column("producer_id", T.LongType(), True, "TransactionLog: the producer id in use"),
+    Column("producer_epoch", T.IntegerType(), True, "TransactionLog: its epoch (int16 in Kafka)"),
+    Column(
+        "previous_producer_id",
+        T.LongType(),
+        True,
+        "TransactionLog v1 tag 0: producer id of the last committed transaction, -1 when none",
+    ),
+    Column(
+        "next_producer_id",
+        T.LongType(),
+        True,
+        "TransactionLog v1 tag 1: the producer id sent to the producer next, -1 when none",
+    ),
+    Column("transaction_timeout_ms", T.IntegerType(), True, "TransactionLog: the timeout, ms"),
+    Column(
+        "transaction_status",
+        T.StringType(),
+        True,
+        "TransactionLog: Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
+        "CompleteAbort, Dead or PrepareEpochFence",
+    ),
+    Column(
+        "transaction_partitions",
+        T.ArrayType(_TRANSACTION_PARTITION, False),
+        True,
+        "TransactionLog: the partitions in the transaction; null when Kafka stored none",
+    ),
+    Column("last_update_timestamp_ms", T.LongType(), True, "TransactionLog: last update time, ms"),
+    Column(
+        "start_timestamp_ms",
+        T.LongType(),
+        True,
+        "TransactionLog: start of the transaction, ms (-1 when none)",
+    ),
+    Column(
+        "client_transaction_version",
+        T.IntegerType(),
+        True,
+        "TransactionLog v1 tag 2: the client's transaction version (0 when absent)",
+    ),
+]
+COORDINATOR_RECORDS = _struct(COORDINATOR_RECORDS_COLUMNS)
+
 # Every published table: name -> columns. Order is the order of the JSON contracts.
 PUBLISHED: dict[str, list[Column]] = {
     "record_batch": RECORD_BATCH_COLUMNS,
@@ -579,6 +733,7 @@ PUBLISHED: dict[str, list[Column]] = {
     "producer_sessions": PRODUCER_SESSIONS_COLUMNS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS_COLUMNS,
     "ground_truth": GROUND_TRUTH_COLUMNS,
+    "coordinator_records": COORDINATOR_RECORDS_COLUMNS,
 }
 
 # The one catalog of the warehouse's tables: name -> contract. A run writes its data tables in

@@ -1,0 +1,160 @@
+"""The records inside one v2 record batch: (offset delta, timestamp delta, key, value) each.
+
+The segment reader decodes batch headers only (docs/formats.md#record-batch-v2); the coordinator
+topics need their records too. A record (`DefaultRecord.readFrom`) is: length (varint),
+attributes (int8, unused), timestamp delta (varlong), offset delta (varint), key length (varint,
+-1 = null) and key, value length (varint, -1 = null) and value, header count (varint) and headers
+(key length, key, value length, value each). Varints are zig-zag encoded.
+
+The records section is compressed as a whole when the attributes' bits 0-2 are not 0. Gzip is
+decompressed here (the standard library has it); snappy, lz4 and zstd are not, and a batch with
+them raises `CompressionNotDecodedError` rather than yielding nothing. Kafka's coordinators write
+with `offsets.topic.compression.codec` (none by default) and the transaction log uncompressed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from eos_audit.sources.kafka.wire import WireFormatError, WireReader
+
+# Header positions and sizes (docs/formats.md#record-batch-v2).
+LENGTH_AT = 8
+ATTRIBUTES_AT = 21
+RECORD_COUNT_AT = 57
+RECORDS_AT = 61
+LOG_OVERHEAD = 12
+COMPRESSION_MASK = 0x07
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+# A coordinator batch holds a few kilobytes; a gzip section that inflates past this is damaged or
+# hostile, and is refused before it takes the executor's memory.
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+
+
+class RecordBatchError(WireFormatError):
+    """The records of a batch cannot be walked (framing, counts, compression)."""
+
+
+class CompressionNotDecodedError(RecordBatchError):
+    """The batch is compressed with a codec this module does not decompress."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRecord:
+    """One record of a batch, as framed: offsets and timestamps relative to the batch's base."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    value: bytes | None
+
+
+def _records_bytes(section: bytes, attributes: int) -> bytes:
+    codec = attributes & COMPRESSION_MASK
+    if codec == 0:
+        return section
+    if codec != 1:
+        name = COMPRESSION_NAMES.get(codec, f"unknown codec {codec}")
+        raise CompressionNotDecodedError(f"not decoded: compression {name}")
+    # Kafka's GZIPOutputStream writes a standard gzip stream: wbits 16 + 15 reads its header.
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(section, MAX_DECOMPRESSED_BYTES)
+    except zlib.error as err:
+        raise RecordBatchError(f"gzip records do not decompress: {err}") from None
+    if inflater.unconsumed_tail:
+        raise RecordBatchError(f"gzip records inflate past {MAX_DECOMPRESSED_BYTES} bytes")
+    if not inflater.eof:
+        raise RecordBatchError("gzip records end before the gzip stream does (truncated)")
+    return out
+
+
+def _nullable_chunk(reader: WireReader, field: str) -> bytes | None:
+    size = reader.varint(f"{field} length")
+    if size < -1:
+        raise WireFormatError(f"{field} length {size} is negative")
+    return None if size == -1 else reader.raw(size, field)
+
+
+def _read_record(reader: WireReader, index: int) -> BatchRecord:
+    length = reader.varint("record length")
+    if length < 0:
+        raise WireFormatError(f"record {index}: negative length {length}")
+    body = WireReader(reader.raw(length, f"record {index}"), f"record {index}")
+    body.int8("attributes")
+    timestamp_delta = body.varlong("timestamp delta")
+    offset_delta = body.varint("offset delta")
+    key = _nullable_chunk(body, "key")
+    value = _nullable_chunk(body, "value")
+    headers = body.varint("header count")
+    if headers < 0:
+        raise WireFormatError(f"record {index}: invalid number of record headers {headers}")
+    for _ in range(headers):
+        header_key = body.varint("header key length")
+        if header_key < 0:
+            raise WireFormatError(f"record {index}: negative header key size {header_key}")
+        body.raw(header_key, "header key")
+        _nullable_chunk(body, "header value")
+    # DefaultRecord.readFrom rejects a record whose fields do not fill its length exactly
+    # ("Invalid record size: expected to read X bytes in record payload, but instead read Y").
+    body.expect_end()
+    return BatchRecord(offset_delta, timestamp_delta, key, value)
+
+
+def walk_records(section: bytes, attributes: int, record_count: int) -> Iterator[BatchRecord]:
+    """The records of a v2 batch's records section, in order.
+
+    Args:
+        section: the batch's bytes from RECORDS_AT (61) to its end.
+        attributes: the batch's attributes (int16 at byte 21): bits 0-2 give the compression.
+        record_count: the header's record count (int32 at byte 57).
+
+    Yields:
+        Each record's offset delta, timestamp delta, key and value (None when null).
+
+    Raises:
+        CompressionNotDecodedError: for snappy, lz4, zstd or an unknown codec.
+        RecordBatchError: when a record is truncated or malformed, when fewer records than the
+            count are found, or when bytes remain after the last one.
+    """
+    if record_count < 0:
+        raise RecordBatchError(f"negative record count {record_count}")
+    reader = WireReader(_records_bytes(section, attributes), "records")
+    for index in range(record_count):
+        try:
+            yield _read_record(reader, index)
+        except WireFormatError as err:
+            raise RecordBatchError(f"record {index} of {record_count}: {err.reason}") from None
+    if reader.remaining:
+        # DefaultRecordBatch: "Incorrect declared batch size, records still remaining in file".
+        raise RecordBatchError(f"{reader.remaining} bytes remain after {record_count} records")
+
+
+def walk_batch(batch: bytes) -> Iterator[BatchRecord]:
+    """The records of one whole v2 batch (from its base offset to its last byte).
+
+    Args:
+        batch: the batch's bytes, as a segment holds them.
+
+    Yields:
+        Each record, as `walk_records` does.
+
+    Raises:
+        RecordBatchError: when the batch is shorter than its header or its length field says.
+    """
+    header = WireReader(batch, "batch")
+    try:
+        header.raw(LENGTH_AT, "base offset")
+        length = header.int32("batch length")
+        header.raw(ATTRIBUTES_AT - LENGTH_AT - 4, "leader epoch, magic, crc")
+        attributes = header.int16("attributes")
+        header.raw(RECORD_COUNT_AT - ATTRIBUTES_AT - 2, "header")
+        record_count = header.int32("record count")
+    except WireFormatError as err:
+        raise RecordBatchError(err.reason) from None
+    end = LOG_OVERHEAD + length
+    if end < RECORDS_AT or end > len(batch):
+        raise RecordBatchError(f"batch length {length} does not fit its {len(batch)} bytes")
+    yield from walk_records(batch[RECORDS_AT:end], attributes, record_count)
