@@ -10,8 +10,10 @@ fields must have exactly those sizes, which checks the encoder against Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import random
 import re
 import struct
 from pathlib import Path
@@ -636,3 +638,39 @@ def test_the_decoded_fields_are_coordinator_records_own():
         "is_skipped",
     )
     assert coordinator_records.TRANSACTION_STATUS_IDS["PrepareEpochFence"] == 7
+
+
+# ------------------------------------------------------------------------------------------------
+# Damaged bytes: only the decode errors, never another exception (a quarantine row, not a crash)
+# ------------------------------------------------------------------------------------------------
+def _damaged(data: bytes, rng: random.Random) -> bytes:
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        out[rng.randrange(len(out))] = rng.randrange(256)
+    return bytes(out)
+
+
+def test_damaged_records_and_batches_raise_only_the_decode_errors():
+    rng = random.Random(55)
+    offsets = [
+        (offset_commit_key("g", "t", 0), offset_commit_value(v, 1, "m", 2, tagged={0: bytes(16)}))
+        for v in range(5)
+    ] + [(i16(2) + string("g"), group_metadata_value(v, [member(v, "m")])) for v in range(5)]
+    transactions = [
+        (txn_key("x"), txn_value(v, 1, 0, 1, {"t": [0, 1]}, 5, tagged={0: i64(1)})) for v in (0, 1)
+    ]
+    batches = [
+        _batch([(key, value) for key, value in offsets], codec, headers=[("h", b"v")])
+        for codec in (0, 1)
+    ]
+    for _ in range(400):
+        key, value = rng.choice(offsets)
+        with contextlib.suppress(CoordinatorRecordError):
+            decode_consumer_offsets(_damaged(key, rng), value)
+        with contextlib.suppress(CoordinatorRecordError):
+            decode_consumer_offsets(key, _damaged(value, rng))
+        key, value = rng.choice(transactions)
+        with contextlib.suppress(CoordinatorRecordError):
+            decode_transaction_state(key, _damaged(value, rng))
+        with contextlib.suppress(RecordBatchError):
+            list(walk_batch(_damaged(rng.choice(batches), rng)))

@@ -11,6 +11,8 @@ gives them.
 
 from __future__ import annotations
 
+import contextlib
+import random
 import re
 
 import pytest
@@ -446,3 +448,19 @@ def test_trap_json_ids_with_quotes_and_payload_text_stay_whole():
         '"commitTimestamp":2}}'
     )
     assert (decoded.group_id, decoded.metadata) == ('g" payload: {', "} payload: x")
+
+
+def test_damaged_lines_raise_only_the_decode_error():
+    rng = random.Random(55)
+    lines = [
+        (REAL_3_9_OFFSET_COMMIT, CO), (REAL_3_4_OFFSET_COMMIT, CO), (REAL_4_X_TRANSACTION_LOG, TS),
+        *((line, TS) for line in REAL_3_9_TRANSACTION_LOG),
+    ]  # fmt: skip
+    alphabet = '{}[]",:=- 0123456789abcxyz<>\\'
+    for _ in range(1000):
+        line, topic = rng.choice(lines)
+        chars = list(line)
+        for _ in range(rng.randint(1, 3)):
+            chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+        with contextlib.suppress(CoordinatorRecordError):
+            parse_record_line("".join(chars), topic)

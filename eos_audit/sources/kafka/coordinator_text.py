@@ -20,9 +20,10 @@ partitions=Set(t-0),txnLastUpdateTimestamp=T,txnTimeoutMs=M`; 2.5-3.9
 4.x JSON (`{"type":"0","data":{"transactionalId":"X"}}` / `{"version":"1","data":{..}}`) whose
 `transactionStatus` is numeric, or the state's name after KAFKA-20712.
 
-2.5-3.7 print `unknown::version=N` for a type they do not know, 3.8+ `Unknown record type N at
-offset O, skipping.`: both are skipped records. `Error at offset O, skipping. <message>` means the
-tool could not decode the record: `CoordinatorRecordError`, for the quarantine.
+3.5-3.7 print `unknown::version=N` for a type they do not know (2.5-3.4 stop with an exception),
+3.8+ `Unknown record type N at offset O, skipping.`: both are skipped records.
+`Error at offset O, skipping. <message>` means the tool could not decode the record:
+`CoordinatorRecordError`, for the quarantine.
 
 Parsing traps, each with a test: a TopicPartition prints as `T-P` and topics may hold `-`, so it
 splits at the last `-`; group and transactional ids may hold `,` `=` `:` and even ` payload: `, so
