@@ -674,3 +674,16 @@ def test_damaged_records_and_batches_raise_only_the_decode_errors():
             decode_transaction_state(key, _damaged(value, rng))
         with contextlib.suppress(RecordBatchError):
             list(walk_batch(_damaged(rng.choice(batches), rng)))
+
+
+def test_negative_lengths_other_than_null_are_errors():
+    with pytest.raises(WireFormatError, match=re.escape("negative length -2 for s")):
+        WireReader(i16(-2)).string("s", flexible=False, nullable=True)
+    with pytest.raises(WireFormatError, match=re.escape("negative length -5 for a")):
+        WireReader(i32(-5)).array(lambda r: r.int8(), "a", flexible=False, nullable=True)
+    with pytest.raises(WireFormatError, match=re.escape("negative length -3 for b")):
+        WireReader(i32(-3)).bytes_field("b", flexible=False)
+    assert WireReader(i16(-1)).string("s", flexible=False, nullable=True) is None
+    assert (
+        WireReader(uvarint(0)).array(lambda r: r.int8(), "a", flexible=True, nullable=True) is None
+    )

@@ -30,6 +30,9 @@ from dataclasses import dataclass, fields
 from eos_audit.sources.kafka.wire import WireFormatError, WireReader
 
 # Record types of __consumer_offsets (the key's int16 prefix; CoordinatorRecordType in 4.x).
+# Type 0 is the key version 0.8.2 wrote; 3.x reads its value as any OffsetCommitValue version,
+# 4.x as LegacyOffsetCommitValue (LegacyOffsetCommitValue.json: version 0 only, the same bytes as
+# OffsetCommitValue v0). Both types are decoded here with OffsetCommitValue's versions, as 3.x did.
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA_TYPE = 2
 GROUP_RECORD_TYPE_NAMES: dict[int, str] = {

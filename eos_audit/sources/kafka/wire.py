@@ -139,8 +139,8 @@ class WireReader:
         ("non-nullable field ... was serialized as null").
         """
         size = self.unsigned_varint(field) - 1 if flexible else self.int16(field)
-        if size < 0:
-            if size == -1 and nullable:
+        if size == -1:
+            if nullable:
                 return None
             raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
         return self._text(size, field)
@@ -148,7 +148,7 @@ class WireReader:
     def bytes_field(self, field: str, *, flexible: bool) -> bytes:
         """A non-nullable bytes field: int32 length, or compact (unsigned varint N + 1)."""
         size = self.unsigned_varint(field) - 1 if flexible else self.int32(field)
-        if size < 0:
+        if size == -1:
             raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
         return self._take(size, field)
 
@@ -166,10 +166,12 @@ class WireReader:
         before anything is allocated for it.
         """
         size = self.unsigned_varint(field) - 1 if flexible else self.int32(field)
-        if size < 0:
-            if size == -1 and nullable:
+        if size == -1:
+            if nullable:
                 return None
             raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
+        if size < 0:
+            raise WireFormatError(f"{self._what}: negative length {size} for {field}")
         if size > self.remaining:
             raise WireFormatError(
                 f"{self._what}: {field} claims {size} elements with {self.remaining} bytes left"
