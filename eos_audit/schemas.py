@@ -235,15 +235,11 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("run_id", T.StringType(), False, "run id (given, or derived from the inputs)"),
     Column("started_at", T.TimestampType(), False, "when the run started (UTC)"),
     Column(
-        "finished_at",
-        T.TimestampType(),
-        False,
+        "finished_at", T.TimestampType(), False,
         "when the run finished (UTC); while RUNNING, when the run started",
     ),  # fmt: skip
     Column(
-        "status",
-        T.StringType(),
-        False,
+        "status", T.StringType(), False,
         "RUNNING, SUCCEEDED, QUARANTINE_EXCEEDED, NOTHING_AUDITED, INPUT_UNREADABLE or FAILED",
     ),  # fmt: skip
     Column("package_version", T.StringType(), False, "eos-audit version"),
@@ -255,17 +251,13 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("batches_audited", T.LongType(), False, "rows that passed validation and were audited"),
     Column("batches_quarantined", T.LongType(), False, "rows written to the quarantine table"),
     Column(
-        "batches_skipped",
-        T.LongType(),
-        True,
+        "batches_skipped", T.LongType(), True,
         "batches below the offsets the seeding run's state covers (--since-state): "
         "batches_read = batches_audited + batches_quarantined + batches_skipped; null in rows "
         "written before this column existed",
     ),  # fmt: skip
     Column(
-        "seeded_from_run",
-        T.StringType(),
-        True,
+        "seeded_from_run", T.StringType(), True,
         "the run whose producer_state seeded this one (--since-state), null otherwise",
     ),  # fmt: skip
     Column("findings_critical", T.LongType(), False, "findings with severity CRITICAL"),
@@ -273,9 +265,7 @@ AUDIT_RUNS_COLUMNS: list[Column] = [
     Column("findings_warning", T.LongType(), False, "findings with severity WARNING"),
     Column("findings_info", T.LongType(), False, "findings with severity INFO"),
     Column(
-        "error",
-        T.StringType(),
-        True,
+        "error", T.StringType(), True,
         "why the run is FAILED, NOTHING_AUDITED, QUARANTINE_EXCEEDED or INPUT_UNREADABLE (then "
         "every path the run could not read)",
     ),  # fmt: skip
@@ -358,9 +348,7 @@ PARTITION_SUMMARY_COLUMNS: list[Column] = [
     Column("batches", T.LongType(), False, "batches audited (the audited replica)"),
     Column("replica_batches", T.LongType(), False, "batches of other replicas, compared"),
     Column(
-        "batches_skipped",
-        T.LongType(),
-        True,
+        "batches_skipped", T.LongType(), True,
         "batches (of any replica) below the offset the seeding run's state covers "
         "(--since-state): that run audited them; null in rows written before this column existed",
     ),  # fmt: skip
