@@ -1,4 +1,4 @@
-"""Coordinator records from bytes: partitionFor, the wire primitives, every key and value version.
+"""Coordinator records from bytes: partitionFor, protocol primitives, each key and value version.
 
 The bytes are written here by a small encoder that follows the JSON schemas field by field
 (group-coordinator/.../OffsetCommitValue.json, GroupMetadataValue.json,
@@ -36,7 +36,7 @@ from eos_audit.sources.kafka.coordinator_records import (
     decode_consumer_offsets,
     decode_transaction_state,
 )
-from eos_audit.sources.kafka.wire import WireFormatError, WireReader
+from eos_audit.sources.kafka.protocol import ProtocolFormatError, ProtocolReader
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -208,25 +208,27 @@ def test_the_coordinator_topics_are_named_as_in_kafka():
 
 
 # ------------------------------------------------------------------------------------------------
-# Wire primitives
+# Protocol primitives
 # ------------------------------------------------------------------------------------------------
-def test_the_wire_reader_reads_each_primitive_and_checks_bounds():
+def test_the_protocol_reader_reads_each_primitive_and_checks_bounds():
     data = i8(-2) + i16(-3) + i32(-4) + i64(-5) + uvarint(300) + b"\x03" + bytes(16)
-    reader = WireReader(data)
+    reader = ProtocolReader(data)
     assert [reader.int8(), reader.int16(), reader.int32(), reader.int64()] == [-2, -3, -4, -5]
     assert reader.unsigned_varint() == 300
     assert reader.varint() == -2  # zig-zag 3
     assert reader.uuid() is None  # Uuid.ZERO_UUID
     reader.expect_end()
-    with pytest.raises(WireFormatError, match=re.escape("needs 4 bytes at byte 0, only 2 left")):
-        WireReader(b"\x00\x01").int32("x")
-    with pytest.raises(WireFormatError, match="longer than 5 bytes"):
-        WireReader(b"\xff" * 6).unsigned_varint()
+    with pytest.raises(
+        ProtocolFormatError, match=re.escape("needs 4 bytes at byte 0, only 2 left")
+    ):
+        ProtocolReader(b"\x00\x01").int32("x")
+    with pytest.raises(ProtocolFormatError, match="longer than 5 bytes"):
+        ProtocolReader(b"\xff" * 6).unsigned_varint()
 
 
 def test_a_uuid_reads_as_kafka_prints_it():
     raw = bytes(range(1, 17))
-    assert WireReader(raw).uuid() == "AQIDBAUGBwgJCgsMDQ4PEA"  # URL-safe base64, no padding
+    assert ProtocolReader(raw).uuid() == "AQIDBAUGBwgJCgsMDQ4PEA"  # URL-safe base64, no padding
 
 
 # ------------------------------------------------------------------------------------------------
@@ -677,13 +679,14 @@ def test_damaged_records_and_batches_raise_only_the_decode_errors():
 
 
 def test_negative_lengths_other_than_null_are_errors():
-    with pytest.raises(WireFormatError, match=re.escape("negative length -2 for s")):
-        WireReader(i16(-2)).string("s", flexible=False, nullable=True)
-    with pytest.raises(WireFormatError, match=re.escape("negative length -5 for a")):
-        WireReader(i32(-5)).array(lambda r: r.int8(), "a", flexible=False, nullable=True)
-    with pytest.raises(WireFormatError, match=re.escape("negative length -3 for b")):
-        WireReader(i32(-3)).bytes_field("b", flexible=False)
-    assert WireReader(i16(-1)).string("s", flexible=False, nullable=True) is None
+    with pytest.raises(ProtocolFormatError, match=re.escape("negative length -2 for s")):
+        ProtocolReader(i16(-2)).string("s", flexible=False, nullable=True)
+    with pytest.raises(ProtocolFormatError, match=re.escape("negative length -5 for a")):
+        ProtocolReader(i32(-5)).array(lambda r: r.int8(), "a", flexible=False, nullable=True)
+    with pytest.raises(ProtocolFormatError, match=re.escape("negative length -3 for b")):
+        ProtocolReader(i32(-3)).bytes_field("b", flexible=False)
+    assert ProtocolReader(i16(-1)).string("s", flexible=False, nullable=True) is None
     assert (
-        WireReader(uvarint(0)).array(lambda r: r.int8(), "a", flexible=True, nullable=True) is None
+        ProtocolReader(uvarint(0)).array(lambda r: r.int8(), "a", flexible=True, nullable=True)
+        is None
     )

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from eos_audit.sources.kafka.wire import WireFormatError, WireReader
+from eos_audit.sources.kafka.protocol import ProtocolFormatError, ProtocolReader
 
 # Header positions and sizes (docs/formats.md#record-batch-v2).
 LENGTH_AT = 8
@@ -33,7 +33,7 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 
 
-class RecordBatchError(WireFormatError):
+class RecordBatchError(ProtocolFormatError):
     """The records of a batch cannot be walked (framing, counts, compression)."""
 
 
@@ -71,18 +71,18 @@ def _records_bytes(section: bytes, attributes: int) -> bytes:
     return out
 
 
-def _nullable_chunk(reader: WireReader, field: str) -> bytes | None:
+def _nullable_chunk(reader: ProtocolReader, field: str) -> bytes | None:
     size = reader.varint(f"{field} length")
     if size < -1:
-        raise WireFormatError(f"{field} length {size} is negative")
+        raise ProtocolFormatError(f"{field} length {size} is negative")
     return None if size == -1 else reader.raw(size, field)
 
 
-def _read_record(reader: WireReader, index: int) -> BatchRecord:
+def _read_record(reader: ProtocolReader, index: int) -> BatchRecord:
     length = reader.varint("record length")
     if length < 0:
-        raise WireFormatError(f"record {index}: negative length {length}")
-    body = WireReader(reader.raw(length, f"record {index}"), f"record {index}")
+        raise ProtocolFormatError(f"record {index}: negative length {length}")
+    body = ProtocolReader(reader.raw(length, f"record {index}"), f"record {index}")
     body.int8("attributes")
     timestamp_delta = body.varlong("timestamp delta")
     offset_delta = body.varint("offset delta")
@@ -90,11 +90,11 @@ def _read_record(reader: WireReader, index: int) -> BatchRecord:
     value = _nullable_chunk(body, "value")
     headers = body.varint("header count")
     if headers < 0:
-        raise WireFormatError(f"record {index}: invalid number of record headers {headers}")
+        raise ProtocolFormatError(f"record {index}: invalid number of record headers {headers}")
     for _ in range(headers):
         header_key = body.varint("header key length")
         if header_key < 0:
-            raise WireFormatError(f"record {index}: negative header key size {header_key}")
+            raise ProtocolFormatError(f"record {index}: negative header key size {header_key}")
         body.raw(header_key, "header key")
         _nullable_chunk(body, "header value")
     # DefaultRecord.readFrom rejects a record whose fields do not fill its length exactly
@@ -121,11 +121,11 @@ def walk_records(section: bytes, attributes: int, record_count: int) -> Iterator
     """
     if record_count < 0:
         raise RecordBatchError(f"negative record count {record_count}")
-    reader = WireReader(_records_bytes(section, attributes), "records")
+    reader = ProtocolReader(_records_bytes(section, attributes), "records")
     for index in range(record_count):
         try:
             yield _read_record(reader, index)
-        except WireFormatError as err:
+        except ProtocolFormatError as err:
             raise RecordBatchError(f"record {index} of {record_count}: {err.reason}") from None
     if reader.remaining:
         # DefaultRecordBatch: "Incorrect declared batch size, records still remaining in file".
@@ -144,7 +144,7 @@ def walk_batch(batch: bytes) -> Iterator[BatchRecord]:
     Raises:
         RecordBatchError: when the batch is shorter than its header or its length field says.
     """
-    header = WireReader(batch, "batch")
+    header = ProtocolReader(batch, "batch")
     try:
         header.raw(LENGTH_AT, "base offset")
         length = header.int32("batch length")
@@ -152,7 +152,7 @@ def walk_batch(batch: bytes) -> Iterator[BatchRecord]:
         attributes = header.int16("attributes")
         header.raw(RECORD_COUNT_AT - ATTRIBUTES_AT - 2, "header")
         record_count = header.int32("record count")
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise RecordBatchError(err.reason) from None
     end = LOG_OVERHEAD + length
     if end < RECORDS_AT or end > len(batch):

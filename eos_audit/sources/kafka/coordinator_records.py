@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from eos_audit.sources.kafka.wire import WireFormatError, WireReader
+from eos_audit.sources.kafka.protocol import ProtocolFormatError, ProtocolReader
 
 # Record types of __consumer_offsets (the key's int16 prefix; CoordinatorRecordType in 4.x).
 # Type 0 is the key version 0.8.2 wrote; 3.x reads its value as any OffsetCommitValue version,
@@ -83,7 +83,7 @@ _NO_PRODUCER_ID = -1
 _DEFAULT_CLIENT_TRANSACTION_VERSION = 0
 
 
-class CoordinatorRecordError(WireFormatError):
+class CoordinatorRecordError(ProtocolFormatError):
     """A coordinator record that does not decode; the caller quarantines it with `reason`."""
 
 
@@ -158,14 +158,14 @@ def transaction_status_name(status: int) -> str:
         raise CoordinatorRecordError(f"transaction status {status} is not a Kafka state") from None
 
 
-def _record_type(key: bytes | None, topic: str) -> tuple[int, WireReader]:
+def _record_type(key: bytes | None, topic: str) -> tuple[int, ProtocolReader]:
     if key is None:
         # DumpLogSegments: "Failed to decode message ... (message had a missing key)".
         raise CoordinatorRecordError(f"{topic} record has no key")
-    reader = WireReader(key, "key")
+    reader = ProtocolReader(key, "key")
     try:
         return reader.int16("record type"), reader
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(err.reason) from None
 
 
@@ -200,7 +200,7 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
         group_id = key_reader.string("group", flexible=False)
         topic = key_reader.string("topic", flexible=False)
         partition = key_reader.int32("partition")
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(f"{name} key: {err.reason}") from None
     if value is None:
         return DecodedRecord(
@@ -214,11 +214,11 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
     return _offset_commit(record_type, group_id, topic, partition, value)
 
 
-def _value_version(value: bytes, what: str, known: range) -> tuple[int, WireReader]:
-    reader = WireReader(value, f"{what} value")
+def _value_version(value: bytes, what: str, known: range) -> tuple[int, ProtocolReader]:
+    reader = ProtocolReader(value, f"{what} value")
     try:
         version = reader.int16("value version")
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(err.reason) from None
     if version not in known:
         raise CoordinatorRecordError(
@@ -242,7 +242,7 @@ def _offset_commit(
         commit_timestamp = reader.int64("commitTimestamp")
         expire_timestamp = reader.int64("expireTimestamp") if version == 1 else None
         tags = reader.tagged_fields({0: lambda r: r.uuid("topicId")}) if flexible else {}
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(err.reason) from None
     return DecodedRecord(
         record_type,
@@ -260,7 +260,7 @@ def _offset_commit(
     )
 
 
-def _skip_member(reader: WireReader, version: int) -> None:
+def _skip_member(reader: ProtocolReader, version: int) -> None:
     # GroupMetadataValue.json MemberMetadata; read for its length only, the audit keeps the count.
     flexible = version >= 4
     reader.string("memberId", flexible=flexible)
@@ -289,7 +289,7 @@ def _group_metadata(record_type: int, group_id: str | None, value: bytes) -> Dec
         members = reader.array(lambda r: _skip_member(r, version), "members", flexible=flexible)
         if flexible:
             reader.tagged_fields({})
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(err.reason) from None
     return DecodedRecord(
         record_type,
@@ -324,7 +324,7 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> DecodedR
         return DecodedRecord(record_type, None, is_tombstone=is_tombstone, is_skipped=True)
     try:
         transactional_id = key_reader.string("transactionalId", flexible=False)
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(f"TransactionLog key: {err.reason}") from None
     if value is None:
         return DecodedRecord(
@@ -336,7 +336,7 @@ def decode_transaction_state(key: bytes | None, value: bytes | None) -> DecodedR
     return _transaction_log(transactional_id, value)
 
 
-def _partitions_entry(reader: WireReader, flexible: bool) -> list[tuple[str, int]]:
+def _partitions_entry(reader: ProtocolReader, flexible: bool) -> list[tuple[str, int]]:
     topic = reader.string("Topic", flexible=flexible) or ""
     ids = reader.array(lambda r: r.int32("PartitionIds"), "PartitionIds", flexible=flexible)
     if flexible:
@@ -371,7 +371,7 @@ def _transaction_log(transactional_id: str | None, value: bytes) -> DecodedRecor
             if flexible
             else {}
         )
-    except WireFormatError as err:
+    except ProtocolFormatError as err:
         raise CoordinatorRecordError(err.reason) from None
     partitions = None if entries is None else tuple(tp for entry in entries for tp in entry)
     return DecodedRecord(

@@ -1,4 +1,4 @@
-"""Kafka's wire primitives, read from bytes: what the generated `*Data.read` methods read.
+"""Kafka's protocol primitives, read from bytes: what the generated `*Data.read` methods read.
 
 Big-endian fixed-width integers, strings with an int16 length (-1 = null), arrays with an int32
 length, and for flexible versions (KIP-482) compact strings, arrays and bytes whose unsigned varint
@@ -7,7 +7,7 @@ of a v2 batch uses zig-zag varints instead (`read_varint`, `read_varlong`), as
 `org.apache.kafka.common.utils.ByteUtils` does.
 
 Everything is bounds-checked: bytes that end early or carry an impossible length raise
-`WireFormatError` with a reason, never an IndexError and never a silent default, because the
+`ProtocolFormatError` with a reason, never an IndexError and never a silent default, because the
 caller quarantines the record with that reason.
 """
 
@@ -26,8 +26,8 @@ _INT64 = struct.Struct(">q")
 _UUID_BYTES = 16
 
 
-class WireFormatError(ValueError):
-    """Bytes that do not follow Kafka's wire format; `reason` says where and why.
+class ProtocolFormatError(ValueError):
+    """Bytes that do not follow Kafka's protocol encoding; `reason` says where and why.
 
     Not an `EosAuditError`: one record that does not decode is a quarantine row, not a failed run.
     """
@@ -37,7 +37,7 @@ class WireFormatError(ValueError):
         self.reason = reason
 
 
-class WireReader:
+class ProtocolReader:
     """A cursor over one message's bytes that reads Kafka's primitives in order."""
 
     def __init__(self, data: bytes | bytearray | memoryview, what: str = "message") -> None:
@@ -57,9 +57,9 @@ class WireReader:
 
     def _take(self, size: int, field: str) -> bytes:
         if size < 0:
-            raise WireFormatError(f"{self._what}: negative length {size} for {field}")
+            raise ProtocolFormatError(f"{self._what}: negative length {size} for {field}")
         if size > self.remaining:
-            raise WireFormatError(
+            raise ProtocolFormatError(
                 f"{self._what}: {field} needs {size} bytes at byte {self._at}, "
                 f"only {self.remaining} left (truncated)"
             )
@@ -102,7 +102,7 @@ class WireReader:
             value |= (byte & 0x7F) << (7 * i)
             if not byte & 0x80:
                 return value
-        raise WireFormatError(f"{self._what}: {field} is a varint longer than 5 bytes")
+        raise ProtocolFormatError(f"{self._what}: {field} is a varint longer than 5 bytes")
 
     def _zigzag(self, max_bytes: int, field: str) -> int:
         raw = 0
@@ -111,7 +111,9 @@ class WireReader:
             raw |= (byte & 0x7F) << (7 * i)
             if not byte & 0x80:
                 return (raw >> 1) ^ -(raw & 1)
-        raise WireFormatError(f"{self._what}: {field} is a varint longer than {max_bytes} bytes")
+        raise ProtocolFormatError(
+            f"{self._what}: {field} is a varint longer than {max_bytes} bytes"
+        )
 
     def varint(self, field: str = "varint") -> int:
         """A zig-zag varint (int32, at most 5 bytes: `ByteUtils.readVarint`)."""
@@ -130,7 +132,9 @@ class WireReader:
         try:
             return chunk.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise WireFormatError(f"{self._what}: {field} is not UTF-8 ({err.reason})") from None
+            raise ProtocolFormatError(
+                f"{self._what}: {field} is not UTF-8 ({err.reason})"
+            ) from None
 
     def string(self, field: str, *, flexible: bool, nullable: bool = False) -> str | None:
         """A string: int16 length (-1 = null), or compact (unsigned varint N + 1, 0 = null).
@@ -142,19 +146,19 @@ class WireReader:
         if size == -1:
             if nullable:
                 return None
-            raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
+            raise ProtocolFormatError(f"{self._what}: non-nullable {field} was serialized as null")
         return self._text(size, field)
 
     def bytes_field(self, field: str, *, flexible: bool) -> bytes:
         """A non-nullable bytes field: int32 length, or compact (unsigned varint N + 1)."""
         size = self.unsigned_varint(field) - 1 if flexible else self.int32(field)
         if size == -1:
-            raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
+            raise ProtocolFormatError(f"{self._what}: non-nullable {field} was serialized as null")
         return self._take(size, field)
 
     def array(
         self,
-        read_item: Callable[[WireReader], T],
+        read_item: Callable[[ProtocolReader], T],
         field: str,
         *,
         flexible: bool,
@@ -169,16 +173,16 @@ class WireReader:
         if size == -1:
             if nullable:
                 return None
-            raise WireFormatError(f"{self._what}: non-nullable {field} was serialized as null")
+            raise ProtocolFormatError(f"{self._what}: non-nullable {field} was serialized as null")
         if size < 0:
-            raise WireFormatError(f"{self._what}: negative length {size} for {field}")
+            raise ProtocolFormatError(f"{self._what}: negative length {size} for {field}")
         if size > self.remaining:
-            raise WireFormatError(
+            raise ProtocolFormatError(
                 f"{self._what}: {field} claims {size} elements with {self.remaining} bytes left"
             )
         return [read_item(self) for _ in range(size)]
 
-    def tagged_fields(self, known: dict[int, Callable[[WireReader], T]]) -> dict[int, T]:
+    def tagged_fields(self, known: dict[int, Callable[[ProtocolReader], T]]) -> dict[int, T]:
         """The tagged-field section of a flexible struct: the known tags read, the others skipped.
 
         Each field is tag (unsigned varint), size (unsigned varint) and `size` bytes. A known tag
@@ -192,7 +196,7 @@ class WireReader:
             size = self.unsigned_varint(f"size of tag {tag}")
             chunk = self._take(size, f"tag {tag}")
             if tag in known:
-                inner = WireReader(chunk, f"{self._what} tag {tag}")
+                inner = ProtocolReader(chunk, f"{self._what} tag {tag}")
                 found[tag] = known[tag](inner)
                 inner.expect_end()
         return found
@@ -200,7 +204,7 @@ class WireReader:
     def expect_end(self) -> None:
         """Fail when bytes are left over: the message is longer than its schema says."""
         if self.remaining:
-            raise WireFormatError(
+            raise ProtocolFormatError(
                 f"{self._what}: {self.remaining} bytes left after the last field "
                 f"(read {self._at} of {len(self._data)})"
             )
