@@ -706,38 +706,33 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
 ]
 COORDINATOR_RECORDS = _struct(COORDINATOR_RECORDS_COLUMNS)
 
-# Every published table: name -> columns. Order is the order of the JSON contracts.
-PUBLISHED: dict[str, list[Column]] = {
-    "record_batch": RECORD_BATCH_COLUMNS,
-    "producer_state": PRODUCER_STATE_COLUMNS,
+# The one catalog of the warehouse's tables: name -> columns, in the order a run writes them, each
+# run's record (`RUN_TABLE`) around the data tables (`DATA_TABLES`). A new table is one entry here.
+RUN_TABLE = "audit_runs"
+OUTPUT_COLUMNS: dict[str, list[Column]] = {
     "findings": FINDINGS_COLUMNS,
     "quarantine": QUARANTINE_COLUMNS,
-    "audit_runs": AUDIT_RUNS_COLUMNS,
-    "input_files": INPUT_FILES_COLUMNS,
     "transactions": TRANSACTIONS_COLUMNS,
     "partition_summary": PARTITION_SUMMARY_COLUMNS,
-    "list_offsets": LIST_OFFSETS_COLUMNS,
-    "acks": ACKS_COLUMNS,
     "producer_sessions": PRODUCER_SESSIONS_COLUMNS,
     "list_offsets_errors": LIST_OFFSETS_ERRORS_COLUMNS,
+    "producer_state": PRODUCER_STATE_COLUMNS,
+    "input_files": INPUT_FILES_COLUMNS,
+    RUN_TABLE: AUDIT_RUNS_COLUMNS,
+}
+OUTPUT_TABLES: dict[str, T.StructType] = {
+    name: _struct(columns) for name, columns in OUTPUT_COLUMNS.items()
+}
+# The inputs' contracts besides (producer_state is both: a seed is an earlier run's table).
+INPUT_COLUMNS: dict[str, list[Column]] = {
+    "record_batch": RECORD_BATCH_COLUMNS,
+    "list_offsets": LIST_OFFSETS_COLUMNS,
+    "acks": ACKS_COLUMNS,
     "ground_truth": GROUND_TRUTH_COLUMNS,
     "coordinator_records": COORDINATOR_RECORDS_COLUMNS,
 }
-
-# The one catalog of the warehouse's tables: name -> contract. A run writes its data tables in
-# this order (`DATA_TABLES`), each run's record in `RUN_TABLE` around them.
-RUN_TABLE = "audit_runs"
-OUTPUT_TABLES: dict[str, T.StructType] = {
-    "findings": FINDINGS,
-    "quarantine": QUARANTINE,
-    "transactions": TRANSACTIONS,
-    "partition_summary": PARTITION_SUMMARY,
-    "producer_sessions": PRODUCER_SESSIONS,
-    "list_offsets_errors": LIST_OFFSETS_ERRORS,
-    "producer_state": PRODUCER_STATE,
-    "input_files": INPUT_FILES,
-    RUN_TABLE: AUDIT_RUNS,
-}
+# Every contract `schemas/` publishes as JSON: the inputs' and the tables'.
+PUBLISHED: dict[str, list[Column]] = {**INPUT_COLUMNS, **OUTPUT_COLUMNS}
 DATA_TABLES = tuple(name for name in OUTPUT_TABLES if name != RUN_TABLE)
 
 
