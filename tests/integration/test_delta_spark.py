@@ -30,7 +30,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit.schemas import ACKS
+from eos_audit.schemas import ACKS, OUTPUT_TABLES
 from eos_audit.sources.files.filesystems import delta_storage_options
 from tests.builders import NULLABLE_BATCH, data
 from tests.cli_runs import audit, no_html_report  # noqa: F401 (an autouse fixture)
@@ -54,10 +54,7 @@ BUCKET = test_object_store.BUCKET
 # The S3 credentials on the suite's Python workers too: they read the warehouse's producer_state.
 workers_with_credentials = test_object_store_warehouse.workers_with_credentials
 DELTA_COORDINATE = f"io.delta:delta-spark_2.13:{DELTA_SPARK}"
-TABLES = (
-    "findings", "quarantine", "transactions", "partition_summary", "producer_sessions",
-    "list_offsets_errors", "producer_state", "input_files", "audit_runs",
-)  # fmt: skip
+TABLES = tuple(OUTPUT_TABLES)  # every table a run writes
 # Columns that differ between two runs of the same night by design: their times, and the writer
 # audit_runs records (spark-delta or delta-rs).
 RUN_COLUMNS = {"started_at", "finished_at", "writer"}
