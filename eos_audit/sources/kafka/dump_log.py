@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -304,10 +305,76 @@ def parse_dump_log(
         per batch whose topic/partition is unknown.
 
     """
+    parsed = parse_dump_log_lines(data, path=path, topic=topic, partition=partition)
+    # A line gives one row at most, so ordering by line (batches first where equal, as before)
+    # puts every row where its line is.
+    keys = np.concatenate([parsed.batch_lines, parsed.error_lines])
+    table = pa.concat_tables([parsed.batches, parsed.errors])
+    return table.take(pa.array(np.argsort(keys, kind="stable")))
+
+
+@dataclass(frozen=True)
+class DumpLogLines:
+    """One dump file's lines and the rows `parse_dump_log` makes of them, by line.
+
+    The decoders of the coordinator topics (`coordinator_dump_log`) read the record lines' text
+    themselves and take each record's batch (producer id, epoch, flags) from the batch row whose
+    line governs it: the last of `batch_lines` at or before the record's line.
+
+    Attributes:
+        lines: the file's lines (without their newline).
+        batch_lines: the line (0-based) of each batch row, ascending; a 0.11-2.1 batch, printed
+            as record lines only, is at its first record's line.
+        batches: the batch rows (`ARROW_SCHEMA`), in line order.
+        error_lines: the line of each error row, ascending.
+        errors: the rows of lines that are no batch (`_source_error` set), in line order.
+        record_lines: the record lines that have a batch line before them in their section
+            (`| offset: ...`, `| key: ...` and the 0.11-2.1 `offset: ... position: ...` lines),
+            ascending; those without one are error rows.
+    """
+
+    lines: pa.Array
+    batch_lines: np.ndarray
+    batches: pa.Table
+    error_lines: np.ndarray
+    errors: pa.Table
+    record_lines: np.ndarray
+
+
+def _in_line_order(parts: list[tuple[np.ndarray, pa.RecordBatch]]) -> tuple[np.ndarray, pa.Table]:
+    if not parts:
+        return np.empty(0, dtype=np.int64), ARROW_SCHEMA.empty_table()
+    keys = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    order = np.argsort(keys, kind="stable")
+    table = pa.Table.from_batches([p[1] for p in parts], schema=ARROW_SCHEMA)
+    return keys[order], table.take(pa.array(order))
+
+
+def parse_dump_log_lines(
+    data: bytes,
+    *,
+    path: str,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> DumpLogLines:
+    """Parse one `kafka-dump-log.sh` output file, keeping each row's line (`DumpLogLines`).
+
+    Args:
+        data: the file content.
+        path: the file path, used in `source` ("<path>:line <n>").
+        topic: topic of every batch; default: from the `Dumping <dir>/<topic>-<p>/<file>` line.
+        partition: partition of every batch; default: from the `Dumping` line.
+
+    Returns:
+        The lines, the batch rows and the error rows of `parse_dump_log`, each with its line,
+        and the record lines.
+    """
     lines = _split_lines(data)
     n = len(lines)
     if n == 0:
-        return ARROW_SCHEMA.empty_table()
+        none = np.empty(0, dtype=np.int64)
+        empty = ARROW_SCHEMA.empty_table()
+        return DumpLogLines(lines, none, empty, none, empty, none)
     idx = np.arange(n, dtype=np.int64)
 
     is_blank = _matches(lines, BLANK)
@@ -376,6 +443,8 @@ def parse_dump_log(
         )
 
     # --- error rows --------------------------------------------------------------------------
+    error_rows: list[tuple[np.ndarray, pa.RecordBatch]] = []
+
     def errors(where: np.ndarray, messages: pa.Array | list[str]) -> None:
         if not len(where):
             return
@@ -398,7 +467,7 @@ def parse_dump_log(
         else:
             b = b.set_column(0, "topic", _opt(topic, len(where)))
             b = b.set_column(1, "partition", _opt_int(partition, len(where)))
-        rows.append((where, b))
+        error_rows.append((where, b))
 
     damaged = ~known & _matches(lines, DAMAGED_BATCH_LINE)
     errors(
@@ -426,11 +495,10 @@ def parse_dump_log(
         )
         errors(inv, msg)
 
-    if not rows:
-        return ARROW_SCHEMA.empty_table()
-    order_keys = np.concatenate([r[0] for r in rows])
-    table = pa.Table.from_batches([r[1] for r in rows], schema=ARROW_SCHEMA)
-    return table.take(pa.array(np.argsort(order_keys, kind="stable")))
+    batch_lines, batches = _in_line_order(rows)
+    error_lines, error_table = _in_line_order(error_rows)
+    record_lines = np.sort(np.concatenate([rec_idx[~orphan], old_idx]))
+    return DumpLogLines(lines, batch_lines, batches, error_lines, error_table, record_lines)
 
 
 def _opt(value: str | None, n: int) -> pa.Array:
@@ -711,7 +779,23 @@ class KafkaDumpLogFormat(FileFormat):
         )
 
 
-def _expand(paths: list[str]) -> list[str]:
+def dump_log_files(paths: list[str]) -> list[str]:
+    """The text files under `paths` (files, or directories whose files are all dump-log output).
+
+    A symbolic link in a directory is followed only inside it (`followed_paths`).
+
+    Args:
+        paths: text files or directories.
+
+    Returns:
+        The files' absolute paths, sorted, each once.
+
+    Raises:
+        InputNotFoundError: a path does not exist or holds no file.
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    paths = followed_paths(paths, "dump-log")
     files: list[str] = []
     for p in paths:
         full = fsys.abspath(p)
@@ -750,9 +834,7 @@ def read_dump_log(
         InputNotFoundError: a path does not exist or holds no file.
 
     """
-    if isinstance(paths, str):
-        paths = [paths]
-    files = _expand(followed_paths(paths, "dump-log"))
+    files = dump_log_files(paths)
     options = {"topic": topic or "", "partition": "" if partition is None else str(int(partition))}
     log.info("reading %d kafka-dump-log files", len(files))
     return load_files(spark, KafkaDumpLogFormat, [{"path": f} for f in files], **options)
