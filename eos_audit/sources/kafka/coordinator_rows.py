@@ -1,0 +1,111 @@
+"""The rows the coordinator record readers yield: the `COORDINATOR_RECORDS` contract plus an error.
+
+Both readers, `coordinator_segments` (`.log` files) and `coordinator_dump_log` (`kafka-dump-log.sh`
+decoder text), decode one record at a time in Python (`coordinator_records`, `coordinator_text`),
+so their rows are gathered here column by column and handed to Spark as Arrow batches.
+
+A record or a batch that cannot be decoded is never dropped: it is a row whose `_source_error` says
+why, with what is known of it (its coordinator partition, its batch's offset and producer, its own
+offset) and a `source` that names its position, as the batch readers' error rows are
+(`segments.SOURCE_ERROR_COL`); the caller turns them into quarantine rows. So every column is
+nullable here, as in `segments.source_schema`: the contract's non-null columns hold for the other
+rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from eos_audit.schemas import COORDINATOR_RECORDS
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
+from eos_audit.sources.kafka.coordinator_records import DECODED_FIELDS, DecodedRecord
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
+
+COORDINATOR_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+# Rows per Arrow batch handed to Spark, as the batch readers' (segments.CHUNK_ROWS).
+CHUNK_ROWS = 65536
+
+# The batch's and the record's context: the contract's columns before the decoded fields.
+CONTEXT_FIELDS = (
+    "coordinator_topic",
+    "coordinator_partition",
+    "offset",
+    "base_offset",
+    "batch_producer_id",
+    "batch_producer_epoch",
+    "is_transactional",
+    "timestamp",
+    "source",
+)
+assert COORDINATOR_RECORDS.names == [*CONTEXT_FIELDS, *DECODED_FIELDS]
+
+
+def coordinator_source_schema() -> T.StructType:
+    """The schema both coordinator readers return: `COORDINATOR_RECORDS` plus `_source_error`.
+
+    Names, types and order are the contract's; every column is nullable, because an error row
+    carries only what could be read.
+
+    Returns:
+        The Spark schema of the readers' output.
+    """
+    fields = [
+        T.StructField(f.name, f.dataType, True, f.metadata) for f in COORDINATOR_RECORDS.fields
+    ]
+    fields.append(T.StructField(SOURCE_ERROR_COL, T.StringType(), True))
+    return T.StructType(fields)
+
+
+ARROW_SCHEMA = to_arrow_schema(coordinator_source_schema())
+
+
+def _partitions(value: tuple[tuple[str, int], ...] | None) -> list[dict] | None:
+    return None if value is None else [{"topic": t, "partition": p} for t, p in value]
+
+
+class CoordinatorRows:
+    """Rows gathered one at a time, handed out as Arrow batches in `ARROW_SCHEMA`."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, list] = {name: [] for name in ARROW_SCHEMA.names}
+
+    def __len__(self) -> int:
+        return len(self._columns[SOURCE_ERROR_COL])
+
+    def add(
+        self,
+        context: Mapping[str, object],
+        record: DecodedRecord | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Add one row: a decoded record, or an error that says why there is none.
+
+        Args:
+            context: the `CONTEXT_FIELDS` known (a missing one is null).
+            record: the decoded record; None for an error row.
+            error: the reason of an error row.
+        """
+        columns = self._columns
+        for name in CONTEXT_FIELDS:
+            columns[name].append(context.get(name))
+        for name in DECODED_FIELDS:
+            columns[name].append(None if record is None else getattr(record, name))
+        columns[SOURCE_ERROR_COL].append(error)
+
+    def take(self) -> pa.RecordBatch:
+        """The rows gathered since the last call, as one Arrow batch."""
+        columns, self._columns = self._columns, {name: [] for name in ARROW_SCHEMA.names}
+        columns["transaction_partitions"] = [
+            _partitions(value) for value in columns["transaction_partitions"]
+        ]
+        return pa.RecordBatch.from_arrays(
+            [pa.array(columns[field.name], field.type) for field in ARROW_SCHEMA],
+            schema=ARROW_SCHEMA,
+        )

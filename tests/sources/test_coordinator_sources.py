@@ -1,0 +1,281 @@
+"""The coordinator record readers: segments and kafka-dump-log decoder text, into one contract.
+
+The segments are real Kafka bytes (kafka-python's builder, `segment_builder`); the keys and values
+come from the schema-following encoder of test_coordinator_records. The Spark tests share one read.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import crc32c
+import pytest
+
+from eos_audit.schemas import COORDINATOR_RECORDS
+from eos_audit.sources.kafka.coordinator_keys import partition_for
+from eos_audit.sources.kafka.coordinator_records import (
+    DECODED_FIELDS,
+    DecodedRecord,
+    decode_consumer_offsets,
+    decode_transaction_state,
+)
+from eos_audit.sources.kafka.coordinator_rows import coordinator_source_schema
+from eos_audit.sources.kafka.coordinator_segments import (
+    iter_coordinator_segment,
+    parse_coordinator_segment,
+    read_coordinator_segments,
+)
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
+from tests.fixtures.segment_builder import (
+    BASE_TS,
+    control_batch,
+    data_batch,
+    legacy_entry,
+    record_batch,
+    write_partition_dir,
+)
+from tests.sources.test_coordinator_records import (
+    group_metadata_value,
+    i16,
+    i64,
+    offset_commit_key,
+    offset_commit_value,
+    string,
+    txn_key,
+    txn_value,
+)
+
+CO = "__consumer_offsets"
+TS = "__transaction_state"
+GROUP = "my-group"
+TXN_ID = "kafka-txn-0"
+CO_PARTITION = partition_for(GROUP)  # 12, the specification's sample
+TS_PARTITION = partition_for(TXN_ID)  # 30
+PID, EPOCH = 4000, 2
+COMMIT_TS = 1_742_739_702_993
+EXPIRE_TS = 1_742_999_999_999
+
+
+def commit(partition: int, offset: int, version: int = 3, **kw) -> tuple[bytes, bytes]:
+    key = offset_commit_key(GROUP, "input-topic", partition)
+    return key, offset_commit_value(version, offset, "", COMMIT_TS, **kw)
+
+
+def with_header(batch: bytes, *, attributes_or: int = 0, record_count: int | None = None) -> bytes:
+    """The batch with attribute bits set or another record count, its CRC-32C made right again."""
+    buf = bytearray(batch)
+    attributes = struct.unpack_from(">h", buf, 21)[0] | attributes_or
+    struct.pack_into(">h", buf, 21, attributes)
+    if record_count is not None:
+        struct.pack_into(">i", buf, 57, record_count)
+    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+# __consumer_offsets-12: what both the segment and the text hold (A-E), then what only bytes hold.
+PLAIN = [commit(0, 5), commit(1, 7, version=1, expire_ts=EXPIRE_TS)]
+TXN_COMMIT = commit(0, 9, leader_epoch=1)
+TOMBSTONE = (offset_commit_key(GROUP, "input-topic", 1), None)
+STREAMS_GROUP = (i16(17) + string(GROUP), b"\x00\x00streams group record")
+DAMAGED = (offset_commit_key(GROUP, "input-topic", 2), i16(9) + bytes(30))
+EMPTY_GROUP = (i16(2) + string(GROUP), group_metadata_value(3, []))
+SHARED = [
+    record_batch(0, PLAIN, base_sequence=0),  # a plain commit: pid -1, baseSequence 0 (§1.3)
+    record_batch(
+        2, [TXN_COMMIT], producer_id=PID, producer_epoch=EPOCH, base_sequence=0,
+        is_transactional=True, timestamp=BASE_TS + 10,
+    ),
+    control_batch(3, producer_id=PID, producer_epoch=EPOCH, commit=True, timestamp=BASE_TS + 20),
+    record_batch(4, [TOMBSTONE], base_sequence=0, timestamp=BASE_TS + 30),
+    record_batch(5, [STREAMS_GROUP], base_sequence=0, timestamp=BASE_TS + 40),
+]  # fmt: skip
+_FLIPPED = bytearray(record_batch(10, [commit(3, 13)], base_sequence=0, timestamp=BASE_TS + 80))
+_FLIPPED[-3] ^= 0xFF  # inside the value: covered by the CRC
+BYTES_ONLY = [
+    record_batch(6, [DAMAGED, EMPTY_GROUP], base_sequence=0, timestamp=BASE_TS + 50),
+    record_batch(8, [commit(2, 11)], base_sequence=0, compression_type=1, timestamp=BASE_TS + 60),
+    with_header(
+        record_batch(9, [commit(3, 12)], base_sequence=0, timestamp=BASE_TS + 70),
+        attributes_or=4,  # zstd
+    ),
+    bytes(_FLIPPED),
+    record_batch(11, [commit(3, 14)], base_sequence=0)[:40],  # a copy cut mid-batch
+]
+CO_SEGMENT = b"".join(SHARED + BYTES_ONLY)
+POSITIONS = [sum(len(b) for b in (SHARED + BYTES_ONLY)[:i]) for i in range(10)]
+
+# __transaction_state-30: Ongoing (v0), CompleteCommit (v1 with tags), then the id expired.
+TXN_RECORDS = [
+    (txn_key(TXN_ID), txn_value(
+        0, PID, EPOCH, 1, {"output-topic": [0], CO: [CO_PARTITION]}, BASE_TS + 5,
+        start=BASE_TS + 1,
+    )),
+    (txn_key(TXN_ID), txn_value(
+        1, PID, EPOCH, 4, {}, BASE_TS + 25, start=BASE_TS + 1, tagged={0: i64(3999), 2: i16(2)},
+    )),
+    (txn_key(TXN_ID), None),
+]  # fmt: skip
+TS_SEGMENT = b"".join(
+    record_batch(i, [record], timestamp=BASE_TS + 100 * i) for i, record in enumerate(TXN_RECORDS)
+)
+
+
+def decoded(row: dict) -> DecodedRecord:
+    """The decoded part of a row, as the decoders give it."""
+    fields = {name: row[name] for name in DECODED_FIELDS}
+    partitions = fields["transaction_partitions"]
+    if partitions is not None:
+        fields["transaction_partitions"] = tuple((p["topic"], p["partition"]) for p in partitions)
+    return DecodedRecord(**fields)
+
+
+CONTEXT = (
+    "offset", "base_offset", "batch_producer_id", "batch_producer_epoch", "is_transactional",
+    "timestamp", "record_type", "is_tombstone", "is_skipped", "committed_partition",
+    "committed_offset",
+)  # fmt: skip
+
+
+def context(row: dict) -> tuple:
+    return tuple(row[name] for name in CONTEXT)
+
+
+def co_rows() -> list[dict]:
+    return parse_coordinator_segment(
+        CO_SEGMENT, topic=CO, partition=CO_PARTITION, path="/x/__consumer_offsets-12/0.log"
+    ).to_pylist()
+
+
+# ------------------------------------------------------------------------------------------------
+# Segments, pure
+# ------------------------------------------------------------------------------------------------
+def test_every_data_record_is_a_row_with_its_batchs_producer():
+    rows = co_rows()
+    good = [r for r in rows if r[SOURCE_ERROR_COL] is None]
+    assert [context(r) for r in good] == [
+        (0, 0, -1, -1, False, BASE_TS, 1, False, False, 0, 5),
+        (1, 0, -1, -1, False, BASE_TS + 1, 1, False, False, 1, 7),
+        (2, 2, PID, EPOCH, True, BASE_TS + 10, 1, False, False, 0, 9),  # TxnOffsetCommit
+        (4, 4, -1, -1, False, BASE_TS + 30, 1, True, False, 1, None),  # tombstone
+        (5, 5, -1, -1, False, BASE_TS + 40, 17, False, True, None, None),  # skipped type
+        (7, 6, -1, -1, False, BASE_TS + 51, 2, False, False, None, None),  # beside a damaged one
+        (8, 8, -1, -1, False, BASE_TS + 60, 1, False, False, 2, 11),  # gzip
+    ]
+    # The COMMIT marker at offset 3 is no row: the batch reader reads it.
+    assert 3 not in {r["offset"] for r in rows}
+    by_offset = {r["offset"]: r for r in good}
+    assert decoded(by_offset[2]) == decode_consumer_offsets(*TXN_COMMIT)
+    assert decoded(by_offset[1]).expire_timestamp_ms == EXPIRE_TS
+    assert decoded(by_offset[5]) == DecodedRecord(17, "StreamsGroupMetadata", is_skipped=True)
+    assert decoded(by_offset[7]) == decode_consumer_offsets(*EMPTY_GROUP)
+    assert {r["coordinator_topic"] for r in rows} == {CO}
+    assert {r["coordinator_partition"] for r in rows} == {CO_PARTITION}
+    assert [r["source"] for r in good] == [
+        f"/x/__consumer_offsets-12/0.log:{POSITIONS[i]}" for i in (0, 0, 1, 3, 4, 5, 6)
+    ]
+
+
+def test_what_does_not_decode_is_a_row_naming_its_position_and_reason():
+    rows = co_rows()
+    errors = [r for r in rows if r[SOURCE_ERROR_COL] is not None]
+    path = "/x/__consumer_offsets-12/0.log"
+    assert [(r["offset"], r["base_offset"], r["source"], r[SOURCE_ERROR_COL]) for r in errors] == [
+        (6, 6, f"{path}:{POSITIONS[5]}", "record at offset 6 does not decode: OffsetCommit value "
+         "version 9 is not one Kafka defines (0-4)"),
+        (None, 9, f"{path}:{POSITIONS[7]}", "not decoded: compression zstd: the 1 records of the "
+         f"batch at byte {POSITIONS[7]} are not decoded"),
+        (None, 10, f"{path}:{POSITIONS[8]}", f"the batch at byte {POSITIONS[8]} fails its CRC-32C: "
+         "its 1 records are not decoded (damaged bytes)"),
+        (None, 11, f"{path}:{POSITIONS[9]}", f"truncated batch at byte {POSITIONS[9]}: header "
+         f"declares {len(record_batch(11, [commit(3, 14)], base_sequence=0))} bytes, only 40 "
+         "remain"),
+    ]  # fmt: skip
+    assert errors[0]["timestamp"] == BASE_TS + 50 and errors[0]["record_type"] is None
+    assert (errors[1]["batch_producer_id"], errors[1]["is_transactional"]) == (-1, False)
+    assert errors[3]["batch_producer_id"] is None  # nothing of a cut batch but its offset
+
+
+def test_the_transaction_log_records_decode_with_their_offsets():
+    rows = parse_coordinator_segment(
+        TS_SEGMENT, topic=TS, partition=TS_PARTITION, path="/x/__transaction_state-30/0.log"
+    ).to_pylist()
+    assert [(r["offset"], r["timestamp"], r[SOURCE_ERROR_COL]) for r in rows] == [
+        (0, BASE_TS, None), (1, BASE_TS + 100, None), (2, BASE_TS + 200, None),
+    ]  # fmt: skip
+    assert [decoded(r) for r in rows] == [decode_transaction_state(*r) for r in TXN_RECORDS]
+    assert rows[0]["transaction_partitions"] == [
+        {"topic": "output-topic", "partition": 0},
+        {"topic": CO, "partition": CO_PARTITION},
+    ]
+    assert (rows[1]["previous_producer_id"], rows[1]["client_transaction_version"]) == (3999, 2)
+
+
+def test_log_append_time_gives_every_record_the_batchs_max_timestamp():
+    batch = with_header(record_batch(0, PLAIN, timestamp=BASE_TS), attributes_or=0x08)
+    rows = parse_coordinator_segment(batch, topic=CO, partition=0, path="p").to_pylist()
+    assert [r["timestamp"] for r in rows] == [BASE_TS + 1, BASE_TS + 1]
+
+
+def test_records_that_cannot_be_walked_keep_the_ones_before():
+    batch = with_header(record_batch(0, PLAIN), record_count=3)
+    rows = parse_coordinator_segment(batch, topic=CO, partition=0, path="p").to_pylist()
+    assert [r["committed_offset"] for r in rows[:2]] == [5, 7]
+    end = len(batch) - 61  # the records section's length: where the third should start
+    assert rows[2][SOURCE_ERROR_COL] == (
+        "the records of the batch at byte 0 cannot be walked (record 2 of 3: records: record "
+        f"length needs 1 bytes at byte {end}, only 0 left (truncated)): 1 of its 3 records are "
+        "not decoded"
+    )
+    assert (rows[2]["offset"], rows[2]["base_offset"]) == (None, 0)
+
+
+def test_a_legacy_entry_is_an_error_row_and_batches_are_chunked():
+    data = legacy_entry(0) + b"".join(SHARED)
+    rows = parse_coordinator_segment(data, topic=CO, partition=0, path="p").to_pylist()
+    assert rows[0][SOURCE_ERROR_COL] == (
+        "a magic 1 entry at byte 0: records of the message formats before v2 are not decoded"
+    )
+    chunks = list(iter_coordinator_segment(data, topic=CO, partition=0, path="p", chunk_rows=2))
+    assert [c.num_rows for c in chunks] == [3, 2, 1]  # a batch's records stay together
+    assert [r for c in chunks for r in c.to_pylist()] == rows
+    with pytest.raises(ValueError, match="'orders' is not a coordinator topic"):
+        list(iter_coordinator_segment(data, topic="orders", partition=0, path="p"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Through Spark: one read
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def read(spark, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("coordinator")
+    export = root / "export"
+    co_dir = write_partition_dir(export, "broker-1", CO, CO_PARTITION, CO_SEGMENT)
+    ts_dir = write_partition_dir(export, "broker-1", TS, TS_PARTITION, TS_SEGMENT)
+    write_partition_dir(export, "broker-1", "orders", 0, data_batch(0, 2))
+    df = read_coordinator_segments(spark, [str(export)])
+    return {
+        "schema": df.schema,
+        "rows": [row.asDict(recursive=True) for row in df.collect()],
+        "segments": {CO: next(co_dir.glob("*.log")), TS: next(ts_dir.glob("*.log"))},
+    }
+
+
+def test_the_readers_schema_is_the_contract_and_an_error(read):
+    schema = read["schema"]
+    assert schema == coordinator_source_schema()
+    assert schema.names == [*COORDINATOR_RECORDS.names, SOURCE_ERROR_COL]
+    assert [f.dataType for f in schema.fields[:-1]] == [
+        f.dataType for f in COORDINATOR_RECORDS.fields
+    ]
+
+
+def test_spark_reads_the_coordinator_segments_as_the_parser_does(read):
+    for topic, path in read["segments"].items():
+        partition = int(path.parent.name.rsplit("-", 1)[1])
+        got = [r for r in read["rows"] if r["source"].startswith(f"{path}:")]
+        expected = parse_coordinator_segment(
+            path.read_bytes(), topic=topic, partition=partition, path=str(path)
+        ).to_pylist()
+        assert got == expected and got
+    # The other topic's partition is the batch reader's.
+    assert not [r for r in read["rows"] if "orders-0" in r["source"]]
