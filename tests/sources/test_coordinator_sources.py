@@ -1,17 +1,26 @@
 """The coordinator record readers: segments and kafka-dump-log decoder text, into one contract.
 
 The segments are real Kafka bytes (kafka-python's builder, `segment_builder`); the keys and values
-come from the schema-following encoder of test_coordinator_records. The Spark tests share one read.
+come from the schema-following encoder of test_coordinator_records. The same batches are printed
+as `kafka-dump-log.sh` does (`format_dump_log`) and given the decoder output of two generations,
+the 3.x text (eos_processing.md §2: `offset_commit::`, `transaction_metadata::`) and the 4.x JSON,
+with the line shapes of test_coordinator_text's real samples. The Spark tests share one read.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 
 import crc32c
 import pytest
 
+from eos_audit.errors import ConfigError
 from eos_audit.schemas import COORDINATOR_RECORDS
+from eos_audit.sources.kafka.coordinator_dump_log import (
+    parse_coordinator_dump_log,
+    read_coordinator_dump_log,
+)
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from eos_audit.sources.kafka.coordinator_records import (
     DECODED_FIELDS,
@@ -30,8 +39,10 @@ from tests.fixtures.segment_builder import (
     BASE_TS,
     control_batch,
     data_batch,
+    format_dump_log,
     legacy_entry,
     record_batch,
+    segment_name,
     write_partition_dir,
 )
 from tests.sources.test_coordinator_records import (
@@ -118,6 +129,75 @@ TXN_RECORDS = [
 TS_SEGMENT = b"".join(
     record_batch(i, [record], timestamp=BASE_TS + 100 * i) for i, record in enumerate(TXN_RECORDS)
 )
+
+# The decoder output of each record, by offset: 3.x text and 4.x JSON (eos_processing.md §2).
+_CO_KEY_3 = "key: offset_commit::group=my-group,partition=input-topic-{p}"
+_CO_KEY_4 = (
+    'key: {{"type":"1","data":{{"group":"my-group","topic":"input-topic","partition":{p}}}}}'
+)
+_TS_KEY_3 = "key: transaction_metadata::transactionalId=kafka-txn-0"
+_TS_KEY_4 = 'key: {"type":"0","data":{"transactionalId":"kafka-txn-0"}}'
+CO_TEXT_3 = {
+    0: _CO_KEY_3.format(p=0) + " payload: offset=5",
+    1: _CO_KEY_3.format(p=1) + " payload: offset=7",
+    2: _CO_KEY_3.format(p=0) + " payload: offset=9",
+    4: _CO_KEY_3.format(p=1) + " payload: <DELETE>",
+    5: "key: unknown::version=17",
+}
+CO_TEXT_4 = {
+    0: _CO_KEY_4.format(p=0) + ' payload: {"version":"3","data":{"offset":5,"leaderEpoch":-1,'
+    f'"metadata":"","commitTimestamp":{COMMIT_TS}}}}}',
+    1: _CO_KEY_4.format(p=1) + ' payload: {"version":"1","data":{"offset":7,"metadata":"",'
+    f'"commitTimestamp":{COMMIT_TS},"expireTimestamp":{EXPIRE_TS}}}}}',
+    2: _CO_KEY_4.format(p=0) + ' payload: {"version":"3","data":{"offset":9,"leaderEpoch":1,'
+    f'"metadata":"","commitTimestamp":{COMMIT_TS}}}}}',
+    4: _CO_KEY_4.format(p=1) + " payload: <DELETE>",
+    5: "key: Unknown record type 17 at offset 5, skipping.",
+}
+TS_TEXT_3 = {
+    0: _TS_KEY_3 + " payload: producerId:4000,producerEpoch:2,state=Ongoing,partitions=["
+    f"output-topic-0,__consumer_offsets-12],txnLastUpdateTimestamp={BASE_TS + 5},"
+    "txnTimeoutMs=60000",
+    1: _TS_KEY_3 + " payload: producerId:4000,producerEpoch:2,state=CompleteCommit,partitions=[],"
+    f"txnLastUpdateTimestamp={BASE_TS + 25},txnTimeoutMs=60000",
+    2: _TS_KEY_3 + " payload: <DELETE>",
+}
+TS_TEXT_4 = {
+    0: _TS_KEY_4 + ' payload: {"version":"0","data":{"producerId":4000,"producerEpoch":2,'
+    '"transactionTimeoutMs":60000,"transactionStatus":1,"transactionPartitions":[{"topic":'
+    '"output-topic","partitionIds":[0]},{"topic":"__consumer_offsets","partitionIds":[12]}],'
+    f'"transactionLastUpdateTimestampMs":{BASE_TS + 5},'
+    f'"transactionStartTimestampMs":{BASE_TS + 1}}}}}',
+    1: _TS_KEY_4 + ' payload: {"version":"1","data":{"producerId":4000,"previousProducerId":3999,'
+    '"producerEpoch":2,"transactionTimeoutMs":60000,"transactionStatus":"CompleteCommit",'
+    f'"transactionPartitions":[],"transactionLastUpdateTimestampMs":{BASE_TS + 25},'
+    f'"transactionStartTimestampMs":{BASE_TS + 1},"clientTransactionVersion":2}}}}',
+    2: _TS_KEY_4 + " payload: <DELETE>",
+}
+# What the text generations before the JSON one do not print (coordinator_text's docstring).
+NOT_IN_3_X_TEXT = (
+    "value_version", "leader_epoch", "commit_timestamp_ms", "expire_timestamp_ms", "topic_id",
+    "start_timestamp_ms", "previous_producer_id", "next_producer_id", "client_transaction_version",
+)  # fmt: skip
+
+
+def dump_text(log_dir: str, sections: list[tuple[str, int, bytes, dict[int, str]]]) -> str:
+    """kafka-dump-log output of segments, with a decoder's output on each data record line."""
+    out = []
+    for topic, partition, data, tails in sections:
+        path = f"{log_dir}/{topic}-{partition}/{segment_name(0)}"
+        for line in format_dump_log(path, data).splitlines():
+            found = re.match(r"^\| offset: (\d+) ", line)
+            if found and "endTxnMarker" not in line:
+                line += " " + tails[int(found[1])]
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+TEXT_SECTIONS = {
+    generation: [(CO, CO_PARTITION, b"".join(SHARED), co), (TS, TS_PARTITION, TS_SEGMENT, ts)]
+    for generation, co, ts in (("3.x", CO_TEXT_3, TS_TEXT_3), ("4.x", CO_TEXT_4, TS_TEXT_4))
+}
 
 
 def decoded(row: dict) -> DecodedRecord:
@@ -243,7 +323,95 @@ def test_a_legacy_entry_is_an_error_row_and_batches_are_chunked():
 
 
 # ------------------------------------------------------------------------------------------------
-# Through Spark: one read
+# kafka-dump-log text, pure
+# ------------------------------------------------------------------------------------------------
+def without_source(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "source"}
+
+
+def segment_rows_of_the_text() -> list[dict]:
+    co = [r for r in co_rows() if r["offset"] is not None and r["offset"] <= 5]
+    ts = parse_coordinator_segment(TS_SEGMENT, topic=TS, partition=TS_PARTITION, path="p")
+    return co + ts.to_pylist()
+
+
+def check_text_rows(generation: str, rows: list[dict]) -> None:
+    expected = [without_source(r) for r in segment_rows_of_the_text()]
+    if generation == "3.x":
+        expected = [{**r, **dict.fromkeys(NOT_IN_3_X_TEXT)} for r in expected]
+    assert [without_source(r) for r in rows] == expected
+
+
+@pytest.mark.parametrize("generation", ["3.x", "4.x"])
+def test_the_text_of_each_generation_gives_the_segments_rows(generation):
+    text = dump_text("/kafka-logs", TEXT_SECTIONS[generation])
+    rows = parse_coordinator_dump_log(text.encode(), path="dump.txt").to_pylist()
+    check_text_rows(generation, rows)
+    # Each row names its record line: the 4th line is the first record's (after Dumping, Log
+    # starting offset and the batch line).
+    assert rows[0]["source"] == "dump.txt:line 4"
+    assert text.splitlines()[3].startswith("| offset: 0 ")
+
+
+TRICKY = """\
+Dumping /logs/__consumer_offsets-3/00000000000000000000.log
+Log starting offset: 0
+| offset: 0 CreateTime: 1 keySize: 9 valueSize: -1 sequence: 0 headerKeys: [] key: unknown::version=3
+baseOffset: 1 lastOffset: 3 count: 3 baseSequence: 0 lastSequence: 2 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 5 size: 200 magic: 2 compresscodec: none crc: 1 isvalid: true
+| offset: 1 CreateTime: 5 keySize: 9 valueSize: 4 sequence: 0 headerKeys: [] key: Error at offset 1, skipping. Could not read record with version 9 from value's buffer due to: x.
+| key: offset_commit::group=g,partition=t-0 payload: offset=1
+| offset: 3 LogAppendTime: 7 keySize: 12 valueSize: 24 sequence: 2 headerKeys: [] key: offset_commit::group=g,partition=t-0 payload: offset=2,metadata=m
+...
+baseOffset: 4 lastOffset: 4 count: 1 baseSequence: -1 lastSequence: -1 producerId: 7 producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true isControl: true deleteHorizonMs: OptionalLong.empty position: 200 CreateTime: 6 size: 78 magic: 2 compresscodec: none crc: 1 isvalid: true
+| offset: 4 CreateTime: 6 keySize: 4 valueSize: 6 sequence: -1 headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 0
+Dumping /logs/orders-0/00000000000000000000.log
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: 0 lastSequence: 0 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: 1 size: 80 magic: 2 compresscodec: none crc: 1 isvalid: true
+| offset: 0 CreateTime: 1 keySize: -1 valueSize: 10 sequence: 0 headerKeys: []
+...
+"""  # noqa: E501
+
+
+def test_text_that_cannot_be_placed_or_decoded_is_an_error_row_at_its_line():
+    rows = parse_coordinator_dump_log(TRICKY.encode(), path="d.txt").to_pylist()
+    assert [
+        (r["source"], r["offset"], r["coordinator_partition"], r[SOURCE_ERROR_COL]) for r in rows
+    ] == [
+        ("d.txt:line 3", None, 3, "record line with no batch line before it (excerpt cut?)"),
+        ("d.txt:line 5", 1, 3, "record line does not decode: kafka-dump-log could not decode it: "
+         "Could not read record with version 9 from value's buffer due to: x."),
+        ("d.txt:line 6", None, 3, "record line shows no offset, keySize and valueSize "
+         "(--skip-record-metadata?): its record cannot be placed"),
+        ("d.txt:line 7", 3, 3, None),
+        ("d.txt:line 8", None, 3, "line matches no known kafka-dump-log.sh format (4 bytes, "
+         "content not copied)"),
+    ]  # fmt: skip
+    # The marker (line 10) gives no row, nor does the section of another topic (lines 11-14).
+    good = rows[3]
+    assert (good["committed_offset"], good["metadata"], good["timestamp"]) == (2, "m", 7)
+    assert (good["base_offset"], good["batch_producer_id"], good["is_transactional"]) == (
+        1,
+        -1,
+        False,
+    )
+
+
+def test_text_without_a_dumping_line_needs_the_topic():
+    text = "\n".join(TRICKY.splitlines()[3:8]) + "\n"
+    unknown = parse_coordinator_dump_log(text.encode(), path="d.txt").to_pylist()
+    assert len(unknown) == 2  # the batch line (its records not decoded) and the `...` line
+    assert "pass topic= and partition=" in unknown[0][SOURCE_ERROR_COL]
+    assert unknown[0]["source"] == "d.txt:line 1"
+    given = parse_coordinator_dump_log(text.encode(), path="d.txt", topic=CO, partition=3)
+    assert [r["offset"] for r in given.to_pylist()] == [1, None, 3, None]
+
+
+def test_only_coordinator_topics_are_read_from_text():
+    with pytest.raises(ConfigError, match=re.escape("topic 'orders': the coordinator readers")):
+        read_coordinator_dump_log(None, ["d.txt"], topic="orders")
+
+
+# ------------------------------------------------------------------------------------------------
+# Through Spark: one read of segments and text
 # ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def read(spark, tmp_path_factory) -> dict:
@@ -252,11 +420,18 @@ def read(spark, tmp_path_factory) -> dict:
     co_dir = write_partition_dir(export, "broker-1", CO, CO_PARTITION, CO_SEGMENT)
     ts_dir = write_partition_dir(export, "broker-1", TS, TS_PARTITION, TS_SEGMENT)
     write_partition_dir(export, "broker-1", "orders", 0, data_batch(0, 2))
-    df = read_coordinator_segments(spark, [str(export)])
+    dumps = root / "dumps"
+    dumps.mkdir()
+    for generation, sections in TEXT_SECTIONS.items():
+        (dumps / f"{generation}.txt").write_text(dump_text("/kafka-logs", sections))
+    df = read_coordinator_segments(spark, [str(export)]).unionByName(
+        read_coordinator_dump_log(spark, [str(dumps)])
+    )
     return {
         "schema": df.schema,
         "rows": [row.asDict(recursive=True) for row in df.collect()],
         "segments": {CO: next(co_dir.glob("*.log")), TS: next(ts_dir.glob("*.log"))},
+        "dumps": dumps,
     }
 
 
@@ -279,3 +454,10 @@ def test_spark_reads_the_coordinator_segments_as_the_parser_does(read):
         assert got == expected and got
     # The other topic's partition is the batch reader's.
     assert not [r for r in read["rows"] if "orders-0" in r["source"]]
+
+
+@pytest.mark.parametrize("generation", ["3.x", "4.x"])
+def test_spark_reads_each_text_generation_as_the_segments(read, generation):
+    path = read["dumps"] / f"{generation}.txt"
+    rows = [r for r in read["rows"] if r["source"].startswith(f"{path}:line ")]
+    check_text_rows(generation, rows)
