@@ -9,6 +9,7 @@ with the line shapes of test_coordinator_text's real samples. The Spark tests sh
 
 from __future__ import annotations
 
+import random
 import re
 import struct
 
@@ -28,7 +29,7 @@ from eos_audit.sources.kafka.coordinator_records import (
     decode_consumer_offsets,
     decode_transaction_state,
 )
-from eos_audit.sources.kafka.coordinator_rows import coordinator_source_schema
+from eos_audit.sources.kafka.coordinator_rows import UNFIT_VALUE, coordinator_source_schema
 from eos_audit.sources.kafka.coordinator_segments import (
     iter_coordinator_segment,
     parse_coordinator_segment,
@@ -403,6 +404,42 @@ def test_text_without_a_dumping_line_needs_the_topic():
     assert unknown[0]["source"] == "d.txt:line 1"
     given = parse_coordinator_dump_log(text.encode(), path="d.txt", topic=CO, partition=3)
     assert [r["offset"] for r in given.to_pylist()] == [1, None, 3, None]
+
+
+def test_values_that_do_not_fit_their_column_are_error_rows():
+    batch_line = TRICKY.splitlines()[3]
+    text = "\n".join([
+        batch_line,
+        "| offset: 1 CreateTime: 5 keySize: 12 valueSize: 24 sequence: 0 headerKeys: [] key: "
+        "offset_commit::group=g,partition=t-0 payload: offset=99999999999999999999",
+        "| offset: 2 CreateTime: 5 keySize: 12 valueSize: 24 sequence: 1 headerKeys: [] key: "
+        '{"type":"1","data":{"group":"\\ud800","topic":"t","partition":0}} payload: {"version":'
+        '"3","data":{"offset":1,"leaderEpoch":-1,"metadata":"","commitTimestamp":2}}',
+        "| offset: 99999999999999999999 CreateTime: 5 keySize: 12 valueSize: 24 sequence: 2 "
+        "headerKeys: [] key: offset_commit::group=g,partition=t-0 payload: offset=3",
+    ]) + "\n"  # fmt: skip
+    rows = parse_coordinator_dump_log(text.encode(), path="d.txt", topic=CO, partition=0)
+    assert [(r["offset"], r["group_id"], r[SOURCE_ERROR_COL]) for r in rows.to_pylist()] == [
+        (1, None, f"{UNFIT_VALUE}: committed_offset"),
+        (2, None, f"{UNFIT_VALUE}: group_id"),
+        (None, None, f"{UNFIT_VALUE}: offset"),
+    ]
+
+
+def test_damaged_segments_and_text_give_rows_never_an_exception():
+    rng = random.Random(55)
+    text = dump_text("/kafka-logs", TEXT_SECTIONS["4.x"]).encode()
+    for _ in range(150):
+        data = bytearray(CO_SEGMENT)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        rows = parse_coordinator_segment(bytes(data), topic=CO, partition=0, path="p").to_pylist()
+        assert all(r[SOURCE_ERROR_COL] is not None or r["is_tombstone"] is not None for r in rows)
+        damaged = bytearray(text)
+        for _ in range(rng.randint(1, 4)):
+            damaged[rng.randrange(len(damaged))] = rng.choice(b'{}[]",:=- 0123456789\\n|ux')
+        rows = parse_coordinator_dump_log(bytes(damaged), path="d").to_pylist()
+        assert all(r[SOURCE_ERROR_COL] is not None or r["is_tombstone"] is not None for r in rows)
 
 
 def test_only_coordinator_topics_are_read_from_text():

@@ -66,6 +66,45 @@ def coordinator_source_schema() -> T.StructType:
 ARROW_SCHEMA = to_arrow_schema(coordinator_source_schema())
 
 
+# The range of each integer column. The binary decoders read fixed widths that fit them, but the
+# text of kafka-dump-log holds numbers of any size (`offset: 99999999999999999999`) and JSON
+# strings may hold what UTF-8 cannot encode (a lone surrogate, "\ud800"): such a value makes its
+# row an error row rather than fail the Arrow batch, and with it the whole file.
+_INT_RANGES = {
+    field.name: (-(1 << (field.type.bit_width - 1)), (1 << (field.type.bit_width - 1)) - 1)
+    for field in ARROW_SCHEMA
+    if pa.types.is_integer(field.type)
+}
+_STRINGS = [field.name for field in ARROW_SCHEMA if pa.types.is_string(field.type)]
+_PARTITION_RANGE = (-(1 << 31), (1 << 31) - 1)
+UNFIT_VALUE = "a value that does not fit its column (a number out of range, or not UTF-8 text)"
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unfit(row: dict) -> list[str]:
+    """The columns of a row whose value Arrow cannot hold in the column's type."""
+    bad = [
+        name
+        for name, (low, high) in _INT_RANGES.items()
+        if row[name] is not None and not low <= row[name] <= high
+    ]
+    bad += [name for name in _STRINGS if row[name] is not None and not _is_text(row[name])]
+    partitions = row["transaction_partitions"]
+    low, high = _PARTITION_RANGE
+    if partitions and not all(low <= p <= high and _is_text(t) for t, p in partitions):
+        bad.append("transaction_partitions")
+    return bad
+
+
 def _partitions(value: tuple[tuple[str, int], ...] | None) -> list[dict] | None:
     return None if value is None else [{"topic": t, "partition": p} for t, p in value]
 
@@ -92,12 +131,19 @@ class CoordinatorRows:
             record: the decoded record; None for an error row.
             error: the reason of an error row.
         """
-        columns = self._columns
-        for name in CONTEXT_FIELDS:
-            columns[name].append(context.get(name))
+        row = {name: context.get(name) for name in CONTEXT_FIELDS}
         for name in DECODED_FIELDS:
-            columns[name].append(None if record is None else getattr(record, name))
-        columns[SOURCE_ERROR_COL].append(error)
+            row[name] = None if record is None else getattr(record, name)
+        row[SOURCE_ERROR_COL] = error
+        bad = _unfit(row)
+        if bad:
+            # An error row of what fits: the decoded fields are dropped with the values.
+            row = {name: None if name in bad else row[name] for name in CONTEXT_FIELDS}
+            row.update(dict.fromkeys(DECODED_FIELDS))
+            reason = f"{UNFIT_VALUE}: {', '.join(bad)}"
+            row[SOURCE_ERROR_COL] = reason if error is None else f"{error}; {reason}"
+        for name, column in self._columns.items():
+            column.append(row[name])
 
     def take(self) -> pa.RecordBatch:
         """The rows gathered since the last call, as one Arrow batch."""
