@@ -14,6 +14,7 @@ rows.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -66,23 +67,28 @@ def coordinator_source_schema() -> T.StructType:
 ARROW_SCHEMA = to_arrow_schema(coordinator_source_schema())
 
 
-# The range of each integer column. The binary decoders read fixed widths that fit them, but the
-# text of kafka-dump-log holds numbers of any size (`offset: 99999999999999999999`) and JSON
-# strings may hold what UTF-8 cannot encode (a lone surrogate, "\ud800"): such a value makes its
-# row an error row rather than fail the Arrow batch, and with it the whole file.
-_INT_RANGES = {
-    field.name: (-(1 << (field.type.bit_width - 1)), (1 << (field.type.bit_width - 1)) - 1)
-    for field in ARROW_SCHEMA
+# Where each column is in a row (rows are tuples in `ARROW_SCHEMA` order until a batch is made).
+_NAMES = ARROW_SCHEMA.names
+_PARTITIONS_AT = _NAMES.index("transaction_partitions")
+_DECODED = operator.attrgetter(*DECODED_FIELDS)
+_NO_RECORD = (None,) * len(DECODED_FIELDS)
+
+# The binary decoders read fixed widths that fit their columns, but kafka-dump-log text holds
+# numbers of any size (`offset: 99999999999999999999`) and its JSON strings may hold what UTF-8
+# cannot encode (a lone surrogate, "\ud800"). Such a value makes its row an error row, rather than
+# fail the Arrow batch and with it the whole file; rows are checked one by one only when a batch
+# cannot be made, so the check costs nothing otherwise.
+_INT_RANGES = [
+    (i, -(1 << (field.type.bit_width - 1)), (1 << (field.type.bit_width - 1)) - 1)
+    for i, field in enumerate(ARROW_SCHEMA)
     if pa.types.is_integer(field.type)
-}
-_STRINGS = [field.name for field in ARROW_SCHEMA if pa.types.is_string(field.type)]
+]
+_STRINGS = [i for i, field in enumerate(ARROW_SCHEMA) if pa.types.is_string(field.type)]
 _PARTITION_RANGE = (-(1 << 31), (1 << 31) - 1)
 UNFIT_VALUE = "a value that does not fit its column (a number out of range, or not UTF-8 text)"
 
 
 def _is_text(value: str) -> bool:
-    if value.isascii():
-        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -90,33 +96,49 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def _unfit(row: dict) -> list[str]:
-    """The columns of a row whose value Arrow cannot hold in the column's type."""
-    bad = [
-        name
-        for name, (low, high) in _INT_RANGES.items()
-        if row[name] is not None and not low <= row[name] <= high
-    ]
-    bad += [name for name in _STRINGS if row[name] is not None and not _is_text(row[name])]
-    partitions = row["transaction_partitions"]
+def _unfit(row: tuple) -> list[int]:
+    """Where a row holds a value Arrow cannot hold in the column's type."""
+    bad = [i for i, low, high in _INT_RANGES if row[i] is not None and not low <= row[i] <= high]
+    bad += [i for i in _STRINGS if row[i] is not None and not _is_text(row[i])]
+    partitions = row[_PARTITIONS_AT]
     low, high = _PARTITION_RANGE
     if partitions and not all(low <= p <= high and _is_text(t) for t, p in partitions):
-        bad.append("transaction_partitions")
+        bad.append(_PARTITIONS_AT)
     return bad
+
+
+def _fitted(row: tuple) -> tuple:
+    """The row, or where a value does not fit, an error row of the context values that do."""
+    bad = _unfit(row)
+    if not bad:
+        return row
+    context = [None if i in bad else row[i] for i in range(len(CONTEXT_FIELDS))]
+    reason = f"{UNFIT_VALUE}: {', '.join(_NAMES[i] for i in bad)}"
+    error = row[-1]
+    return (*context, *_NO_RECORD, reason if error is None else f"{error}; {reason}")
 
 
 def _partitions(value: tuple[tuple[str, int], ...] | None) -> list[dict] | None:
     return None if value is None else [{"topic": t, "partition": p} for t, p in value]
 
 
+def _to_batch(rows: list[tuple]) -> pa.RecordBatch:
+    columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in _NAMES]
+    columns[_PARTITIONS_AT] = [_partitions(value) for value in columns[_PARTITIONS_AT]]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values, field.type) for values, field in zip(columns, ARROW_SCHEMA, strict=True)],
+        schema=ARROW_SCHEMA,
+    )
+
+
 class CoordinatorRows:
     """Rows gathered one at a time, handed out as Arrow batches in `ARROW_SCHEMA`."""
 
     def __init__(self) -> None:
-        self._columns: dict[str, list] = {name: [] for name in ARROW_SCHEMA.names}
+        self._rows: list[tuple] = []
 
     def __len__(self) -> int:
-        return len(self._columns[SOURCE_ERROR_COL])
+        return len(self._rows)
 
     def add(
         self,
@@ -131,27 +153,15 @@ class CoordinatorRows:
             record: the decoded record; None for an error row.
             error: the reason of an error row.
         """
-        row = {name: context.get(name) for name in CONTEXT_FIELDS}
-        for name in DECODED_FIELDS:
-            row[name] = None if record is None else getattr(record, name)
-        row[SOURCE_ERROR_COL] = error
-        bad = _unfit(row)
-        if bad:
-            # An error row of what fits: the decoded fields are dropped with the values.
-            row = {name: None if name in bad else row[name] for name in CONTEXT_FIELDS}
-            row.update(dict.fromkeys(DECODED_FIELDS))
-            reason = f"{UNFIT_VALUE}: {', '.join(bad)}"
-            row[SOURCE_ERROR_COL] = reason if error is None else f"{error}; {reason}"
-        for name, column in self._columns.items():
-            column.append(row[name])
+        decoded = _NO_RECORD if record is None else _DECODED(record)
+        self._rows.append((*[context.get(name) for name in CONTEXT_FIELDS], *decoded, error))
 
     def take(self) -> pa.RecordBatch:
         """The rows gathered since the last call, as one Arrow batch."""
-        columns, self._columns = self._columns, {name: [] for name in ARROW_SCHEMA.names}
-        columns["transaction_partitions"] = [
-            _partitions(value) for value in columns["transaction_partitions"]
-        ]
-        return pa.RecordBatch.from_arrays(
-            [pa.array(columns[field.name], field.type) for field in ARROW_SCHEMA],
-            schema=ARROW_SCHEMA,
-        )
+        rows, self._rows = self._rows, []
+        try:
+            return _to_batch(rows)
+        except (OverflowError, ValueError, pa.ArrowException):
+            # A value that does not fit (module comment above): find it row by row. Anything
+            # else raises again here, as it should.
+            return _to_batch([_fitted(row) for row in rows])
