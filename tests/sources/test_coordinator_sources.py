@@ -33,6 +33,7 @@ from eos_audit.sources.kafka.coordinator_rows import UNFIT_VALUE, coordinator_so
 from eos_audit.sources.kafka.coordinator_segments import (
     iter_coordinator_segment,
     parse_coordinator_segment,
+    read_coordinator_segment_files,
     read_coordinator_segments,
 )
 from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
@@ -461,14 +462,20 @@ def read(spark, tmp_path_factory) -> dict:
     dumps.mkdir()
     for generation, sections in TEXT_SECTIONS.items():
         (dumps / f"{generation}.txt").write_text(dump_text("/kafka-logs", sections))
-    df = read_coordinator_segments(spark, [str(export)]).unionByName(
-        read_coordinator_dump_log(spark, [str(dumps)])
+    folder = root / "__consumer_offsets-0" / segment_name(0)
+    folder.mkdir(parents=True)  # a directory where a segment should be: cannot be read
+    unreadable = [{"path": str(folder), "topic": CO, "partition": 0}]
+    df = (
+        read_coordinator_segments(spark, [str(export)])
+        .unionByName(read_coordinator_dump_log(spark, [str(dumps)]))
+        .unionByName(read_coordinator_segment_files(spark, unreadable))
     )
     return {
         "schema": df.schema,
         "rows": [row.asDict(recursive=True) for row in df.collect()],
         "segments": {CO: next(co_dir.glob("*.log")), TS: next(ts_dir.glob("*.log"))},
         "dumps": dumps,
+        "unreadable": folder,
     }
 
 
@@ -498,3 +505,11 @@ def test_spark_reads_each_text_generation_as_the_segments(read, generation):
     path = read["dumps"] / f"{generation}.txt"
     rows = [r for r in read["rows"] if r["source"].startswith(f"{path}:line ")]
     check_text_rows(generation, rows)
+
+
+def test_a_file_that_cannot_be_read_is_one_error_row(read):
+    folder = read["unreadable"]
+    (row,) = [r for r in read["rows"] if r["source"].startswith(str(folder))]
+    assert row["source"] == f"{folder}:0"
+    assert row[SOURCE_ERROR_COL].startswith("cannot read segment file: Is a directory")
+    assert (row["coordinator_topic"], row["coordinator_partition"], row["offset"]) == (CO, 0, None)

@@ -21,7 +21,8 @@ never dropped:
 - a batch whose CRC does not match: its bytes are damaged, so none of its records is trusted (the
   batch reader reports the corrupt batch itself);
 - a batch compressed with a codec not decoded (snappy, lz4, zstd): one row for the batch;
-- records that cannot be walked: one row for the records from the first that cannot on;
+- records that cannot be walked: the records before are rows, and one error row stands for the
+  rest of the batch;
 - a record that does not decode: one row with its offset; the batch's other records are kept.
 
 A record of a type the audit does not decode (consumer, share and streams groups) is a row with
