@@ -13,8 +13,8 @@ it, never from one above, at the top of the file, inside a function or under TYP
 4. tables: `sinks`: the warehouse's tables, written and read back (a Delta input is read by the
    same reader), the finding rows and the run's own record.
 5. readers: `sources`: every input read into the canonical rows, and the evidence beside them.
-6. evidence rules: `evidence_rules`: the rules over the clients' acknowledgements and ListOffsets
-   answers.
+6. evidence rules: `evidence_rules`, `processing`: the rules over the clients' acknowledgements
+   and ListOffsets answers, and the processing audit over the coordinators' records.
 7. audit: `audit`: the run's own steps, in the order of one run.
 8. report: `report`: the HTML report of what runs wrote.
 9. entry points: `cli`, `__main__`, `options`, `demo`, `score`, `generate`: the commands.

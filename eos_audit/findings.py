@@ -96,6 +96,16 @@ CAUSE_CEILING: dict[str, str] = {
     "UNREADABLE_INPUT": "INFO",
     "LEADER_CHANGE_TRANSIENT": "WARNING",
     "EARLIEST_ACROSS_FAILOVER": "WARNING",
+    # Offset rewinds (docs/rules.md#offset-rewind): a plain commit that lowered the offset while
+    # its group was still consuming is an error; an operator's reset of an empty group is the
+    # tool doing its job; a restart from auto.offset.reset after the offset expired is the
+    # retention doing its job, and reprocesses: worth a look.
+    "LATE_COMMIT": "ERROR",
+    "ADMIN_RESET": "INFO",
+    "EXPIRED_RESET": "WARNING",
+    # Plain and transactional commits of one key (docs/rules.md#mixed-offset-commits) are a
+    # warning unless a plain commit passed an aborted transaction's input.
+    "PLAIN_AND_TRANSACTIONAL": "WARNING",
 }
 
 
@@ -125,9 +135,10 @@ class KafkaError(IntEnum):
     CORRUPT_MESSAGE = 6
 
 
-# Who raises a type: the compiled replay, the client acknowledgement rules (evidence_rules/acks.py)
-# or the ListOffsets rules (evidence_rules/list_offsets.py).
-REPLAY, ACKS, LIST_OFFSETS = "replay", "acks", "list_offsets"
+# Who raises a type: the compiled replay, the client acknowledgement rules (evidence_rules/acks.py),
+# the ListOffsets rules (evidence_rules/list_offsets.py) or the replay of the group coordinator's
+# offsets (processing/offset_metadata_manager.py).
+REPLAY, ACKS, LIST_OFFSETS, PROCESSING = "replay", "acks", "list_offsets", "processing"
 # How the report's producer plot (sequence against offset) draws a finding of a type.
 MARK_GAP, MARK_DUPLICATE, MARK_FENCED, MARK_LOST, MARK_OTHER = (
     "gap", "duplicate", "fenced", "lost", "other",
@@ -455,6 +466,59 @@ _TYPES = [
         raised_by=LIST_OFFSETS,
     ),
 ]
+# The processing audit's types: the group coordinator's offsets replayed
+# (processing/offset_metadata_manager.py). Their topic and partition are the __consumer_offsets
+# partition and their offsets the OffsetCommit record's, where the evidence is in the log.
+_TYPES += [
+    FindingType(
+        "OFFSET_REWIND",
+        22,
+        "CRITICAL",
+        "offset-rewind",
+        "A group's committed offset went down: the records between are processed again.",
+        "Group {group_id}'s committed offset of {committed_topic}-{committed_partition} went "
+        "down from {previous_committed_offset} (record {previous_offset}) to {committed_offset} "
+        "(record {base_offset}, {kind}): cause {cause}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset",
+            "previous_committed_offset", "kind", "marker_offset",
+        ),
+        raised_by=PROCESSING,
+        previous_offset_means="the record of the higher offset it replaced",
+    ),
+    FindingType(
+        "MIXED_OFFSET_COMMITS",
+        23,
+        "CRITICAL",
+        "mixed-offset-commits",
+        "A group commits one partition's offsets both plainly and in transactions.",
+        "Group {group_id} committed {committed_topic}-{committed_partition} {kind} at record "
+        "{base_offset} (offset {committed_offset}) after committing it the other way: cause "
+        "{cause}{aborted_range}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",
+            "aborted_from", "aborted_to",
+        ),
+        raised_by=PROCESSING,
+        previous_offset_means="the aborted transactional record",
+    ),
+    FindingType(
+        "CONCURRENT_OFFSET_OWNERS",
+        24,
+        "CRITICAL",
+        "concurrent-offset-owners",
+        "Two producers committed one group's offsets of a partition in overlapping transactions.",
+        "Producers {other_producer_id} (record {previous_offset}) and {producer_id} (record "
+        "{base_offset}) both held a pending offset of group {group_id}'s "
+        "{committed_topic}-{committed_partition} at once, and both transactions committed.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset",
+            "other_producer_id", "marker_offset",
+        ),
+        raised_by=PROCESSING,
+        previous_offset_means="the other producer's record",
+    ),
+]  # fmt: skip
 REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
 BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}
 assert len(BY_CODE) == len(REGISTRY), "finding type codes must be unique"
@@ -463,6 +527,7 @@ assert all(t.severity in SEVERITY_ORDER for t in _TYPES), "default severities ar
 # observations alone).
 REPLAYED = tuple(t.name for t in _TYPES if t.raised_by == REPLAY)
 RAISED_BY_LIST_OFFSETS = tuple(t.name for t in _TYPES if t.raised_by == LIST_OFFSETS)
+RAISED_BY_PROCESSING = tuple(t.name for t in _TYPES if t.raised_by == PROCESSING)
 DEFAULT_SEVERITIES: dict[str, str] = {t.name: t.severity for t in _TYPES}
 
 

@@ -590,6 +590,12 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "batch_producer_epoch", T.IntegerType(), False, "producer epoch of the batch, -1 when none"
     ),
     Column("is_transactional", T.BooleanType(), False, "the batch's transactional flag"),
+    Column(
+        "control_type", T.StringType(), True,
+        "COMMIT or ABORT when the row is a transaction marker (a control batch) rather than a "
+        "record: its producer is the batch's, its offset the marker's, and the record's columns "
+        "are null; the coordinator replay needs both",
+    ),
     Column("timestamp", T.LongType(), True, "the record's timestamp, ms since the epoch"),
     Column(
         "source",
@@ -706,6 +712,93 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
 ]
 COORDINATOR_RECORDS = _struct(COORDINATOR_RECORDS_COLUMNS)
 
+# The processing audit's tables (eos_audit.processing, docs/rules.md#exactly-once-processing).
+CONSUMER_OFFSETS_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("group_id", T.StringType(), False, "the consumer group"),
+    Column("topic", T.StringType(), False, "the topic whose offset the group committed"),
+    Column("partition", T.IntegerType(), False, "its partition"),
+    Column(
+        "committed_offset", T.LongType(), True,
+        "the offset committed (the next record the group reads); null for a tombstone",
+    ),
+    Column("leader_epoch", T.IntegerType(), True, "the leader epoch committed with it, -1: none"),
+    Column("metadata", T.StringType(), True, "the commit's metadata text"),
+    Column("commit_time", T.TimestampType(), True, "the commit's timestamp (UTC)"),
+    Column(
+        "kind", T.StringType(), False,
+        "PLAIN (OffsetCommit, no producer id), TRANSACTIONAL (TxnOffsetCommit, in a transactional "
+        "producer's batch) or TOMBSTONE (the key's offset deleted: expiry, DeleteOffsets, group "
+        "deletion)",
+    ),
+    Column(
+        "outcome", T.StringType(), False,
+        "APPLIED (became the committed offset), SKIPPED (its COMMIT came after a later record's "
+        "value was stored), ABORTED, PENDING (no marker by the export's end), REPLACED (the same "
+        "producer committed the key again before its marker), CLEARED (a tombstone removed it "
+        "while pending), DELETED (a tombstone)",
+    ),
+    Column(
+        "previous_committed_offset", T.LongType(), True,
+        "the committed offset this record replaced (APPLIED, DELETED); null when there was none",
+    ),
+    Column("producer_id", T.LongType(), False, "producer id of the record's batch, -1: plain"),
+    Column("producer_epoch", T.IntegerType(), False, "producer epoch of the batch, -1: plain"),
+    Column(
+        "marker_offset", T.LongType(), True,
+        "offset of the COMMIT or ABORT marker that decided a transactional record",
+    ),
+    Column(
+        "coordinator_partition", T.IntegerType(), False, "the __consumer_offsets partition"
+    ),
+    Column("record_offset", T.LongType(), False, "the record's offset in that partition"),
+    Column("source", T.StringType(), True, "where the record came from (file and position)"),
+]  # fmt: skip
+
+TRANSACTION_LOG_COLUMNS: list[Column] = [
+    Column("run_id", T.StringType(), False, "the audit run"),
+    Column("transactional_id", T.StringType(), False, "the producer's transactional.id"),
+    Column(
+        "state", T.StringType(), True,
+        "Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead, "
+        "PrepareEpochFence; null for a tombstone (the transactional.id expired)",
+    ),
+    Column("previous_state", T.StringType(), True, "the id's state in its record before"),
+    Column("producer_id", T.LongType(), True, "the producer id the coordinator gave the id"),
+    Column("producer_epoch", T.IntegerType(), True, "its epoch"),
+    Column(
+        "previous_producer_id", T.LongType(), True,
+        "KIP-890: the producer id before an epoch overflow gave a new one (-1: none)",
+    ),
+    Column(
+        "next_producer_id", T.LongType(), True,
+        "KIP-890: the producer id the next transaction will use (-1: none)",
+    ),
+    Column(
+        "partitions",
+        T.ArrayType(
+            T.StructType(
+                [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
+            )
+        ),
+        True,
+        "the partitions of the ongoing or ending transaction",
+    ),
+    Column("timeout_ms", T.IntegerType(), True, "transaction.timeout.ms"),
+    Column("start_time", T.TimestampType(), True, "when the transaction started (UTC)"),
+    Column("last_update_time", T.TimestampType(), True, "when the state changed (UTC)"),
+    Column(
+        "client_transaction_version", T.IntegerType(), True,
+        "KIP-890: 2 when the client uses transactions v2",
+    ),
+    Column("is_tombstone", T.BooleanType(), False, "the record deletes the transactional.id"),
+    Column(
+        "coordinator_partition", T.IntegerType(), False, "the __transaction_state partition"
+    ),
+    Column("record_offset", T.LongType(), False, "the record's offset in that partition"),
+    Column("source", T.StringType(), True, "where the record came from (file and position)"),
+]  # fmt: skip
+
 # The one catalog of the warehouse's tables: name -> columns, in the order a run writes them, each
 # run's record (`RUN_TABLE`) around the data tables (`DATA_TABLES`). A new table is one entry here.
 RUN_TABLE = "audit_runs"
@@ -718,6 +811,8 @@ OUTPUT_COLUMNS: dict[str, list[Column]] = {
     "list_offsets_errors": LIST_OFFSETS_ERRORS_COLUMNS,
     "producer_state": PRODUCER_STATE_COLUMNS,
     "input_files": INPUT_FILES_COLUMNS,
+    "consumer_offsets": CONSUMER_OFFSETS_COLUMNS,
+    "transaction_log": TRANSACTION_LOG_COLUMNS,
     RUN_TABLE: AUDIT_RUNS_COLUMNS,
 }
 OUTPUT_TABLES: dict[str, T.StructType] = {

@@ -89,7 +89,9 @@ def test_registry_entries_are_complete():
     for kind in REGISTRY.values():
         assert re.fullmatch(r"[A-Z][A-Z_]+", kind.name), kind.name
         assert kind.severity in SEVERITY_ORDER, kind.name
-        assert kind.raised_by in (findings.REPLAY, findings.ACKS, findings.LIST_OFFSETS)
+        assert kind.raised_by in (
+            findings.REPLAY, findings.ACKS, findings.LIST_OFFSETS, findings.PROCESSING
+        )
         assert kind.mark in (findings.MARK_GAP, findings.MARK_DUPLICATE, findings.MARK_FENCED,
                              findings.MARK_LOST, findings.MARK_OTHER), kind.name  # fmt: skip
         assert kind.kafka_error is None or kind.kafka_error in findings.KafkaError.__members__

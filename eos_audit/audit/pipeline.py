@@ -291,6 +291,57 @@ def _stage_list_offsets(
     return observations
 
 
+@dataclass(frozen=True)
+class ProcessingTables:
+    """The processing audit's tables of a run, read from its stage."""
+
+    consumer_offsets: DataFrame
+    transaction_log: DataFrame
+
+
+COORDINATOR_INPUT = "coordinator_records"
+
+
+def _stage_processing(
+    spark: SparkSession,
+    coordinator: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+    stage: RunStage,
+    staged_path: str,
+) -> ProcessingTables:
+    """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
+
+    The decoded records are staged once (the replay, the transaction log and the quarantine read
+    them), and the replay's history once (its table and its findings read it).
+    """
+    from eos_audit.processing.coordinator_audit import (
+        SOURCE_ERROR,
+        consumer_offsets_table,
+        offset_events,
+        processing_findings,
+        replay_offsets,
+        transaction_log_table,
+    )
+
+    records = checked_once(spark, coordinator, stage.subdir("coordinator_records"))
+    history = checked_once(
+        spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets")
+    )
+    rejected = records.where(F.col(SOURCE_ERROR).isNotNull()).select(
+        F.lit(COORDINATOR_INPUT).alias("input"),
+        F.coalesce(F.col("source"), F.col("coordinator_topic")).alias("source"),
+        F.col(SOURCE_ERROR).alias("reason"),
+    )
+    staged = output_records.finding_records_of(
+        processing_findings(history, config, run_id)
+    ).unionByName(output_records.problem_records(rejected, run_id))
+    staged.write.mode("append").partitionBy("kind").parquet(staged_path)
+    return ProcessingTables(
+        consumer_offsets_table(history, run_id), transaction_log_table(records, run_id)
+    )
+
+
 def _summary(staged: DataFrame) -> dict:
     """The run's counts, from the stage, in one small Spark job (the run's one summary step).
 
@@ -318,7 +369,7 @@ def _summary(staged: DataFrame) -> dict:
     )
     summary: dict = {
         "quarantined": 0, "lines_quarantined": 0, "seeds_quarantined": 0, "audited": 0,
-        "skipped": 0,
+        "skipped": 0, "coordinator_records_quarantined": 0,
     }  # fmt: skip
     summary.update(dict.fromkeys(SEVERITY_ORDER, 0))
     by_type: dict[str, int] = {}
@@ -337,6 +388,8 @@ def _summary(staged: DataFrame) -> dict:
             # A seed row that could not be trusted: its producer was replayed without its state.
             elif row["input"] == SEED_INPUT:
                 summary["seeds_quarantined"] += row["n"]
+            elif row["input"] == COORDINATOR_INPUT:
+                summary["coordinator_records_quarantined"] += row["n"]
         else:
             summary["audited"] += row["audited"] or 0
             summary["skipped"] += row["skipped"] or 0
@@ -523,6 +576,12 @@ def _audit_and_write(
                 spark, inputs, config, run_id, staged_path, stage.subdir("list_offsets")
             )
             offset_errors = list_offsets_error_counts(observations, run_id)
+    processing = None
+    if read.coordinator_records is not None:
+        with progress.stage(spark, run_id, "replaying the group coordinators' offsets"):
+            processing = _stage_processing(
+                spark, read.coordinator_records, config, run_id, stage, staged_path
+            )
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
     with progress.stage(spark, run_id, "counting"):
@@ -540,6 +599,8 @@ def _audit_and_write(
         "producer_state": output_records.producer_state_of(staged).withColumn(
             "run_id", F.lit(run_id)
         ),
+        "consumer_offsets": processing and processing.consumer_offsets,
+        "transaction_log": processing and processing.transaction_log,
     }
 
     def written(table: str, location: str) -> None:
@@ -578,6 +639,7 @@ def _audit_and_write(
         tolerated=books.tolerated,
         unreadable=books.unreadable,
         seeds_quarantined=int(summary["seeds_quarantined"]),
+        coordinator_records_quarantined=int(summary["coordinator_records_quarantined"]),
     )
 
 

@@ -32,6 +32,7 @@ def finished_status(
     tolerated: int = 0,
     unreadable: tuple[str, ...] = (),
     seeds_quarantined: int = 0,
+    coordinator_records_quarantined: int = 0,
 ) -> tuple[str, str | None]:
     """The status of a run that went through, and why it is not SUCCEEDED (issue 12, case 7).
 
@@ -55,6 +56,9 @@ def finished_status(
         seeds_quarantined: seeded producer state rows (--producer-state, --since-state, snapshot
             entries) quarantined as impossible: their producers were replayed without the state
             they had, so a seed is input like any other and one lost row is not a clean night.
+        coordinator_records_quarantined: records or markers of `__consumer_offsets` and
+            `__transaction_state` that could not be decoded: the processing audit replayed the
+            coordinator without them.
 
     Returns:
         (status, explanation or None).
@@ -95,5 +99,11 @@ def finished_status(
             f"quarantined {seeds_quarantined} seeded producer state row(s) (input producer_state):"
             " their producers were replayed without the state they had before the log, so their "
             "first batches were judged as a new producer's: see the quarantine table"
+        )
+    if coordinator_records_quarantined > 0:
+        return QUARANTINE_EXCEEDED, (
+            f"quarantined {coordinator_records_quarantined} record(s) of __consumer_offsets or "
+            "__transaction_state that could not be decoded (input coordinator_records): the "
+            "group coordinator's offsets were replayed without them: see the quarantine table"
         )
     return SUCCEEDED, None

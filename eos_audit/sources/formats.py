@@ -69,6 +69,10 @@ class BatchRead:
     # Rows located by reference in files the driver handed to the reader: the text before a
     # row's position, by file id (row_reference.row_prefixes).
     source_files: dict[int, str] | None = None
+    # The records and markers of `__consumer_offsets` and `__transaction_state` partitions among
+    # the inputs, decoded (schemas/coordinator_records.json plus `_source_error`), one replica of
+    # each: what the processing audit replays. None when the inputs hold none.
+    coordinator_records: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -112,16 +116,29 @@ def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
         problems=export.problems,
         files=export.files,
         source_files=export.source_files,
+        coordinator_records=export.coordinator_records,
     )
 
 
 def _dump_log(spark: SparkSession, paths: list[str], options: BatchOptions) -> BatchRead:
+    from eos_audit.sources.kafka.coordinator_dump_log import read_coordinator_dump_log
+    from eos_audit.sources.kafka.coordinator_rows import COORDINATOR_TOPICS
     from eos_audit.sources.kafka.dump_log import read_dump_log
     from eos_audit.sources.tabular.canonical import to_canonical
 
     files = list_table_files(paths, "dump-log")
     text = read_dump_log(spark, paths, topic=options.topic, partition=options.partition)
-    return BatchRead(to_canonical(text, text_input=False), files=files)
+    # Sections of the coordinator topics, printed with their decoder flag, are decoded too; the
+    # text is not seen on the driver, so it is parsed for them whatever it holds (no rows when
+    # it has none), unless --dump-topic names another topic.
+    coordinator = None
+    if options.topic is None or options.topic in COORDINATOR_TOPICS:
+        coordinator = read_coordinator_dump_log(
+            spark, paths, topic=options.topic, partition=options.partition
+        )
+    return BatchRead(
+        to_canonical(text, text_input=False), files=files, coordinator_records=coordinator
+    )
 
 
 BATCH_FORMATS: dict[str, InputFormat] = {

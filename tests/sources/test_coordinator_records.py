@@ -614,7 +614,7 @@ def test_a_record_longer_than_its_fields_is_an_error():
 # ------------------------------------------------------------------------------------------------
 CONTEXT_COLUMNS = [
     "coordinator_topic", "coordinator_partition", "offset", "base_offset", "batch_producer_id",
-    "batch_producer_epoch", "is_transactional", "timestamp", "source",
+    "batch_producer_epoch", "is_transactional", "control_type", "timestamp", "source",
 ]  # fmt: skip
 
 

@@ -238,13 +238,14 @@ def test_every_data_record_is_a_row_with_its_batchs_producer():
         (0, 0, -1, -1, False, BASE_TS, 1, False, False, 0, 5),
         (1, 0, -1, -1, False, BASE_TS + 1, 1, False, False, 1, 7),
         (2, 2, PID, EPOCH, True, BASE_TS + 10, 1, False, False, 0, 9),  # TxnOffsetCommit
+        (3, 3, PID, EPOCH, True, BASE_TS + 20, None, False, False, None, None),  # its COMMIT
         (4, 4, -1, -1, False, BASE_TS + 30, 1, True, False, 1, None),  # tombstone
         (5, 5, -1, -1, False, BASE_TS + 40, 17, False, True, None, None),  # skipped type
         (7, 6, -1, -1, False, BASE_TS + 51, 2, False, False, None, None),  # beside a damaged one
         (8, 8, -1, -1, False, BASE_TS + 60, 1, False, False, 2, 11),  # gzip
     ]
-    # The COMMIT marker at offset 3 is no row: the batch reader reads it.
-    assert 3 not in {r["offset"] for r in rows}
+    # The COMMIT marker at offset 3 is a row of its own, with no record fields.
+    assert [(r["offset"], r["control_type"]) for r in rows if r["control_type"]] == [(3, "COMMIT")]
     by_offset = {r["offset"]: r for r in good}
     assert decoded(by_offset[2]) == decode_consumer_offsets(*TXN_COMMIT)
     assert decoded(by_offset[1]).expire_timestamp_ms == EXPIRE_TS
@@ -253,7 +254,7 @@ def test_every_data_record_is_a_row_with_its_batchs_producer():
     assert {r["coordinator_topic"] for r in rows} == {CO}
     assert {r["coordinator_partition"] for r in rows} == {CO_PARTITION}
     assert [r["source"] for r in good] == [
-        f"/x/__consumer_offsets-12/0.log:{POSITIONS[i]}" for i in (0, 0, 1, 3, 4, 5, 6)
+        f"/x/__consumer_offsets-12/0.log:{POSITIONS[i]}" for i in (0, 0, 1, 2, 3, 4, 5, 6)
     ]
 
 
@@ -318,7 +319,7 @@ def test_a_legacy_entry_is_an_error_row_and_batches_are_chunked():
         "a magic 1 entry at byte 0: records of the message formats before v2 are not decoded"
     )
     chunks = list(iter_coordinator_segment(data, topic=CO, partition=0, path="p", chunk_rows=2))
-    assert [c.num_rows for c in chunks] == [3, 2, 1]  # a batch's records stay together
+    assert [c.num_rows for c in chunks] == [3, 2, 2]  # a batch's records stay together
     assert [r for c in chunks for r in c.to_pylist()] == rows
     with pytest.raises(ValueError, match="'orders' is not a coordinator topic"):
         list(iter_coordinator_segment(data, topic="orders", partition=0, path="p"))
@@ -386,8 +387,10 @@ def test_text_that_cannot_be_placed_or_decoded_is_an_error_row_at_its_line():
         ("d.txt:line 7", 3, 3, None),
         ("d.txt:line 8", None, 3, "line matches no known kafka-dump-log.sh format (4 bytes, "
          "content not copied)"),
+        ("d.txt:line 9", 4, 3, None),  # the COMMIT marker, at its batch line
     ]  # fmt: skip
-    # The marker (line 10) gives no row, nor does the section of another topic (lines 11-14).
+    assert rows[5]["control_type"] == "COMMIT"
+    # The section of another topic (lines 11-14) gives no row.
     good = rows[3]
     assert (good["committed_offset"], good["metadata"], good["timestamp"]) == (2, "m", 7)
     assert (good["base_offset"], good["batch_producer_id"], good["is_transactional"]) == (

@@ -12,11 +12,12 @@ A section's coordinator topic, which says which decoder the tool ran, comes from
 <dir>/__consumer_offsets-12/<file>` line, or from the `topic` option. The rows of sections of other
 topics are the batch reader's and are left out.
 
-As from segments (`coordinator_segments`): a control batch's record line (a marker) gives no row;
-what cannot be read is an error row, never dropped: a batch line the batch reader could not read
-(one row for the batch; its records are not decoded), and a record line whose decoder text does
-not decode (the tool's `Error at offset ...` among them). `source` is `<file>:line <n>` of the
-record line, or of the line the error is on.
+As from segments (`coordinator_segments`): a control batch gives one row, its marker, with the
+control type the batch reader read from its record line (`--deep-iteration`, which a decoder flag
+implies); what cannot be read is an error row, never dropped: a batch line the batch reader could
+not read (one row for the batch; its records are not decoded), and a record line whose decoder
+text does not decode (the tool's `Error at offset ...` among them). `source` is `<file>:line <n>`
+of the record line, or of the line the error is on.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ import pyarrow as pa
 
 from eos_audit.errors import ConfigError
 from eos_audit.sources.files.file_source import load_files
-from eos_audit.sources.kafka.coordinator_records import CoordinatorRecordError, DecodedRecord
+from eos_audit.sources.kafka.coordinator_records import (
+    MARKER,
+    CoordinatorRecordError,
+    DecodedRecord,
+)
 from eos_audit.sources.kafka.coordinator_rows import (
     ARROW_SCHEMA,
     CHUNK_ROWS,
@@ -64,7 +69,7 @@ _TIMESTAMP = re.compile(r" (?:CreateTime|LogAppendTime): (-?\d+)")
 _MARKER = re.compile(r" (?:endTxnMarker|controlType): ")
 _BATCH_COLUMNS = [
     "topic", "partition", "base_offset", "producer_id", "producer_epoch", "is_transactional",
-    "is_control", "source", SOURCE_ERROR_COL,
+    "is_control", "control_type", "max_timestamp", "source", SOURCE_ERROR_COL,
 ]  # fmt: skip
 _UNPLACED_RECORD = (
     "record line shows no offset, keySize and valueSize (--skip-record-metadata?): its record "
@@ -81,6 +86,22 @@ def _batch_context(batch: dict) -> dict:
         "batch_producer_epoch": batch["producer_epoch"],
         "is_transactional": batch["is_transactional"],
     }
+
+
+def _marker_row(batch: dict, context: dict) -> tuple[dict, DecodedRecord | None, str | None]:
+    """A control batch's row: its marker, or an error when the text shows no marker type."""
+    if batch["control_type"] is None:
+        return context, None, (
+            "control batch whose marker type the text does not show (dumped without "
+            "--deep-iteration or a decoder flag)"
+        )
+    marker = {
+        **context,
+        "offset": batch["base_offset"],
+        "timestamp": batch["max_timestamp"],
+        "control_type": batch["control_type"],
+    }
+    return marker, MARKER, None
 
 
 def _is_other_topic(topic: str | None) -> bool:
@@ -130,9 +151,13 @@ def parse_coordinator_dump_log(
     batches = parsed.batches.select(_BATCH_COLUMNS).to_pylist()
     found: list[tuple[int, dict, DecodedRecord | None, str | None]] = []
     for line, batch in zip(parsed.batch_lines.tolist(), batches, strict=True):
-        if batch[SOURCE_ERROR_COL] is not None and not _is_other_topic(batch["topic"]):
-            context = {**_batch_context(batch), "source": batch["source"]}
+        if _is_other_topic(batch["topic"]):
+            continue
+        context = {**_batch_context(batch), "source": batch["source"]}
+        if batch[SOURCE_ERROR_COL] is not None:
             found.append((line, context, None, batch[SOURCE_ERROR_COL]))
+        elif batch["is_control"]:
+            found.append((line, *_marker_row(batch, context)))
     errors = parsed.errors.select(["topic", "partition", "source", SOURCE_ERROR_COL]).to_pylist()
     for line, error in zip(parsed.error_lines.tolist(), errors, strict=True):
         if not _is_other_topic(error["topic"]):
@@ -152,7 +177,7 @@ def parse_coordinator_dump_log(
         if batch["topic"] not in COORDINATOR_TOPICS or batch[SOURCE_ERROR_COL] is not None:
             continue  # another topic's, or a batch already reported as one error row
         if batch["is_control"]:
-            continue  # a transaction marker: the batch reader's row
+            continue  # a transaction marker: the row of its batch line (below)
         row = _record_row(text, line, batch, path)
         if row is not None:
             found.append((line, *row))

@@ -137,6 +137,8 @@ class DecodedRecord:
 
 
 DECODED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DecodedRecord))
+# A transaction marker's row (its batch's `control_type` says which): no record to decode.
+MARKER = DecodedRecord(None, None)
 
 
 def transaction_status_name(status: int) -> str:

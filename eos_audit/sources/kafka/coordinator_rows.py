@@ -42,6 +42,7 @@ CONTEXT_FIELDS = (
     "batch_producer_id",
     "batch_producer_epoch",
     "is_transactional",
+    "control_type",
     "timestamp",
     "source",
 )

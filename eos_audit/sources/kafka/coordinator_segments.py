@@ -8,9 +8,9 @@ and byte positions), walks the records of each data batch (`batch_records`) and 
 (`coordinator_records`). Every record carries its batch's producer id, epoch and transactional
 flag, which tell a TxnOffsetCommit (pending until its producer's marker) from a plain commit.
 
-Control batches give no row. A transaction marker has no key or value a coordinator decodes, and
-the contract describes decoded records; the batch reader already reads markers (control type,
-producer, offset) from these same segments, and the replay joins the two.
+A control batch (a transaction marker) is one row with its `control_type` (COMMIT, ABORT) and no
+decoded fields: the coordinator replay needs the markers in offset order with the records, and a
+user who hands in decoded records as Parquet hands in the markers the same way.
 
 What cannot be decoded is an error row (`_source_error`, `source` = `<file>:<byte>` of the batch),
 never dropped:
@@ -50,6 +50,7 @@ from eos_audit.sources.kafka.coordinator_keys import (
     TRANSACTION_STATE_TOPIC,
 )
 from eos_audit.sources.kafka.coordinator_records import (
+    MARKER,
     CoordinatorRecordError,
     DecodedRecord,
     decode_consumer_offsets,
@@ -89,8 +90,8 @@ _DECODERS: dict[str, Callable[[bytes | None, bytes | None], DecodedRecord]] = {
 # What this reader takes of the batch reader's row for each batch.
 _HEADER_COLUMNS = [
     "base_offset", "producer_id", "producer_epoch", "is_transactional", "is_control",
-    "record_count", "magic", "max_timestamp", "crc_valid", "source", SOURCE_ERROR_COL,
-    ref.SOURCE_ROW,
+    "control_type", "record_count", "magic", "max_timestamp", "crc_valid", "source",
+    SOURCE_ERROR_COL, ref.SOURCE_ROW,
 ]  # fmt: skip
 
 
@@ -137,6 +138,24 @@ def _batch_records(
         )
 
 
+def _marker_row(header: dict, context: dict, rows: CoordinatorRows) -> None:
+    """A control batch's row: its marker, or an error for a control record of no known type."""
+    if header["control_type"] is None:
+        rows.add(
+            context,
+            error=f"the control batch at byte {header[ref.SOURCE_ROW]} holds no COMMIT or ABORT "
+            "marker the audit knows",
+        )
+        return
+    marker = {
+        **context,
+        "offset": header["base_offset"],
+        "timestamp": header["max_timestamp"],
+        "control_type": header["control_type"],
+    }
+    rows.add(marker, MARKER)
+
+
 def _batch_rows(
     data: bytes | memoryview,
     header: dict,
@@ -164,14 +183,14 @@ def _batch_rows(
             error=f"a magic {header['magic']} entry at byte {position}: records of the message "
             "formats before v2 are not decoded",
         )
-    elif header["is_control"]:
-        return  # a transaction marker: the batch reader's row (module docstring)
     elif not header["crc_valid"]:
         rows.add(
             context,
             error=f"the batch at byte {position} fails its CRC-32C: its {header['record_count']} "
             "records are not decoded (damaged bytes)",
         )
+    elif header["is_control"]:
+        _marker_row(header, context, rows)
     else:
         _batch_records(data, header, context, decode, rows)
 

@@ -63,6 +63,9 @@ class KafkaExport:
     files: list[InputFile] = field(default_factory=list)
     # The text before a batch's byte position, by the id of its segment file (row_reference).
     source_files: dict[int, str] = field(default_factory=dict)
+    # The records and markers of the primary replicas of the coordinator topics' partitions
+    # (coordinator_segments); None when the export has none.
+    coordinator_records: DataFrame | None = None
 
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
@@ -237,7 +240,27 @@ def read_kafka_export(
         source_files=ref.row_prefixes(
             {file_id: path for path, file_id in ids.items()}, ref.BYTE_POSITION
         ),
+        coordinator_records=_coordinator_records(spark, files, ranks),
     )
+
+
+def _coordinator_records(
+    spark: SparkSession, files: list[dict], ranks: dict[str, tuple[str, int]]
+) -> DataFrame | None:
+    """The decoded records of the coordinator partitions' primary replicas, if there are any.
+
+    The primary only, as for the batch replay: the replicas of `__consumer_offsets` hold the same
+    records, and the coordinator replay must see each once.
+    """
+    from eos_audit.sources.kafka.coordinator_rows import COORDINATOR_TOPICS
+    from eos_audit.sources.kafka.coordinator_segments import read_coordinator_segment_files
+
+    primary = [
+        f for f in files if f["topic"] in COORDINATOR_TOPICS and ranks[f["path"]][1] == 0
+    ]
+    if not primary:
+        return None
+    return read_coordinator_segment_files(spark, primary)
 
 
 def _files_read(

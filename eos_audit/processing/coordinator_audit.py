@@ -1,0 +1,273 @@
+"""The processing audit as Spark work: the coordinator replay per partition, and its tables.
+
+The decoded coordinator records and markers (`sources.kafka.coordinator_*`, the
+coordinator_records contract) are shuffled once by `__consumer_offsets` partition, sorted by
+offset within it, and replayed by `offset_metadata_manager` inside `mapInArrow`: a partition's
+records never meet the driver. The
+`__transaction_state` records need no replay: each is a state transition of its transactional.id
+and becomes one `transaction_log` row, with the state before it from a window over the id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.processing.offset_metadata_manager import Event, OffsetMetadataManager, OffsetRow
+from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
+from eos_audit.sinks.finding_rows import finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+from eos_audit.sources.kafka.coordinator_keys import (
+    TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
+)
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+SOURCE_ERROR = "_source_error"
+_ROWS_PER_BATCH = 4096
+_EVENTS = T.StructType(
+    [
+        T.StructField("coordinator_partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("producer_id", T.LongType()),
+        T.StructField("producer_epoch", T.IntegerType()),
+        T.StructField("control_type", T.StringType()),
+        T.StructField("record_type", T.IntegerType()),
+        T.StructField("is_tombstone", T.BooleanType()),
+        T.StructField("group_id", T.StringType()),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("committed_offset", T.LongType()),
+        T.StructField("leader_epoch", T.IntegerType()),
+        T.StructField("metadata", T.StringType()),
+        T.StructField("commit_timestamp_ms", T.LongType()),
+        T.StructField("member_count", T.IntegerType()),
+        T.StructField("timestamp", T.LongType()),
+        T.StructField("source", T.StringType()),
+    ]
+)
+_FINDING = T.StructType(
+    [
+        T.StructField("finding_type", T.StringType()),
+        T.StructField("cause", T.StringType()),
+        T.StructField("previous_committed_offset", T.LongType()),
+        T.StructField("previous_record_offset", T.LongType()),
+        T.StructField("other_producer_id", T.LongType()),
+        T.StructField("other_record_offset", T.LongType()),
+        T.StructField("aborted_from", T.LongType()),
+        T.StructField("aborted_to", T.LongType()),
+    ]
+)
+# The replay's output: consumer_offsets' columns (times as epoch ms) and the findings of the row.
+_HISTORY = T.StructType(
+    [
+        *[_EVENTS[name] for name in ("group_id", "topic", "partition", "committed_offset")],
+        *[_EVENTS[name] for name in ("leader_epoch", "metadata", "commit_timestamp_ms")],
+        T.StructField("kind", T.StringType()),
+        T.StructField("outcome", T.StringType()),
+        T.StructField("previous_committed_offset", T.LongType()),
+        _EVENTS["producer_id"],
+        _EVENTS["producer_epoch"],
+        T.StructField("marker_offset", T.LongType()),
+        _EVENTS["coordinator_partition"],
+        T.StructField("record_offset", T.LongType()),
+        _EVENTS["timestamp"],
+        _EVENTS["source"],
+        T.StructField("findings", T.ArrayType(_FINDING)),
+    ]
+)
+_HISTORY_ARROW = to_arrow_schema(_HISTORY)
+
+
+def offset_events(records: DataFrame) -> DataFrame:
+    """The `__consumer_offsets` records and markers the replay reads, in `_EVENTS` columns.
+
+    Args:
+        records: decoded coordinator records and markers (coordinator_records contract,
+            `_source_error` null on the rows to use), one replica of each partition.
+    """
+    wanted = F.col("control_type").isin("COMMIT", "ABORT") | (
+        F.col("control_type").isNull()
+        & F.col("record_type").isin(0, 1, 2)
+        & ~F.coalesce(F.col("is_skipped"), F.lit(False))
+    )
+    usable = records.where(
+        (F.col("coordinator_topic") == CONSUMER_OFFSETS) & F.col(SOURCE_ERROR).isNull() & wanted
+    )
+    renamed = {
+        "producer_id": "batch_producer_id",
+        "producer_epoch": "batch_producer_epoch",
+        "topic": "committed_topic",
+        "partition": "committed_partition",
+    }
+    return usable.select(
+        *[F.col(renamed.get(f.name, f.name)).cast(f.dataType).alias(f.name) for f in _EVENTS]
+    )
+
+
+def _history_row(row: OffsetRow, coordinator_partition: int) -> dict:
+    event = row.event
+    return {
+        "group_id": event.group_id, "topic": event.topic, "partition": event.partition,
+        "committed_offset": event.committed_offset, "leader_epoch": event.leader_epoch,
+        "metadata": event.metadata, "commit_timestamp_ms": event.commit_timestamp_ms,
+        "kind": row.kind, "outcome": row.outcome,
+        "previous_committed_offset": row.previous_committed_offset,
+        "producer_id": event.producer_id, "producer_epoch": event.producer_epoch,
+        "marker_offset": row.marker_offset, "coordinator_partition": coordinator_partition,
+        "record_offset": event.offset, "timestamp": event.timestamp, "source": event.source,
+        "findings": [asdict(f) for f in row.findings],
+    }  # fmt: skip
+
+
+def _event(values: dict) -> Event:
+    """An `Event` of an `_EVENTS` row (its `coordinator_partition` taken out)."""
+    if values["producer_id"] is None:
+        values["producer_id"] = -1
+    if values["producer_epoch"] is None:
+        values["producer_epoch"] = -1
+    values["is_tombstone"] = bool(values["is_tombstone"])
+    return Event(**values)
+
+
+def _replay_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow: each `__consumer_offsets` partition's events, sorted, replayed in turn.
+
+    A task's rows are sorted by (partition, offset), so a partition's events arrive together
+    and in order, and the replay runs as they stream: its memory is the partition's keys and
+    open transactions, never its records.
+    """
+    out: list[dict] = []
+    current: int | None = None
+    manager: OffsetMetadataManager | None = None
+
+    def rows(decided: Iterator[OffsetRow], partition: int) -> Iterator[pa.RecordBatch]:
+        for row in decided:
+            out.append(_history_row(row, partition))
+            if len(out) >= _ROWS_PER_BATCH:
+                yield pa.RecordBatch.from_pylist(out, schema=_HISTORY_ARROW)
+                out.clear()
+
+    for batch in batches:
+        for values in batch.to_pylist():
+            partition = values.pop("coordinator_partition")
+            if partition != current:
+                if manager is not None:
+                    yield from rows(manager.finish(), current)
+                current, manager = partition, OffsetMetadataManager()
+            yield from rows(manager.apply(_event(values)), partition)
+    if manager is not None:
+        yield from rows(manager.finish(), current)
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=_HISTORY_ARROW)
+
+
+def replay_offsets(events: DataFrame) -> DataFrame:
+    """Every OffsetCommit record with its outcome and findings (`_HISTORY`), one shuffle."""
+    return (
+        events.repartition("coordinator_partition")
+        .sortWithinPartitions("coordinator_partition", "offset")
+        .mapInArrow(_replay_batches, _HISTORY)
+    )
+
+
+def consumer_offsets_table(history: DataFrame, run_id: str) -> DataFrame:
+    """The consumer_offsets table's rows of a run."""
+    values = {
+        "run_id": F.lit(run_id),
+        "commit_time": F.timestamp_millis(F.col("commit_timestamp_ms")),
+    }
+    table = OUTPUT_TABLES["consumer_offsets"]
+    return history.select(
+        *[
+            (values[c.name] if c.name in values else F.col(c.name))
+            .cast(table[c.name].dataType)
+            .alias(c.name)
+            for c in CONSUMER_OFFSETS_COLUMNS
+        ]
+    )
+
+
+def transaction_log_table(records: DataFrame, run_id: str) -> DataFrame:
+    """The transaction_log table's rows: each `__transaction_state` record, its state before."""
+    rows = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE)
+        & F.col(SOURCE_ERROR).isNull()
+        & F.col("transactional_id").isNotNull()
+    )
+    by_id = Window.partitionBy("transactional_id").orderBy("coordinator_partition", "offset")
+    values = {
+        "run_id": F.lit(run_id),
+        "state": F.col("transaction_status"),
+        "previous_state": F.lag("transaction_status").over(by_id),
+        "partitions": F.col("transaction_partitions"),
+        "timeout_ms": F.col("transaction_timeout_ms"),
+        "start_time": F.timestamp_millis(F.col("start_timestamp_ms")),
+        "last_update_time": F.timestamp_millis(F.col("last_update_timestamp_ms")),
+        "record_offset": F.col("offset"),
+    }
+    table = OUTPUT_TABLES["transaction_log"]
+    return rows.select(
+        *[
+            (values[f.name] if f.name in values else F.col(f.name)).cast(f.dataType).alias(f.name)
+            for f in table.fields
+        ]
+    )
+
+
+def processing_findings(history: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """The findings of the coordinator replay, in the FINDINGS contract."""
+    exploded = history.select("*", F.explode("findings").alias("f")).drop("findings")
+    f = F.col("f")
+    aborted = f["cause"] == "ABORTED_RANGE_COMMITTED"
+    values = {
+        "cause": f["cause"],
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": F.col("coordinator_partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
+        "base_offset": F.col("record_offset"),
+        "last_offset": F.col("record_offset"),
+        "previous_offset": F.coalesce(f["previous_record_offset"], f["other_record_offset"]),
+        "batch_timestamp": F.col("timestamp"),
+        "source": F.col("source"),
+        "group_id": F.col("group_id"),
+        "committed_topic": F.col("topic"),
+        "committed_partition": F.col("partition"),
+        "committed_offset": F.col("committed_offset"),
+        "previous_committed_offset": f["previous_committed_offset"],
+        "kind": F.col("kind"),
+        "marker_offset": F.col("marker_offset"),
+        "other_producer_id": f["other_producer_id"],
+        "aborted_from": f["aborted_from"],
+        "aborted_to": f["aborted_to"],
+        "aborted_range": F.when(
+            aborted,
+            F.format_string(
+                ", passing offsets %s-%s whose transaction aborted: that input was never "
+                "processed", f["aborted_from"], f["aborted_to"] - 1,
+            ),
+        ).otherwise(F.lit("")),
+    }  # fmt: skip
+    identity = [F.col("coordinator_partition"), F.col("record_offset"), f["cause"]]
+    per_type = [
+        exploded.where(f["finding_type"] == name).select(
+            finding_struct(name, config, run_id, identity=identity, values=values).alias("f")
+        )
+        for name in RAISED_BY_PROCESSING
+    ]
+    union = per_type[0]
+    for more in per_type[1:]:
+        union = union.unionByName(more)
+    return union.select("f.*")

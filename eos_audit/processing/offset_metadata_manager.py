@@ -1,0 +1,339 @@
+"""The group coordinator's offset store, replayed over one `__consumer_offsets` partition.
+
+Kafka's `OffsetMetadataManager` (group-coordinator, 3.7+; `GroupMetadataManager.scala`'s loader
+before) rebuilds the committed offsets of a partition's groups from its log, record by record in
+offset order. This module is that replay, with the history kept: every OffsetCommit record gives
+one `OffsetRow` saying what became of it, and the processing rules (docs/rules.md, "Exactly-once
+processing") are checked where Kafka's state changes.
+
+The materialization rule (`OffsetMetadataManager.replay` and `replayEndTransactionMarker`):
+
+- a record of a batch without a producer id (a plain OffsetCommit) is stored at once;
+- a record of a transactional producer's batch (a TxnOffsetCommit) waits in
+  `pendingTransactionalOffsets[producerId][group, topic, partition]`, keyed by the producer id
+  only (a later record of the same producer for the same key replaces it);
+- that producer's COMMIT marker in this partition stores each of its pending offsets whose record
+  offset is above the record offset of the stored value (`OffsetAndMetadata.recordOffset`,
+  KAFKA-14505), and drops the others; its ABORT marker drops them all; a marker with nothing
+  pending does nothing;
+- a tombstone removes the stored value and every producer's pending value of the key.
+
+A plain commit's producer id is -1 (`RecordBatch.NO_PRODUCER_ID`): Kafka 4.x tells the two kinds
+by the producer id, not by the batch's transactional flag, and so does this replay.
+
+The module imports no Spark: `coordinator_audit` runs it per partition inside `mapInArrow`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+NO_PRODUCER_ID = -1
+
+# What became of an OffsetCommit record (consumer_offsets.outcome).
+APPLIED = "APPLIED"  # it became the group's committed offset
+SKIPPED = "SKIPPED"  # committed, but the stored value came from a later record (KAFKA-14505)
+ABORTED = "ABORTED"  # its transaction aborted
+PENDING = "PENDING"  # its transaction had no marker in this partition by the export's end
+REPLACED = "REPLACED"  # the same producer wrote the key again before its marker
+CLEARED = "CLEARED"  # a tombstone removed the key while the record was pending
+DELETED = "DELETED"  # the record is a tombstone: the key's committed offset was removed
+
+PLAIN, TRANSACTIONAL, TOMBSTONE = "PLAIN", "TRANSACTIONAL", "TOMBSTONE"
+
+# Findings and causes (eos_audit.findings registry).
+OFFSET_REWIND = "OFFSET_REWIND"
+MIXED_OFFSET_COMMITS = "MIXED_OFFSET_COMMITS"
+CONCURRENT_OFFSET_OWNERS = "CONCURRENT_OFFSET_OWNERS"
+CAUSE_TRANSACTIONAL = "TRANSACTIONAL"
+CAUSE_LATE_COMMIT = "LATE_COMMIT"
+CAUSE_ADMIN_RESET = "ADMIN_RESET"
+CAUSE_EXPIRED_RESET = "EXPIRED_RESET"
+CAUSE_PLAIN_AND_TRANSACTIONAL = "PLAIN_AND_TRANSACTIONAL"
+CAUSE_ABORTED_RANGE_COMMITTED = "ABORTED_RANGE_COMMITTED"
+
+Key = tuple[str, str, int]  # group id, topic, partition
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of a `__consumer_offsets` partition, in offset order: a record or a marker.
+
+    A marker (`control_type` COMMIT or ABORT) comes from the partition's control batches; a
+    record from the coordinator record decoders (`record_type` 0/1 OffsetCommit, 2 GroupMetadata).
+    """
+
+    offset: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = -1
+    control_type: str | None = None
+    record_type: int | None = None
+    is_tombstone: bool = False
+    group_id: str | None = None
+    topic: str | None = None
+    partition: int | None = None
+    committed_offset: int | None = None
+    leader_epoch: int | None = None
+    metadata: str | None = None
+    commit_timestamp_ms: int | None = None
+    member_count: int | None = None
+    timestamp: int | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A processing rule broken where an OffsetCommit record was replayed."""
+
+    finding_type: str
+    cause: str | None
+    previous_committed_offset: int | None = None
+    previous_record_offset: int | None = None
+    other_producer_id: int | None = None
+    other_record_offset: int | None = None
+    # An input range whose transaction aborted, [aborted_from, aborted_to) (MIXED_OFFSET_COMMITS)
+    aborted_from: int | None = None
+    aborted_to: int | None = None
+
+
+@dataclass(slots=True)
+class OffsetRow:
+    """One OffsetCommit record (or tombstone) and what became of it: a consumer_offsets row."""
+
+    event: Event
+    kind: str  # PLAIN, TRANSACTIONAL or TOMBSTONE
+    outcome: str | None = None
+    marker_offset: int | None = None  # the COMMIT or ABORT marker that decided it
+    previous_committed_offset: int | None = None  # the stored value it replaced, when applied
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A transactional offset waiting for its producer's marker (pendingTransactionalOffsets)."""
+
+    row: OffsetRow
+    # Other producers that held a pending offset of the same key at the same time.
+    overlapping: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Stored:
+    """A committed offset in the store (OffsetAndMetadata with its recordOffset)."""
+
+    committed_offset: int
+    record_offset: int
+
+
+def _rewind(previous: _Stored, cause: str) -> Finding:
+    return Finding(
+        OFFSET_REWIND, cause,
+        previous_committed_offset=previous.committed_offset,
+        previous_record_offset=previous.record_offset,
+    )  # fmt: skip
+
+
+def _key(event: Event) -> Key:
+    return (event.group_id or "", event.topic or "", int(event.partition or 0))
+
+
+class OffsetMetadataManager:
+    """The replayed store of one `__consumer_offsets` partition, and its history.
+
+    Memory grows with the partition's keys and open transactions, never with its records.
+    """
+
+    def __init__(self) -> None:
+        self.offsets: dict[Key, _Stored] = {}
+        self.pending_transactional_offsets: dict[int, dict[Key, _Pending]] = {}
+        # Producers with a pending offset, by key (openTransactionsByGroup, per key here).
+        self._open_by_key: dict[Key, set[int]] = {}
+        # Members of each classic group by its last GroupMetadata record (0: empty or deleted).
+        self._members: dict[str, int] = {}
+        # The value a tombstone removed, until the key is committed again (EXPIRED_RESET).
+        self._removed: dict[Key, _Stored] = {}
+        # The kinds of commit each key has had (MIXED_OFFSET_COMMITS once per key).
+        self._kinds: dict[Key, set[str]] = {}
+        # The range an aborted transaction would have committed: (stored value, aborted value,
+        # the aborted record's offset).
+        self._aborted_range: dict[Key, tuple[int, int, int]] = {}
+        # Committed pending offsets that overlapped another producer's: (producer, key) -> row.
+        self._committed_overlaps: dict[tuple[int, Key], OffsetRow] = {}
+
+    def apply(self, event: Event) -> Iterator[OffsetRow]:
+        """Replay the partition's next event, a marker or a record; the rows it decides."""
+        if event.control_type is not None:
+            return self.replay_end_transaction_marker(event)
+        return self.replay(event)
+
+    # --- records ---------------------------------------------------------------------------
+    def replay(self, event: Event) -> Iterator[OffsetRow]:
+        """Replay one record (OffsetMetadataManager.replay); the rows it decides."""
+        if event.record_type == 2:
+            if event.group_id is not None:
+                self._members[event.group_id] = (
+                    0 if event.is_tombstone else int(event.member_count or 0)
+                )
+            return
+        if event.record_type not in (0, 1) or event.group_id is None:
+            return
+        key = _key(event)
+        if event.is_tombstone:
+            yield from self._replay_tombstone(key, event)
+            return
+        if event.producer_id == NO_PRODUCER_ID:
+            row = OffsetRow(event, PLAIN)
+            self._note_kind(key, row)
+            self._apply(key, row)
+            yield row
+            return
+        row = OffsetRow(event, TRANSACTIONAL)
+        self._note_kind(key, row)
+        pending = self.pending_transactional_offsets.setdefault(event.producer_id, {})
+        replaced = pending.get(key)
+        if replaced is not None:
+            replaced.row.outcome = REPLACED
+            yield replaced.row
+        entry = _Pending(row, set() if replaced is None else replaced.overlapping)
+        owners = self._open_by_key.setdefault(key, set())
+        for other in owners - {event.producer_id}:
+            entry.overlapping.add(other)
+            self.pending_transactional_offsets[other][key].overlapping.add(event.producer_id)
+        owners.add(event.producer_id)
+        pending[key] = entry
+
+    def _replay_tombstone(self, key: Key, event: Event) -> Iterator[OffsetRow]:
+        removed = self.offsets.pop(key, None)
+        if removed is not None:
+            self._removed[key] = removed
+        row = OffsetRow(event, TOMBSTONE, DELETED)
+        row.previous_committed_offset = None if removed is None else removed.committed_offset
+        yield row
+        for producer_id in sorted(self._open_by_key.pop(key, ())):
+            cleared = self.pending_transactional_offsets[producer_id].pop(key)
+            cleared.row.outcome = CLEARED
+            yield cleared.row
+
+    # --- markers ---------------------------------------------------------------------------
+    def replay_end_transaction_marker(self, event: Event) -> Iterator[OffsetRow]:
+        """Replay one COMMIT or ABORT marker (OffsetMetadataManager.replayEndTransactionMarker)."""
+        pending = self.pending_transactional_offsets.pop(event.producer_id, None)
+        if not pending:
+            return
+        for key, entry in pending.items():
+            self._open_by_key[key].discard(event.producer_id)
+            if not self._open_by_key[key]:
+                del self._open_by_key[key]
+            row = entry.row
+            row.marker_offset = event.offset
+            if event.control_type != "COMMIT":
+                row.outcome = ABORTED
+                self._note_abort(key, row)
+                yield row
+                continue
+            stored = self.offsets.get(key)
+            if stored is not None and row.event.offset <= stored.record_offset:
+                row.outcome = SKIPPED
+            else:
+                self._apply(key, row)
+                self._aborted_range.pop(key, None)
+            self._check_owners(key, entry)
+            yield row
+
+    def finish(self) -> Iterator[OffsetRow]:
+        """The offsets still pending at the export's end."""
+        for pending in self.pending_transactional_offsets.values():
+            for entry in pending.values():
+                entry.row.outcome = PENDING
+                yield entry.row
+        self.pending_transactional_offsets.clear()
+        self._open_by_key.clear()
+
+    # --- the store and the rules -----------------------------------------------------------
+    def _apply(self, key: Key, row: OffsetRow) -> None:
+        """Store `row`'s offset, checking NO_REWIND and the aborted range it may pass."""
+        event = row.event
+        value = int(event.committed_offset or 0)
+        previous = self.offsets.get(key)
+        row.outcome = APPLIED
+        if previous is not None:
+            row.previous_committed_offset = previous.committed_offset
+            if value < previous.committed_offset:
+                row.findings.append(_rewind(previous, self._rewind_cause(row)))
+        else:
+            removed = self._removed.get(key)
+            if removed is not None and value < removed.committed_offset:
+                row.findings.append(_rewind(removed, CAUSE_EXPIRED_RESET))
+        self._removed.pop(key, None)
+        if row.kind == PLAIN:
+            aborted = self._aborted_range.get(key)
+            if aborted is not None and value > aborted[0] and not self._is_empty(key[0]):
+                row.findings.append(
+                    Finding(
+                        MIXED_OFFSET_COMMITS,
+                        CAUSE_ABORTED_RANGE_COMMITTED,
+                        other_record_offset=aborted[2],
+                        aborted_from=max(aborted[0], 0),
+                        aborted_to=aborted[1],
+                    )
+                )
+                del self._aborted_range[key]
+        self.offsets[key] = _Stored(value, event.offset)
+
+    def _rewind_cause(self, row: OffsetRow) -> str:
+        if row.kind == TRANSACTIONAL:
+            return CAUSE_TRANSACTIONAL
+        return CAUSE_ADMIN_RESET if self._is_empty(row.event.group_id or "") else CAUSE_LATE_COMMIT
+
+    def _is_empty(self, group_id: str) -> bool:
+        """Whether the group's last GroupMetadata record had no member (or deleted it)."""
+        return self._members.get(group_id) == 0
+
+    def _note_kind(self, key: Key, row: OffsetRow) -> None:
+        kinds = self._kinds.setdefault(key, set())
+        if kinds and row.kind not in kinds and len(kinds) == 1:
+            row.findings.append(Finding(MIXED_OFFSET_COMMITS, CAUSE_PLAIN_AND_TRANSACTIONAL))
+        kinds.add(row.kind)
+
+    def _note_abort(self, key: Key, row: OffsetRow) -> None:
+        """Remember the input range an aborted transaction would have committed."""
+        stored = self.offsets.get(key)
+        value = int(row.event.committed_offset or 0)
+        start = -1 if stored is None else stored.committed_offset
+        if value > start:
+            low, high, _ = self._aborted_range.get(key, (start, value, 0))
+            self._aborted_range[key] = (min(low, start), max(high, value), row.event.offset)
+
+    def _check_owners(self, key: Key, entry: _Pending) -> None:
+        """SINGLE_OWNER: two producers' overlapping pending offsets of a key both committed."""
+        producer_id = entry.row.event.producer_id
+        for other in sorted(entry.overlapping):
+            earlier = self._committed_overlaps.pop((other, key), None)
+            if earlier is not None:
+                entry.row.findings.append(
+                    Finding(
+                        CONCURRENT_OFFSET_OWNERS,
+                        None,
+                        other_producer_id=other,
+                        other_record_offset=earlier.event.offset,
+                    )
+                )
+        if entry.overlapping:
+            self._committed_overlaps[(producer_id, key)] = entry.row
+
+
+def replay_partition(events: Iterable[Event]) -> Iterator[OffsetRow]:
+    """Every OffsetCommit row of one `__consumer_offsets` partition, its events in offset order.
+
+    Args:
+        events: the partition's records and markers, sorted by offset.
+
+    Yields:
+        Each OffsetCommit record and tombstone once, with its outcome and findings, as soon as
+        its outcome is known (a transactional one at its marker, or at the end as PENDING).
+    """
+    manager = OffsetMetadataManager()
+    for event in events:
+        yield from manager.apply(event)
+    yield from manager.finish()

@@ -1,0 +1,174 @@
+"""The processing audit in a run: an export holding `__consumer_offsets` and `__transaction_state`.
+
+The segments are Kafka's bytes (`segment_builder`, with the coordinator records of
+test_coordinator_records' schema-following encoder). One run audits them with an input topic, and
+its tables and findings are read back: the coordinator's rule decides each commit's outcome, the
+rewinds and the mixed commits are found at their records, and the transaction log's records are
+rows with the state before each.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from eos_audit.audit.pipeline import AuditInputs, run_audit
+from eos_audit.config import AuditConfig
+from eos_audit.sources.kafka.coordinator_keys import partition_for
+from tests.fixtures.segment_builder import (
+    BASE_TS,
+    control_batch,
+    data_batch,
+    record_batch,
+    write_partition_dir,
+)
+from tests.sources.test_coordinator_records import (
+    group_metadata_value,
+    i16,
+    member,
+    offset_commit_key,
+    offset_commit_value,
+    string,
+    txn_key,
+    txn_value,
+)
+
+pytestmark = pytest.mark.slow
+
+GROUP, TXN_ID, INPUT = "copier", "copier-tx", "input"
+CO, TS = partition_for(GROUP), partition_for(TXN_ID)
+PID = 3000
+
+
+def commit(value: int, partition: int = 0) -> tuple[bytes, bytes]:
+    return offset_commit_key(GROUP, INPUT, partition), offset_commit_value(3, value, "", BASE_TS)
+
+
+def group(members: int) -> tuple[bytes, bytes]:
+    return i16(2) + string(GROUP), group_metadata_value(3, [member(3, "m-1")] * members)
+
+
+def plain(offset: int, *records) -> bytes:
+    return record_batch(offset, list(records), base_sequence=0, timestamp=BASE_TS + offset)
+
+
+def txn(offset: int, epoch: int, *records) -> bytes:
+    return record_batch(
+        offset, list(records), producer_id=PID, producer_epoch=epoch, base_sequence=0,
+        is_transactional=True, timestamp=BASE_TS + offset,
+    )  # fmt: skip
+
+
+def marker(offset: int, epoch: int, commit: bool) -> bytes:
+    return control_batch(
+        offset, producer_id=PID, producer_epoch=epoch, commit=commit, timestamp=BASE_TS + offset
+    )
+
+
+# __consumer_offsets: a transactional copier committing 10, 20; an aborted 30; a plain commit of
+# 25 while the group has members (passing the aborted 20-29: input lost); the group empties and
+# an operator resets to 0 (a rewind, INFO); a transaction pending at the end.
+OFFSETS_LOG = [
+    plain(0, group(1)),
+    txn(1, 0, commit(10)), marker(2, 0, True),
+    txn(3, 0, commit(20)), marker(4, 0, True),
+    txn(5, 0, commit(30)), marker(6, 0, False),
+    plain(7, commit(25)),
+    plain(8, group(0)),
+    plain(9, commit(0)),
+    txn(10, 1, commit(5)),
+]  # fmt: skip
+TRANSACTIONS_LOG = [
+    plain(0, (txn_key(TXN_ID), txn_value(0, PID, 0, 0, None, BASE_TS))),
+    plain(1, (txn_key(TXN_ID), txn_value(0, PID, 0, 1, {INPUT: [0]}, BASE_TS + 1))),
+    plain(2, (txn_key(TXN_ID), txn_value(0, PID, 0, 4, {INPUT: [0]}, BASE_TS + 2))),
+]
+
+
+@pytest.fixture(scope="module")
+def audited(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("processing")
+    export = root / "export"
+    write_partition_dir(export, 1, "__consumer_offsets", CO, *OFFSETS_LOG)
+    write_partition_dir(export, 1, "__transaction_state", TS, *TRANSACTIONS_LOG)
+    write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
+    warehouse = root / "warehouse"
+    result = run_audit(spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse))
+    return result, warehouse
+
+
+def sql(warehouse, table: str, query: str) -> list[dict]:
+    registered = QueryBuilder().register("t", DeltaTable(str(warehouse / table)))
+    return pa.table(registered.execute(query).read_all()).to_pylist()
+
+
+def test_every_commit_gets_the_coordinators_outcome(audited):
+    result, warehouse = audited
+    rows = sql(
+        warehouse, "consumer_offsets",
+        "SELECT record_offset, committed_offset, kind, outcome, marker_offset, "
+        "previous_committed_offset, producer_id, group_id, topic, partition, "
+        "coordinator_partition FROM t ORDER BY record_offset",
+    )  # fmt: skip
+    assert [
+        (r["record_offset"], r["committed_offset"], r["kind"], r["outcome"], r["marker_offset"])
+        for r in rows
+    ] == [
+        (1, 10, "TRANSACTIONAL", "APPLIED", 2),
+        (3, 20, "TRANSACTIONAL", "APPLIED", 4),
+        (5, 30, "TRANSACTIONAL", "ABORTED", 6),
+        (7, 25, "PLAIN", "APPLIED", None),
+        (9, 0, "PLAIN", "APPLIED", None),
+        (10, 5, "TRANSACTIONAL", "PENDING", None),
+    ]
+    assert {
+        (r["group_id"], r["topic"], r["partition"], r["coordinator_partition"]) for r in rows
+    } == {(GROUP, INPUT, 0, CO)}
+    assert [r["previous_committed_offset"] for r in rows] == [None, 10, None, 20, 25, None]
+    assert result.status == "SUCCEEDED"
+
+
+def test_rewinds_and_mixed_commits_are_found_at_their_records(audited):
+    _, warehouse = audited
+    found = sql(
+        warehouse, "findings",
+        "SELECT finding_type, cause, severity, topic, partition, base_offset, previous_offset, "
+        "producer_id, detail, evidence, spec_ref FROM t WHERE topic = '__consumer_offsets' "
+        "ORDER BY base_offset, finding_type, cause",
+    )  # fmt: skip
+    assert [
+        (f["finding_type"], f["cause"], f["severity"], f["partition"], f["base_offset"],
+         f["previous_offset"])
+        for f in found
+    ] == [
+        ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL", CO, 7, 5),
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING", CO, 7, None),
+        ("OFFSET_REWIND", "ADMIN_RESET", "INFO", CO, 9, 7),
+    ]  # fmt: skip
+    lost, _, reset = found
+    assert "passing offsets 20-29 whose transaction aborted" in lost["detail"]
+    assert dict(lost["evidence"])["aborted_from"] == "20"
+    assert reset["detail"] == (
+        f"Group {GROUP}'s committed offset of {INPUT}-0 went down from 25 (record 7) to 0 "
+        "(record 9, PLAIN): cause ADMIN_RESET."
+    )
+    assert reset["spec_ref"] == "docs/rules.md#offset-rewind"
+
+
+def test_the_transaction_log_is_one_row_a_record_with_the_state_before(audited):
+    _, warehouse = audited
+    rows = sql(
+        warehouse, "transaction_log",
+        "SELECT transactional_id, state, previous_state, producer_id, record_offset, "
+        "coordinator_partition, partitions FROM t ORDER BY record_offset",
+    )  # fmt: skip
+    assert [(r["state"], r["previous_state"], r["record_offset"]) for r in rows] == [
+        ("Empty", None, 0),
+        ("Ongoing", "Empty", 1),
+        ("CompleteCommit", "Ongoing", 2),
+    ]
+    assert {
+        (r["transactional_id"], r["producer_id"], r["coordinator_partition"]) for r in rows
+    } == {(TXN_ID, PID, TS)}
+    assert rows[1]["partitions"] == [{"topic": INPUT, "partition": 0}]

@@ -1,0 +1,143 @@
+"""The group coordinator's offset store replayed: Kafka's materialization rule, rules on it."""
+
+from __future__ import annotations
+
+from eos_audit.processing.offset_metadata_manager import (
+    ABORTED,
+    APPLIED,
+    CLEARED,
+    DELETED,
+    PENDING,
+    REPLACED,
+    SKIPPED,
+    Event,
+    replay_partition,
+)
+
+GROUP, TOPIC = "copier", "input"
+
+
+def commit(offset: int, value: int, pid: int = -1, partition: int = 0, group: str = GROUP):
+    """An OffsetCommit record at `offset` committing `value`; `pid` -1 is a plain commit."""
+    return Event(
+        offset, producer_id=pid, producer_epoch=0 if pid >= 0 else -1, record_type=1,
+        group_id=group, topic=TOPIC, partition=partition, committed_offset=value,
+    )  # fmt: skip
+
+
+def tombstone(offset: int, partition: int = 0):
+    return Event(
+        offset, record_type=1, is_tombstone=True, group_id=GROUP, topic=TOPIC, partition=partition
+    )
+
+
+def members(offset: int, count: int):
+    """A GroupMetadata record of the group with `count` members."""
+    return Event(offset, record_type=2, group_id=GROUP, member_count=count)
+
+
+def marker(offset: int, pid: int, control_type: str = "COMMIT"):
+    return Event(offset, producer_id=pid, producer_epoch=1, control_type=control_type)
+
+
+def outcomes(events):
+    """(record offset, outcome, marker offset, finding types with causes) of each row, by offset."""
+    rows = sorted(replay_partition(events), key=lambda r: r.event.offset)
+    return [
+        (
+            r.event.offset,
+            r.outcome,
+            r.marker_offset,
+            [(f.finding_type, f.cause) for f in r.findings],
+        )
+        for r in rows
+    ]
+
+
+def test_plain_commits_apply_at_once_and_transactional_ones_at_their_marker():
+    rows = outcomes(
+        [
+            commit(0, 5),
+            commit(1, 8, pid=7), commit(2, 3, pid=9, partition=1), marker(3, 7),
+            commit(4, 12, pid=7), marker(5, 7, "ABORT"),
+            commit(6, 14, pid=7),
+        ]
+    )  # fmt: skip
+    assert rows == [
+        (0, APPLIED, None, []),
+        (1, APPLIED, 3, [("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")]),
+        (2, PENDING, None, []),  # producer 9 never ended its transaction in this partition
+        (4, ABORTED, 5, []),
+        (6, PENDING, None, []),
+    ]
+
+
+def test_a_commit_marker_skips_an_offset_older_than_the_stored_record():
+    # KAFKA-14505: the transactional record (offset 1) is older than the plain one stored at 2.
+    rows = outcomes([commit(0, 1), commit(1, 9, pid=7), commit(2, 10), marker(3, 7)])
+    assert [(r[0], r[1]) for r in rows] == [(0, APPLIED), (1, SKIPPED), (2, APPLIED)]
+
+
+def test_a_later_record_of_the_same_producer_replaces_its_pending_offset():
+    rows = outcomes([commit(0, 4, pid=7), commit(1, 6, pid=7), marker(2, 7)])
+    assert [(r[0], r[1]) for r in rows] == [(0, REPLACED), (1, APPLIED)]
+
+
+def test_a_tombstone_clears_the_stored_and_the_pending_offsets():
+    rows = outcomes([commit(0, 30), commit(1, 40, pid=7), tombstone(2), marker(3, 7)])
+    assert [(r[0], r[1]) for r in rows] == [(0, APPLIED), (1, CLEARED), (2, DELETED)]
+
+
+def test_rewinds_are_classified_by_what_lowered_the_offset():
+    late = outcomes([members(0, 1), commit(1, 50), commit(2, 20)])
+    assert late[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    admin = outcomes([commit(0, 50), members(1, 0), commit(2, 0)])
+    assert admin[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    expired = outcomes([commit(0, 50), tombstone(1), commit(2, 0)])
+    assert expired[-1][3] == [("OFFSET_REWIND", "EXPIRED_RESET")]
+    transactional = outcomes(
+        [commit(0, 50, pid=7), marker(1, 7), commit(2, 20, pid=7), marker(3, 7)]
+    )
+    assert transactional[-1][3] == [("OFFSET_REWIND", "TRANSACTIONAL")]
+    forward = outcomes([commit(0, 50, pid=7), marker(1, 7), commit(2, 60, pid=7), marker(3, 7)])
+    assert all(not r[3] for r in forward)
+
+
+def test_a_plain_commit_past_an_aborted_transaction_commits_input_nobody_processed():
+    rows = outcomes(
+        [
+            members(0, 2),
+            commit(1, 10, pid=7), marker(2, 7),  # 0-9 processed and committed
+            commit(3, 20, pid=7), marker(4, 7, "ABORT"),  # 10-19: outputs aborted
+            commit(5, 25),  # auto-commit of the same group passes 10-19
+        ]
+    )  # fmt: skip
+    assert rows[-1][3] == [
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL"),
+        ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED"),
+    ]
+    row = next(r for r in replay_partition([
+        members(0, 2), commit(1, 10, pid=7), marker(2, 7), commit(3, 20, pid=7),
+        marker(4, 7, "ABORT"), commit(5, 25),
+    ]) if r.event.offset == 5)  # fmt: skip
+    passed = row.findings[1]
+    assert (passed.aborted_from, passed.aborted_to, passed.other_record_offset) == (10, 20, 3)
+    # Reprocessed by the transactional owner first: the range is no longer lost.
+    redone = outcomes(
+        [
+            members(0, 2), commit(1, 10, pid=7), marker(2, 7), commit(3, 20, pid=7),
+            marker(4, 7, "ABORT"), commit(5, 20, pid=7), marker(6, 7), commit(7, 25),
+        ]
+    )  # fmt: skip
+    assert redone[-1][3] == [("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")]
+
+
+def test_two_producers_committing_one_key_in_overlapping_transactions():
+    rows = outcomes([commit(0, 10, pid=7), commit(1, 12, pid=8), marker(2, 7), marker(3, 8)])
+    assert rows[-1][3] == [("CONCURRENT_OFFSET_OWNERS", None)]
+    one_aborted = outcomes(
+        [commit(0, 10, pid=7), commit(1, 12, pid=8), marker(2, 7, "ABORT"), marker(3, 8)]
+    )
+    assert all(not r[3] for r in one_aborted)
+    in_turn = outcomes([commit(0, 10, pid=7), marker(1, 7), commit(2, 12, pid=8), marker(3, 8)])
+    assert all(not r[3] for r in in_turn)
