@@ -106,7 +106,7 @@ REMOTE_HELP = (
 # The arguments that hold paths (of any command), made absolute before they reach a server.
 _PATH_ARGUMENTS = (
     "batches", "producer_state", "list_offsets", "acks", "warehouse", "export", "output",
-    "ground_truth",
+    "ground_truth", "coordinator_records",
 )  # fmt: skip
 
 
@@ -314,12 +314,15 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_config(args.conf)
     # Fail before starting Spark (seconds) when a local input is plainly missing.
-    paths = [*args.batches, *args.producer_state, *args.list_offsets, *args.acks]
+    paths = [
+        *args.batches, *args.producer_state, *args.list_offsets, *args.acks,
+        *args.coordinator_records,
+    ]  # fmt: skip
     for path in paths:
         if not fsys.is_uri(path) and not Path(path).exists():
             raise InputNotFoundError(
                 f"input {path} does not exist; check --batches, --producer-state, "
-                "--list-offsets and --acks"
+                "--list-offsets, --acks and --coordinator-records"
             )
     # Before Spark starts (seconds, not a minute); run_audit checks again, creating it.
     check_warehouse(args.warehouse, paths, create=False)

@@ -219,6 +219,13 @@ AUDIT_OPTIONS: tuple[Option, ...] = (
         choices=("auto", *ACKS_FORMATS), default="auto", input_field="acks_format",
     ),
     Option(
+        "coordinator_records", PATHS,
+        "decoded __consumer_offsets and __transaction_state records and markers (the package's "
+        "schemas/coordinator_records.json as Parquet), for the processing audit when --batches "
+        "does not hold those topics' segments",
+        "Coordinator records (paths)", metavar="PATH", input_field="coordinator_records",
+    ),
+    Option(
         "export_time", TEXT,
         "when the log was exported: open transactions are aged at it, and only earlier "
         "ListOffsets observations are compared with the log's end",

@@ -569,10 +569,12 @@ GROUND_TRUTH = _struct(GROUND_TRUTH_COLUMNS)
 # users who decode these topics themselves. The decoded fields are those of
 # sources/kafka/coordinator_records.DecodedRecord, in its order, after the batch's context.
 # --------------------------------------------------------------------------------------------
+# Nullable inside, like every column the readers give: Spark cannot cast a struct whose fields
+# may be null to one whose fields may not, and a Parquet input's nested fields are nullable.
 _TRANSACTION_PARTITION = T.StructType(
     [
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
     ]
 )
 COORDINATOR_RECORDS_COLUMNS: list[Column] = [
@@ -692,7 +694,7 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
     ),
     Column(
         "transaction_partitions",
-        T.ArrayType(_TRANSACTION_PARTITION, False),
+        T.ArrayType(_TRANSACTION_PARTITION),
         True,
         "TransactionLog: the partitions in the transaction; null when Kafka stored none",
     ),
@@ -776,11 +778,7 @@ TRANSACTION_LOG_COLUMNS: list[Column] = [
     ),
     Column(
         "partitions",
-        T.ArrayType(
-            T.StructType(
-                [T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType())]
-            )
-        ),
+        T.ArrayType(_TRANSACTION_PARTITION),
         True,
         "the partitions of the ongoing or ending transaction",
     ),

@@ -77,6 +77,9 @@ class AuditInputs:
     export_time: str | None = None
     acks: tuple[str, ...] = ()
     acks_format: str = "auto"
+    # Decoded coordinator records (schemas/coordinator_records.json, Parquet) for the processing
+    # audit, beside (or instead of) the coordinator topics' partitions in --batches.
+    coordinator_records: tuple[str, ...] = ()
     # Seed from the warehouse's own producer_state (the latest finished run's) and skip the
     # batches that state covers already (docs/nightly.md).
     since_state: bool = False
@@ -84,7 +87,10 @@ class AuditInputs:
 
 def input_paths(inputs: AuditInputs) -> list[str]:
     """Every path a run reads."""
-    return [*inputs.batches, *inputs.producer_state, *inputs.list_offsets, *inputs.acks]
+    return [
+        *inputs.batches, *inputs.producer_state, *inputs.list_offsets, *inputs.acks,
+        *inputs.coordinator_records,
+    ]  # fmt: skip
 
 
 def _fingerprint(path: str) -> Iterator[tuple[str, int, int]]:
@@ -135,7 +141,7 @@ def default_run_id(inputs: AuditInputs, config: AuditConfig) -> str:
         inputs,
         **{
             name: tuple(path_identity(path) for path in getattr(inputs, name))
-            for name in ("batches", "producer_state", "list_offsets", "acks")
+            for name in ("batches", "producer_state", "list_offsets", "acks", "coordinator_records")
         },
     )
     listing = {path: list(_fingerprint(path)) for path in input_paths(inputs)}
@@ -163,6 +169,15 @@ def read_inputs(spark: SparkSession, inputs: AuditInputs, keep: Keep | None = No
             partition=inputs.dump_partition,
         ),
     )
+    if inputs.coordinator_records:
+        from eos_audit.sources.tabular.coordinator_records import read_coordinator_records_table
+
+        given = read_coordinator_records_table(spark, list(inputs.coordinator_records))
+        read.coordinator_records = (
+            given
+            if read.coordinator_records is None
+            else read.coordinator_records.unionByName(given)
+        )
     seeds = seed_inputs(spark, read.seeds, inputs.producer_state, keep)
     read.seeds = seeds.seeds
     if seeds.problems is not None:
@@ -514,6 +529,7 @@ def _audit_and_write(
     evidence = [
         *list_table_files(inputs.list_offsets, "list_offsets"),
         *list_table_files(inputs.acks, "acks"),
+        *list_table_files(inputs.coordinator_records, "coordinator_records"),
     ]
     checked_seeds = (stage.subdir(f"seeds-{n}") for n in itertools.count())
 

@@ -10,12 +10,15 @@ rows with the state before each.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.sources.kafka.coordinator_keys import partition_for
+from eos_audit.sources.kafka.coordinator_segments import parse_coordinator_segment
+from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
 from tests.fixtures.segment_builder import (
     BASE_TS,
     control_batch,
@@ -172,3 +175,47 @@ def test_the_transaction_log_is_one_row_a_record_with_the_state_before(audited):
         (r["transactional_id"], r["producer_id"], r["coordinator_partition"]) for r in rows
     } == {(TXN_ID, PID, TS)}
     assert rows[1]["partitions"] == [{"topic": INPUT, "partition": 0}]
+
+
+@pytest.fixture(scope="module")
+def from_parquet(spark, tmp_path_factory, audited):
+    """The same coordinator records handed in as Parquet in the contract, with one bad row."""
+    root = tmp_path_factory.mktemp("processing-parquet")
+    export = root / "export"
+    write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
+    tables = [
+        parse_coordinator_segment(b"".join(log), topic=topic, partition=partition, path=topic)
+        for topic, partition, log in (
+            ("__consumer_offsets", CO, OFFSETS_LOG),
+            ("__transaction_state", TS, TRANSACTIONS_LOG),
+        )
+    ]
+    rows = pa.concat_tables(tables).drop_columns([SOURCE_ERROR_COL]).to_pylist()
+    rows.append({**rows[0], "coordinator_topic": "orders", "source": "bad-row"})
+    records = root / "records.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=tables[0].schema.remove(
+        tables[0].schema.get_field_index(SOURCE_ERROR_COL))), records)  # fmt: skip
+    inputs = AuditInputs(batches=(str(export),), coordinator_records=(str(records),))
+    warehouse = root / "warehouse"
+    return run_audit(spark, inputs, AuditConfig(), str(warehouse)), warehouse
+
+
+def test_records_handed_in_as_parquet_give_the_same_history(audited, from_parquet):
+    query = (
+        "SELECT group_id, topic, partition, committed_offset, kind, outcome, marker_offset, "
+        "previous_committed_offset, producer_id, record_offset FROM t ORDER BY record_offset"
+    )
+    assert sql(from_parquet[1], "consumer_offsets", query) == sql(
+        audited[1], "consumer_offsets", query
+    )
+    findings = "SELECT finding_type, cause, base_offset FROM t ORDER BY base_offset, cause"
+    assert sql(from_parquet[1], "findings", findings) == sql(audited[1], "findings", findings)
+    result = from_parquet[0]
+    (bad,) = sql(from_parquet[1], "quarantine", "SELECT input, source, reason FROM t")
+    assert bad == {
+        "input": "coordinator_records",
+        "source": "bad-row",
+        "reason": "coordinator_topic orders is not a coordinator topic",
+    }
+    assert result.status == "QUARANTINE_EXCEEDED"
+    assert "quarantined 1 record(s) of __consumer_offsets" in result.error
