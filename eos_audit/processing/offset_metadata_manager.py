@@ -116,6 +116,9 @@ class _Pending:
     row: OffsetRow
     # Other producers that held a pending offset of the same key at the same time.
     overlapping: set[int] = field(default_factory=set)
+    # The first plain commit of the key while this offset was pending, and the committed offset
+    # it moved from: the input it passed was in this transaction (ABORTED_RANGE_COMMITTED).
+    passed_by: tuple[OffsetRow, int] | None = None
 
 
 @dataclass(slots=True)
@@ -124,6 +127,28 @@ class _Stored:
 
     committed_offset: int
     record_offset: int
+
+
+def _aborted_range_committed(entry: _Pending) -> Finding | None:
+    """A plain commit passed input of this transaction, which then aborted: that input is lost.
+
+    The range is what the plain commit moved past and the transaction would have committed:
+    from the committed offset before the plain commit to the lower of the two values. None when
+    no plain commit passed the transaction's input.
+    """
+    if entry.passed_by is None:
+        return None
+    plain, start = entry.passed_by
+    end = min(int(plain.event.committed_offset or 0), int(entry.row.event.committed_offset or 0))
+    if end <= start:
+        return None
+    return Finding(
+        MIXED_OFFSET_COMMITS,
+        CAUSE_ABORTED_RANGE_COMMITTED,
+        other_record_offset=plain.event.offset,
+        aborted_from=start,
+        aborted_to=end,
+    )
 
 
 def _rewind(previous: _Stored, cause: str) -> Finding:
@@ -155,9 +180,6 @@ class OffsetMetadataManager:
         self._removed: dict[Key, _Stored] = {}
         # The kinds of commit each key has had (MIXED_OFFSET_COMMITS once per key).
         self._kinds: dict[Key, set[str]] = {}
-        # The range an aborted transaction would have committed: (stored value, aborted value,
-        # the aborted record's offset).
-        self._aborted_range: dict[Key, tuple[int, int, int]] = {}
         # Committed pending offsets that overlapped another producer's: (producer, key) -> row.
         self._committed_overlaps: dict[tuple[int, Key], OffsetRow] = {}
 
@@ -195,7 +217,11 @@ class OffsetMetadataManager:
         if replaced is not None:
             replaced.row.outcome = REPLACED
             yield replaced.row
-        entry = _Pending(row, set() if replaced is None else replaced.overlapping)
+        entry = (
+            _Pending(row)
+            if replaced is None
+            else _Pending(row, replaced.overlapping, replaced.passed_by)
+        )
         owners = self._open_by_key.setdefault(key, set())
         for other in owners - {event.producer_id}:
             entry.overlapping.add(other)
@@ -229,7 +255,9 @@ class OffsetMetadataManager:
             row.marker_offset = event.offset
             if event.control_type != "COMMIT":
                 row.outcome = ABORTED
-                self._note_abort(key, row)
+                lost = _aborted_range_committed(entry)
+                if lost is not None:
+                    row.findings.append(lost)
                 yield row
                 continue
             stored = self.offsets.get(key)
@@ -237,7 +265,6 @@ class OffsetMetadataManager:
                 row.outcome = SKIPPED
             else:
                 self._apply(key, row)
-                self._aborted_range.pop(key, None)
             self._check_owners(key, entry)
             yield row
 
@@ -252,7 +279,7 @@ class OffsetMetadataManager:
 
     # --- the store and the rules -----------------------------------------------------------
     def _apply(self, key: Key, row: OffsetRow) -> None:
-        """Store `row`'s offset, checking NO_REWIND and the aborted range it may pass."""
+        """Store `row`'s offset, checking NO_REWIND and the open transactions a plain one passes."""
         event = row.event
         value = int(event.committed_offset or 0)
         previous = self.offsets.get(key)
@@ -267,18 +294,13 @@ class OffsetMetadataManager:
                 row.findings.append(_rewind(removed, CAUSE_EXPIRED_RESET))
         self._removed.pop(key, None)
         if row.kind == PLAIN:
-            aborted = self._aborted_range.get(key)
-            if aborted is not None and value > aborted[0] and not self._is_empty(key[0]):
-                row.findings.append(
-                    Finding(
-                        MIXED_OFFSET_COMMITS,
-                        CAUSE_ABORTED_RANGE_COMMITTED,
-                        other_record_offset=aborted[2],
-                        aborted_from=max(aborted[0], 0),
-                        aborted_to=aborted[1],
-                    )
-                )
-                del self._aborted_range[key]
+            # A plain commit while a transaction of the key is open moves the group past input
+            # that transaction is processing; whether that loses it, its marker decides.
+            start = -1 if previous is None else previous.committed_offset
+            for producer_id in self._open_by_key.get(key, ()):
+                entry = self.pending_transactional_offsets[producer_id][key]
+                if value > start and entry.passed_by is None:
+                    entry.passed_by = (row, max(start, 0))
         self.offsets[key] = _Stored(value, event.offset)
 
     def _rewind_cause(self, row: OffsetRow) -> str:
@@ -295,15 +317,6 @@ class OffsetMetadataManager:
         if kinds and row.kind not in kinds and len(kinds) == 1:
             row.findings.append(Finding(MIXED_OFFSET_COMMITS, CAUSE_PLAIN_AND_TRANSACTIONAL))
         kinds.add(row.kind)
-
-    def _note_abort(self, key: Key, row: OffsetRow) -> None:
-        """Remember the input range an aborted transaction would have committed."""
-        stored = self.offsets.get(key)
-        value = int(row.event.committed_offset or 0)
-        start = -1 if stored is None else stored.committed_offset
-        if value > start:
-            low, high, _ = self._aborted_range.get(key, (start, value, 0))
-            self._aborted_range[key] = (min(low, start), max(high, value), row.event.offset)
 
     def _check_owners(self, key: Key, entry: _Pending) -> None:
         """SINGLE_OWNER: two producers' overlapping pending offsets of a key both committed."""

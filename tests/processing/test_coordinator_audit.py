@@ -69,15 +69,14 @@ def marker(offset: int, epoch: int, commit: bool) -> bytes:
     )
 
 
-# __consumer_offsets: a transactional copier committing 10, 20; an aborted 30; a plain commit of
-# 25 while the group has members (passing the aborted 20-29: input lost); the group empties and
-# an operator resets to 0 (a rewind, INFO); a transaction pending at the end.
+# __consumer_offsets: a transactional copier committing 10, 20; a transaction of 20-29 during
+# which the group's consumer auto-commits 25, and which aborts (20-24 committed, never processed);
+# the group empties and an operator resets to 0 (a rewind, INFO); a transaction pending at the end.
 OFFSETS_LOG = [
     plain(0, group(1)),
     txn(1, 0, commit(10)), marker(2, 0, True),
     txn(3, 0, commit(20)), marker(4, 0, True),
-    txn(5, 0, commit(30)), marker(6, 0, False),
-    plain(7, commit(25)),
+    txn(5, 0, commit(30)), plain(6, commit(25)), marker(7, 0, False),
     plain(8, group(0)),
     plain(9, commit(0)),
     txn(10, 1, commit(5)),
@@ -120,8 +119,8 @@ def test_every_commit_gets_the_coordinators_outcome(audited):
     ] == [
         (1, 10, "TRANSACTIONAL", "APPLIED", 2),
         (3, 20, "TRANSACTIONAL", "APPLIED", 4),
-        (5, 30, "TRANSACTIONAL", "ABORTED", 6),
-        (7, 25, "PLAIN", "APPLIED", None),
+        (5, 30, "TRANSACTIONAL", "ABORTED", 7),
+        (6, 25, "PLAIN", "APPLIED", None),
         (9, 0, "PLAIN", "APPLIED", None),
         (10, 5, "TRANSACTIONAL", "PENDING", None),
     ]
@@ -145,15 +144,15 @@ def test_rewinds_and_mixed_commits_are_found_at_their_records(audited):
          f["previous_offset"])
         for f in found
     ] == [
-        ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL", CO, 7, 5),
-        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING", CO, 7, None),
-        ("OFFSET_REWIND", "ADMIN_RESET", "INFO", CO, 9, 7),
+        ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL", CO, 5, 6),
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING", CO, 6, None),
+        ("OFFSET_REWIND", "ADMIN_RESET", "INFO", CO, 9, 6),
     ]  # fmt: skip
     lost, _, reset = found
-    assert "passing offsets 20-29 whose transaction aborted" in lost["detail"]
+    assert "passing offsets 20-24 whose transaction aborted" in lost["detail"]
     assert dict(lost["evidence"])["aborted_from"] == "20"
     assert reset["detail"] == (
-        f"Group {GROUP}'s committed offset of {INPUT}-0 went down from 25 (record 7) to 0 "
+        f"Group {GROUP}'s committed offset of {INPUT}-0 went down from 25 (record 6) to 0 "
         "(record 9, PLAIN): cause ADMIN_RESET."
     )
     assert reset["spec_ref"] == "docs/rules.md#offset-rewind"

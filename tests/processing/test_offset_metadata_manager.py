@@ -103,33 +103,29 @@ def test_rewinds_are_classified_by_what_lowered_the_offset():
     assert all(not r[3] for r in forward)
 
 
-def test_a_plain_commit_past_an_aborted_transaction_commits_input_nobody_processed():
-    rows = outcomes(
-        [
-            members(0, 2),
-            commit(1, 10, pid=7), marker(2, 7),  # 0-9 processed and committed
-            commit(3, 20, pid=7), marker(4, 7, "ABORT"),  # 10-19: outputs aborted
-            commit(5, 25),  # auto-commit of the same group passes 10-19
-        ]
-    )  # fmt: skip
-    assert rows[-1][3] == [
-        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL"),
-        ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED"),
+def test_a_plain_commit_inside_a_transaction_that_aborts_commits_input_nobody_processed():
+    events = [
+        members(0, 2),
+        commit(1, 10, pid=7), marker(2, 7),  # 0-9 processed and committed
+        commit(3, 20, pid=7),  # 10-19 in an open transaction
+        commit(4, 15),  # auto-commit of the consumer's position while it is open
+        marker(5, 7, "ABORT"),  # its outputs aborted: 10-14 are committed, never processed
+    ]  # fmt: skip
+    rows = {r.event.offset: r for r in replay_partition(events)}
+    assert [(f.finding_type, f.cause) for f in rows[4].findings] == [
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")
     ]
-    row = next(r for r in replay_partition([
-        members(0, 2), commit(1, 10, pid=7), marker(2, 7), commit(3, 20, pid=7),
-        marker(4, 7, "ABORT"), commit(5, 25),
-    ]) if r.event.offset == 5)  # fmt: skip
-    passed = row.findings[1]
-    assert (passed.aborted_from, passed.aborted_to, passed.other_record_offset) == (10, 20, 3)
-    # Reprocessed by the transactional owner first: the range is no longer lost.
-    redone = outcomes(
-        [
-            members(0, 2), commit(1, 10, pid=7), marker(2, 7), commit(3, 20, pid=7),
-            marker(4, 7, "ABORT"), commit(5, 20, pid=7), marker(6, 7), commit(7, 25),
-        ]
-    )  # fmt: skip
-    assert redone[-1][3] == [("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")]
+    (lost,) = rows[3].findings
+    assert (lost.finding_type, lost.cause) == ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED")
+    assert (lost.aborted_from, lost.aborted_to, lost.other_record_offset) == (10, 15, 4)
+    # The same plain commit with the transaction committed: nothing lost (its offset is skipped).
+    committed = {r.event.offset: r for r in replay_partition([*events[:-1], marker(5, 7)])}
+    assert committed[3].outcome == SKIPPED and not committed[3].findings
+    # A plain commit after the abort (a consumer that takes over from the committed offset)
+    # passes nothing that was in flight.
+    after = outcomes([*events[:3], marker(4, 7, "ABORT"), commit(5, 15)])
+    assert after[-1][3] == [("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")]
+    assert all(not r[3] for r in after[:-1])
 
 
 def test_two_producers_committing_one_key_in_overlapping_transactions():
