@@ -11,6 +11,7 @@ from itertools import pairwise
 
 from eos_audit.findings import MARK_DUPLICATE, MARK_FENCED, MARK_GAP, MARK_LOST, SEVERITY_ORDER
 from eos_audit.report.findings import FindingsMatrix, Offender
+from eos_audit.report.groups import ABORTED, PENDING, ConsumerGroup, GroupPartition
 from eos_audit.report.history import History
 from eos_audit.report.list_offsets import OffsetSeries
 from eos_audit.report.partitions import PartitionTimeline
@@ -714,3 +715,105 @@ def history_chart(history: History) -> str:
     axis_label_y = max(label.y for label in labels) + 16
     parts.append(Label("run start (UTC)", right, axis_label_y, "axis-label", "end").svg())
     return svg(width, axis_label_y + 12, "findings and batches audited per run", *parts)
+
+
+def _step_path(points: list[tuple[float, float]]) -> str:
+    """A step line: each value holds until the next one replaces it."""
+    path = []
+    for (x0, y0), (x1, _) in pairwise(points):
+        path += [f"{x0:.1f},{y0:.1f}", f"{x1:.1f},{y0:.1f}"]
+    if points:
+        path.append(f"{points[-1][0]:.1f},{points[-1][1]:.1f}")
+    return " ".join(path)
+
+
+def group_chart(group: ConsumerGroup, part: GroupPartition) -> str:
+    """A group's committed offset of one input partition against commit time (or record offset).
+
+    The APPLIED commits are a step line with a point per interval (a circle: plain, a square:
+    transactional) and a whisker over the offsets committed within it; ABORTED and PENDING
+    transactional commits are hollow marks of their own; findings are marked at the commit they
+    are about (a triangle pointing at it), a rewind with a dashed line down from the offset it
+    replaced.
+    """
+    width, height, top, bottom = 430, 250, 22, 196
+    o0, o1 = part.offset_domain
+    y_ticks = nice_ticks(o0, o1, 4)
+    left = max(64, axis_room(y_ticks, fmt_int))
+    x0, x1 = group.x_range
+    x = Scale(*padded(x0, x1), left, width - 14)
+    y = Scale(*padded(o0, o1), bottom, top)
+    if group.x_is_time:
+        x_axis = axis_x(
+            x, bottom, time_ticks(x0, x1, 5), lambda t: fmt_time(t, x1 - x0),
+            time_axis_label(x0, x1), bounds=(left - 4, width),
+        )  # fmt: skip
+    else:
+        where = f"__consumer_offsets-{group.coordinator_partition}"
+        x_axis = axis_x(
+            x, bottom, nice_ticks(x0, x1, 4), fmt_int, f"record offset in {where}",
+            bounds=(left - 4, width),
+        )  # fmt: skip
+    parts = [x_axis, axis_y(y, left, y_ticks, fmt_int, "committed offset")]
+
+    def at(value: int) -> str:
+        return fmt_moment(value) if group.x_is_time else f"record {value}"
+
+    applied = [(x(p.x), y(p.offset)) for p in part.applied]
+    if applied:
+        # The last committed offset holds to the end of what the group's charts show.
+        if not part.last_deleted and applied[-1][0] < x(x1):
+            applied.append((x(x1), applied[-1][1]))
+        if len(applied) > 1:
+            parts.append(el("polyline", {"points": _step_path(applied), "class": "commit-step"}))
+    for p in part.points:
+        cx, cy = x(p.x), y(p.offset)
+        many = f"{p.commits} {p.kind.lower()} commits {p.outcome.lower()}, offsets {p.low}–{p.high}"
+        tip = title(
+            (many if p.commits > 1 else f"{p.kind.lower()} commit {p.outcome.lower()}")
+            + f": offset {p.offset} at {at(p.x)}"
+        )
+        shapes = []
+        if p.low < p.high:
+            shapes.append(
+                el("line", {"x1": cx, "x2": cx, "y1": y(p.low), "y2": y(p.high),
+                            "class": "commit-range"})
+            )  # fmt: skip
+        if p.outcome in (ABORTED, PENDING):
+            shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 4.5}))
+        elif p.kind == "TRANSACTIONAL":
+            shapes.append(el("rect", {"x": cx - 3.5, "y": cy - 3.5, "width": 7, "height": 7}))
+        else:
+            shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 3.5}))
+        css = f"mark commit commit-{p.outcome if p.outcome in (ABORTED, PENDING) else p.kind}"
+        parts.append(el("g", {"class": css}, *shapes, tip))
+    for m in part.marks:
+        if m.x is None:
+            continue
+        cx = x(m.x)
+        cy = y(m.offset) if m.offset is not None else top
+        shapes = []
+        if m.previous_offset is not None and m.offset is not None:
+            shapes.append(
+                el("line", {"x1": cx, "x2": cx, "y1": y(m.previous_offset), "y2": cy,
+                            "class": "regress"})
+            )  # fmt: skip
+        # Beside the commit, pointing at it, so that its own point stays in sight: above it, or
+        # below where the plot ends (the axis' label is there).
+        side = -1 if cy - 16 >= top else 1
+        shapes.append(
+            el("path", {"d": f"M{cx:.1f},{cy + 5 * side:.1f} L{cx + 6:.1f},{cy + 16 * side:.1f} "
+                             f"L{cx - 6:.1f},{cy + 16 * side:.1f} Z"})
+        )  # fmt: skip
+        tip = (
+            f"{m.finding_type} ({m.severity}{', ' + m.cause if m.cause else ''}): "
+            + (f"offset {m.offset}" if m.offset is not None else "a commit")
+            + (f" after {m.previous_offset}" if m.previous_offset is not None else "")
+            + f", record {m.record_offset}"
+            + (f", {fmt_moment(m.time_ms)}" if m.time_ms is not None else "")
+        )
+        parts.append(
+            link(m.href, el("g", {"class": f"mark finding sev-{m.severity}"}, *shapes, title(tip)))
+        )
+    label = f"committed offsets of group {group.group_id} on {part.topic}-{part.partition}"
+    return svg(width, height, label, *parts, css_class="chart small")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
@@ -20,6 +20,11 @@ from eos_audit.report.findings import (
     query_finding_samples,
     query_findings_matrix,
     query_offenders,
+)
+from eos_audit.report.groups import (
+    ConsumerGroups,
+    build_consumer_groups,
+    query_consumer_groups,
 )
 from eos_audit.report.history import (
     History,
@@ -69,6 +74,7 @@ class ReportData:
     limits: ReportLimits
     generated_ms: int
     history: History | None = None
+    consumer_groups: ConsumerGroups = field(default_factory=lambda: ConsumerGroups([], 0))
 
 
 def collect_report_data(
@@ -102,6 +108,7 @@ def collect_report_data(
         epochs_raw = pool.submit(query_epoch_plots, tables, limits)
         transactions_raw = pool.submit(query_transaction_activity, tables, limits)
         history_raw = pool.submit(query_history, spark, where, run_id, limits)
+        groups_raw = pool.submit(query_consumer_groups, tables, limits)
         overview = build_overview(overview_raw.result(), run_id)
         # The ListOffsets inputs are named in the run's record.
         offsets_raw = pool.submit(query_list_offsets, spark, tables, overview.inputs, limits)
@@ -124,6 +131,7 @@ def collect_report_data(
             limits=limits,
             generated_ms=int(time.time() * 1000),
             history=history,
+            consumer_groups=build_consumer_groups(groups_raw.result()),
         )
     log.info("run %s: report data read in %.1f s", run_id, time.monotonic() - started)
     return data
@@ -177,6 +185,24 @@ def left_out(data: ReportData) -> list[str]:
             f"transactions: {a.omitted_spans:,} aborted, open or hanging transactions not drawn "
             f"one by one (hanging and open first); all are counted per interval"
         )
+    c = data.consumer_groups
+    if c.omitted:
+        lines.append(
+            f"consumer groups: {c.omitted:,} of {c.total_groups:,} not drawn (the "
+            f"{len(c.groups)} with the most severe findings are)"
+        )
+    for g in c.groups:
+        if g.omitted_partitions:
+            lines.append(
+                f"group {g.group_id}: {g.omitted_partitions:,} of {g.total_partitions:,} input "
+                f"partitions not drawn (the {len(g.partitions)} with the most severe findings are)"
+            )
+        for p in g.partitions:
+            if p.omitted_marks > 0:
+                lines.append(
+                    f"group {g.group_id} {p.topic}-{p.partition}: {p.omitted_marks:,} findings "
+                    "not drawn on its chart"
+                )
     v = data.list_offsets
     if v.omitted_partitions:
         lines.append(f"ListOffsets: {v.omitted_partitions:,} partitions' observations not drawn")
@@ -213,4 +239,16 @@ def relink(data: ReportData) -> ReportData:
         data.list_offsets,
         series=[replace(s, marks=[fix(m) for m in s.marks]) for s in data.list_offsets.series],
     )
-    return replace(data, timelines=timelines, epochs=epochs, list_offsets=offsets)
+    groups = replace(
+        data.consumer_groups,
+        groups=[
+            replace(
+                g,
+                partitions=[replace(p, marks=[fix(m) for m in p.marks]) for p in g.partitions],
+            )
+            for g in data.consumer_groups.groups
+        ],
+    )
+    return replace(
+        data, timelines=timelines, epochs=epochs, list_offsets=offsets, consumer_groups=groups
+    )

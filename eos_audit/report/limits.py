@@ -21,6 +21,8 @@ class ReportLimits:
         offenders: producers and partitions in the top-offender lists.
         history_runs: runs of the warehouse in the history (the latest up to this one); this
             run's findings are compared with the earlier finished runs among them.
+        consumer_groups: consumer groups drawn (the most severe findings first, then by name).
+        group_partitions: input partitions drawn per consumer group (the same order).
     """
 
     findings_per_type: int = 20
@@ -33,3 +35,5 @@ class ReportLimits:
     offset_series: int = 8
     offenders: int = 10
     history_runs: int = 30
+    consumer_groups: int = 8
+    group_partitions: int = 6

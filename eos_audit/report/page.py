@@ -8,6 +8,7 @@ from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.report.charts import (
     epoch_chart,
     findings_chart,
+    group_chart,
     history_chart,
     list_offsets_chart,
     offenders_chart,
@@ -16,6 +17,7 @@ from eos_audit.report.charts import (
 )
 from eos_audit.report.data import ReportData, left_out, relink
 from eos_audit.report.findings import FindingGroup, FindingItem
+from eos_audit.report.groups import KINDS, OUTCOMES, ConsumerGroup
 from eos_audit.report.rules import rule_href, rule_id, rule_sections
 from eos_audit.report.svg import el, esc, fmt_int, fmt_moment, fmt_range, fmt_time
 from eos_audit.sinks.run_status import SUCCEEDED
@@ -99,6 +101,12 @@ svg .regress{stroke-width:1.5;stroke-dasharray:4 3}
 svg .recovered{stroke:#2e7d32;stroke-dasharray:2 3}i.recovered{background:#2e7d32}
 svg .log-end{stroke-dasharray:6 3}
 .error-window{fill:#9e9e9e;opacity:.45;background:#c8c8c8}
+svg .commit-step{fill:none;stroke:#455a64;stroke-width:1.5}
+svg .commit-range{stroke:#455a64;stroke-width:1}
+.commit-PLAIN,i.commit-PLAIN{fill:#455a64;background:#455a64}
+.commit-TRANSACTIONAL,i.commit-TRANSACTIONAL{fill:#2e7d32;background:#2e7d32}
+svg .commit-ABORTED{fill:#fff;stroke:#8e24aa;stroke-width:2}i.commit-ABORTED{background:#8e24aa}
+svg .commit-PENDING{fill:#fff;stroke:#fb8c00;stroke-width:2}i.commit-PENDING{background:#fb8c00}
 """
 
 
@@ -459,6 +467,138 @@ def _list_offsets_section(data: ReportData) -> str:
     return el("section", {"id": "list-offsets"}, *parts)
 
 
+def _count(n: int, noun: str) -> str:
+    """A count and its noun: 1 commit, 2 commits."""
+    return f"{fmt_int(n)} {noun}{'' if n == 1 else 's'}"
+
+
+def _commit_counts(counts: dict[tuple[str, str], int]) -> str:
+    """Commits by kind, then outcome: "plain: applied 4; transactional: applied 3, aborted 1"."""
+    by_kind = []
+    for kind in [*KINDS, *sorted({k for k, _ in counts} - set(KINDS))]:
+        outcomes = [*OUTCOMES, *sorted({o for k, o in counts if k == kind} - set(OUTCOMES))]
+        said = [
+            f"{o.lower()} {fmt_int(counts[kind, o])}" for o in outcomes if counts.get((kind, o))
+        ]
+        if said:
+            by_kind.append(f"{kind.lower()}: {', '.join(said)}")
+    return esc("; ".join(by_kind)) or "—"
+
+
+def _findings_by_type(by_type: dict[str, int]) -> str:
+    return ", ".join(
+        el("a", {"href": f"#t-{esc(t)}"}, esc(t)) + f" {esc(fmt_int(n))}"
+        for t, n in by_type.items()
+    )
+
+
+def _group_table(g: ConsumerGroup) -> str:
+    """Per input partition drawn, then the whole group: commits, last offset, findings."""
+    rows = []
+    for p in g.partitions:
+        last = "—"
+        if p.last_deleted:
+            last = "deleted"
+        elif p.last_offset is not None:
+            last = fmt_int(p.last_offset)
+        if p.last_ms is not None:
+            last += f" ({fmt_moment(p.last_ms)})"
+        rows.append(
+            [
+                el("a", {"href": f"#{p.anchor}"}, esc(f"{p.topic}-{p.partition}")),
+                esc(fmt_int(p.commits)),
+                _commit_counts(p.counts),
+                esc(last),
+                _findings_by_type(p.findings_by_type),
+            ]
+        )
+    shown = f"the group: {_count(g.total_partitions, 'partition')}" + (
+        f" ({g.omitted_partitions:,} not above)" if g.omitted_partitions else ""
+    )
+    rows.append(
+        [
+            el("b", None, esc(shown)),
+            esc(fmt_int(g.commits)),
+            _commit_counts(g.counts),
+            "",
+            _findings_by_type(g.findings_by_type),
+        ]
+    )
+    headers = ["partition", "commits", "by kind and outcome", "last committed offset", "findings"]
+    return _table(headers, rows, {1})
+
+
+def _groups_section(data: ReportData) -> str:
+    c = data.consumer_groups
+    parts = [el("h2", None, f"Consumer groups ({fmt_int(c.total_groups)})")]
+    if not c.total_groups:
+        parts.append(el("p", None, "No consumer group offsets in this run."))
+        return el("section", {"id": "consumer-groups"}, *parts)
+    shown = f"the {len(c.groups)} with the most severe findings" if c.omitted else "every group"
+    parts += [
+        el(
+            "p",
+            {"class": "note"},
+            esc(
+                f"The committed offsets the group coordinator replayed from __consumer_offsets, "
+                f"{shown}: per input partition, the committed offset over time (a step per "
+                "interval, its last commit; a whisker over the offsets committed within it)."
+            ),
+        ),
+        _legend(
+            [
+                ("commit-PLAIN", "plain commit (applied)"),
+                ("commit-TRANSACTIONAL", "transactional commit (applied)"),
+                ("commit-ABORTED", "aborted"),
+                ("commit-PENDING", "pending at the export's end"),
+                (
+                    "sev-CRITICAL",
+                    "finding, colour: severity (dashed: down from the offset it replaced)",
+                ),
+            ]
+        ),
+    ]
+    for g in c.groups:
+        findings = " ".join(
+            f"{_sev(s)} {fmt_int(n)}" for s, n in g.findings_by_severity.items() if n
+        )
+        figures = []
+        for p in g.partitions:
+            cut = f"; {p.omitted_marks} finding(s) not drawn" if p.omitted_marks else ""
+            figures.append(
+                el(
+                    "figure",
+                    {"id": p.anchor},
+                    el(
+                        "figcaption",
+                        None,
+                        esc(
+                            f"{p.topic}-{p.partition}: {_count(p.commits, 'commit')}, "
+                            f"{_count(p.findings, 'finding')}{cut}"
+                        ),
+                    ),
+                    group_chart(g, p)
+                    if p.points or any(m.x is not None for m in p.marks)
+                    else el("p", {"class": "note"}, "Nothing to draw: no offset was committed."),
+                )
+            )
+        parts.append(
+            el(
+                "div",
+                {"id": g.anchor},
+                el("h3", None, esc(f"{g.group_id}"), " ", el("span", {"class": "note"}, esc(
+                    f"(__consumer_offsets-{g.coordinator_partition}, "
+                    f"{_count(g.total_partitions, 'input partition')}, "
+                    f"{_count(g.commits, 'commit')})"
+                ))),
+                el("p", None, findings or "No findings."),
+                _group_table(g),
+                el("div", {"class": "grid"}, *figures),
+            )
+        )  # fmt: skip
+    return el("section", {"id": "consumer-groups"}, *parts)
+
+
 def _evidence_row(f: FindingItem, rules: dict[str, str]) -> str:
     """One finding: its batch, the earlier batch it conflicts with, and everything it proves."""
     earlier = esc(f.earlier) if f.earlier else ""
@@ -634,6 +774,7 @@ def render_report(data: ReportData) -> str:
         _partitions_section(data),
         _epochs_section(data),
         _transactions_section(data),
+        _groups_section(data),
         _list_offsets_section(data),
         _offenders_section(data),
         el(
@@ -664,6 +805,7 @@ def render_report(data: ReportData) -> str:
                 ("partitions", "partitions"),
                 ("epochs", "producer epochs"),
                 ("transactions", "transactions"),
+                ("consumer-groups", "consumer groups"),
                 ("list-offsets", "ListOffsets"),
                 ("offenders", "top offenders"),
                 ("evidence", "evidence"),

@@ -121,6 +121,8 @@ class RunTables:
     partition_summary: DataFrame
     producer_sessions: DataFrame
     list_offsets_errors: DataFrame
+    # Written by runs since the processing audit; an older warehouse reads it as empty.
+    consumer_offsets: DataFrame
 
 
 def run_tables(spark: SparkSession, where: TableLocation, run_id: str) -> RunTables:
@@ -138,6 +140,7 @@ def run_tables(spark: SparkSession, where: TableLocation, run_id: str) -> RunTab
         partition_summary=of_run("partition_summary"),
         producer_sessions=of_run("producer_sessions"),
         list_offsets_errors=of_run("list_offsets_errors"),
+        consumer_offsets=of_run("consumer_offsets"),
     )
 
 

@@ -298,7 +298,8 @@ def test_the_page_is_well_formed_and_every_link_lands(page):
     # A mark whose finding is not listed links to its type's list.
     assert 'href="#t-ACKED_WRITE_LOST"' in html and 'href="#f-gap"' in html
     for section in ("run", "verdict", "findings", "history", "offenders", "partitions", "epochs",
-                    "transactions", "list-offsets", "evidence", "left-out"):  # fmt: skip
+                    "transactions", "consumer-groups", "list-offsets", "evidence",
+                    "left-out"):  # fmt: skip
         assert section in parsed.ids
 
 
