@@ -313,6 +313,13 @@ class OffsetMetadataManager:
         return self._members.get(group_id) == 0
 
     def _note_kind(self, key: Key, row: OffsetRow) -> None:
+        """MIXED_OFFSET_COMMITS at the first commit of a key of the kind it had not had.
+
+        A plain commit while the group is empty is an operator's (`--reset-offsets`, the admin
+        API), not the application's: it does not mix the application's commits.
+        """
+        if row.kind == PLAIN and self._is_empty(key[0]):
+            return
         kinds = self._kinds.setdefault(key, set())
         if kinds and row.kind not in kinds and len(kinds) == 1:
             row.findings.append(Finding(MIXED_OFFSET_COMMITS, CAUSE_PLAIN_AND_TRANSACTIONAL))

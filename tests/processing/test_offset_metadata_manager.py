@@ -93,6 +93,9 @@ def test_rewinds_are_classified_by_what_lowered_the_offset():
     assert late[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
     admin = outcomes([commit(0, 50), members(1, 0), commit(2, 0)])
     assert admin[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    # An operator's reset of a transactional group does not mix the group's commits.
+    reset = outcomes([commit(0, 50, pid=7), marker(1, 7), members(2, 0), commit(3, 0)])
+    assert reset[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
     expired = outcomes([commit(0, 50), tombstone(1), commit(2, 0)])
     assert expired[-1][3] == [("OFFSET_REWIND", "EXPIRED_RESET")]
     transactional = outcomes(
