@@ -52,8 +52,8 @@ COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state")
 TRANSACTION_SIZE = 10
 # The copier's transaction.timeout.ms, a minute by default: a killed copier's transaction stays
 # open until the coordinator aborts it at this timeout, which the scenario waits for. Each of the
-# copier's transactions lasts milliseconds.
-TRANSACTION_TIMEOUT_MS = 3000
+# copier's transactions lasts milliseconds, but a loaded machine can stall one for seconds.
+TRANSACTION_TIMEOUT_MS = 5000
 
 
 @dataclass
@@ -175,11 +175,15 @@ class Copier:
         )  # fmt: skip
         return code
 
-    def finish(self, timeout: float = 120.0) -> int:
-        """Wait for the copier to end by itself (it copied everything); its exit code."""
+    def finish(self, timeout: float = 120.0, check: bool = True) -> int:
+        """Wait for the copier to end by itself (it copied everything); its exit code.
+
+        Raises:
+            RuntimeError: it failed (unless not `check`).
+        """
         code = self._end(timeout)
         self.played.event("copier finished", processed=self.processed, exit=code)
-        if code != 0:
+        if check and code != 0:
             raise RuntimeError(f"the copier exited {code} after {self.processed} records")
         return code
 
@@ -325,8 +329,10 @@ def copier(cluster: Cluster) -> Played:
                 raise TimeoutError("the coordinator did not abort the killed copier's transaction")
             time.sleep(0.05)
         played.event("transaction aborted", partition=output)
+    # Restarted as transactions_test.py restarts a copier that failed: one whose transaction
+    # outlived its timeout on a loaded machine is fenced, and exits.
     for _ in range(3):
-        Copier(cluster.jars, cluster.bootstrap, played, transactional_id).finish()
+        Copier(cluster.jars, cluster.bootstrap, played, transactional_id).finish(check=False)
         _settle(cluster, played)
         if played.committed == played.log_end:
             return played
