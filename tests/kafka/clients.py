@@ -3,6 +3,9 @@
 - `JavaClient`: Kafka's own Java producer (`EosClient.java` beside this file, compiled once per
   Kafka release with `javac` against that release's `kafka-clients`), driven line by line.
 - `rdkafka_producer`: librdkafka, the C client, through `confluent-kafka`.
+
+`DumpLogSegmentsRuns.java`, compiled with it, is no client: it runs Kafka's DumpLogSegments
+several times in one JVM (`cluster.dump_logs`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 from tests.jars import JarSet
 
 SOURCE = Path(__file__).with_name("EosClient.java")
+# The Java classes compiled with it, from the files of the same names beside this one.
+CLASSES = ("EosClient", "DumpLogSegmentsRuns")
 
 
 class ClientError(RuntimeError):
@@ -26,15 +31,18 @@ class ClientError(RuntimeError):
 
 
 def compile_client(jars: JarSet, into: Path) -> Path:
-    """`EosClient.java` compiled against `jars`' Kafka clients into `into` (once per folder)."""
-    if not (into / "EosClient.class").exists():
+    """`EosClient.java` (and the other `CLASSES`) compiled against `jars` into `into`, once per
+    folder, in one `javac`."""
+    if not all((into / f"{name}.class").exists() for name in CLASSES):
         into.mkdir(parents=True, exist_ok=True)
+        sources = [str(SOURCE.with_name(f"{name}.java")) for name in CLASSES]
         with tempfile.TemporaryDirectory(dir=into) as work:
             subprocess.run(
-                ["javac", "-nowarn", "-d", work, "-cp", jars.classpath(), str(SOURCE)],
+                ["javac", "-nowarn", "-d", work, "-cp", jars.classpath(), *sources],
                 check=True, capture_output=True, text=True,
             )
-            shutil.move(str(Path(work) / "EosClient.class"), into / "EosClient.class")
+            for name in CLASSES:
+                shutil.move(str(Path(work) / f"{name}.class"), into / f"{name}.class")
     return into
 
 

@@ -16,6 +16,7 @@ can set the same way; none changes what the broker writes, only when.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -339,10 +340,13 @@ def _cluster_id() -> str:
             return cluster_id
 
 
-def run_tool(jars: JarSet, main_class: str, *args: str, check: bool = True) -> str:
-    """Run a Kafka main class from `jars`; its standard output (stderr joins it on failure)."""
+def run_tool(
+    jars: JarSet, main_class: str, *args: str, check: bool = True, classpath: str | None = None
+) -> str:
+    """Run a Kafka main class from `jars` (or `classpath`); its standard output (stderr joins it
+    on failure)."""
     done = subprocess.run(
-        ["java", *TOOL_JVM, "-cp", jars.classpath(), main_class, *args],
+        ["java", *TOOL_JVM, "-cp", classpath or jars.classpath(), main_class, *args],
         capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False, timeout=180,
     )
     if check and done.returncode != 0:
@@ -357,3 +361,24 @@ def dump_log(jars: JarSet, segments: list[Path], *options: str) -> str:
     """`kafka-dump-log.sh --files SEGMENT,... [OPTIONS]` of this release, as it prints it."""
     files = ",".join(str(segment) for segment in segments)
     return run_tool(jars, "kafka.tools.DumpLogSegments", "--files", files, *options)
+
+
+def dump_logs(
+    jars: JarSet, classes: Path, runs: list[tuple[list[Path], tuple[str, ...]]]
+) -> list[str]:
+    """`dump_log` of each (segments, options) of `runs`, all in one JVM; what each printed.
+
+    `classes` holds `DumpLogSegmentsRuns` compiled for this release (`clients.compile_client`),
+    which calls DumpLogSegments' main once per run and prints `#run N` before each.
+    """
+    arguments: list[str] = []
+    for segments, options in runs:
+        if arguments:
+            arguments.append("--then")
+        arguments += ["--files", ",".join(str(segment) for segment in segments), *options]
+    classpath = f"{classes}:{jars.classpath()}"
+    text = run_tool(jars, "DumpLogSegmentsRuns", *arguments, classpath=classpath)
+    parts = re.split(r"^#run \d+\n", text, flags=re.MULTILINE)
+    if parts[0] or len(parts) != len(runs) + 1:
+        raise RuntimeError(f"DumpLogSegmentsRuns printed {len(parts) - 1} of {len(runs)} runs")
+    return parts[1:]

@@ -22,6 +22,13 @@ scenarios share two clusters, and one audit can read every export at once:
 | `zombie` | both | a second producer with the same transactional.id fences the first |
 | `compacted` | 4.x | transactions on a compacted topic, after the cleaner ran |
 | `failover` | 4.x, two brokers of their own | an unclean leader election (`failover`) |
+| `processing` | both (4.x: a broker of its | consume-transform-produce with Kafka's transactional |
+| | own; 3.9: after `zombie`) | copier, an offset reset, a plain consumer |
+| | | (`processing.py`): one export per release with the |
+| | | coordinator topics, in `Built.processing` |
+
+The processing export's dump folders also hold the coordinator partitions printed with
+`--offsets-decoder` and `--transaction-log-decoder` (`DUMP_FILES`).
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from tests.kafka.clients import (
     rdkafka_producer,
     rdkafka_send,
 )
-from tests.kafka.cluster import RUNNING, Cluster, dump_log, export_log_dir
+from tests.kafka.cluster import RUNNING, Cluster, dump_log, dump_logs, export_log_dir
+from tests.kafka.processing import COORDINATOR_TOPICS, PROCESSING, Played
 
 RUN_NAME = "real-kafka"
 
@@ -57,9 +65,13 @@ class Export:
 
     scenario: str
     release: str
-    topic: str  # the scenario's topic on that release's cluster (`topic_of`)
+    # The scenario's topic on that release's cluster (`topic_of`); `__consumer_offsets` for the
+    # processing export, whose facts name each of its scenarios' topics.
+    topic: str
     segments: str  # <export>/<node-id>/<topic>-<partition>/ with checkpoints
-    dump: str  # kafka-dump-log.sh of every segment, default output
+    # kafka-dump-log.sh of every segment: default output in dump.txt, and the coordinator topics'
+    # segments printed by their decoders (`DUMP_FILES`)
+    dump: str
     dump_deep: str  # the same with --deep-iteration
     parquet: str  # the batches as decoded by kafka-python, schemas/record_batch.json
     batches: int  # batches in the export (every partition)
@@ -68,10 +80,16 @@ class Export:
 
 @dataclass
 class Built:
-    """Every export of the run, by (scenario, release)."""
+    """Every export of the run, by (scenario, release), and the processing exports by release.
+
+    The processing exports (`processing.py`) are apart: each holds its cluster's coordinator
+    partitions, and two clusters' `__consumer_offsets-0` read in one audit would be taken for
+    one partition.
+    """
 
     exports: dict[tuple[str, str], Export]
     seconds: float
+    processing: dict[str, Export] = field(default_factory=dict)
 
 
 def _wait_for(what: str, check, timeout: float = 60.0, every: float = 0.25):
@@ -136,23 +154,57 @@ def _first_replica_logs(segments: Path) -> list[Path]:
     return sorted((Path(segments) / first).glob("*/*.log"))
 
 
-def write_dumps(jars: JarSet, exports: list[Export]) -> None:
+# kafka-dump-log.sh's forms of an export: each file of its dump folders (`dump`, `dump_deep`),
+# the tool's options for it, and the topics whose segments it prints (None: every topic but the
+# coordinator ones). A decoder implies --deep-iteration, so both folders get the same decoder text.
+DUMP_FILES = (
+    ("dump.txt", ("dump",), (), None),
+    ("dump.txt", ("dump_deep",), ("--deep-iteration",), None),
+    ("offsets-decoder.txt", ("dump", "dump_deep"), ("--offsets-decoder",),
+     ("__consumer_offsets",)),
+    ("transaction-log-decoder.txt", ("dump", "dump_deep"), ("--transaction-log-decoder",),
+     ("__transaction_state",)),
+)  # fmt: skip
+
+
+def _printed_by(log: Path, topics: tuple[str, ...] | None) -> bool:
+    topic = log.parent.name.rpartition("-")[0]
+    return topic not in COORDINATOR_TOPICS if topics is None else topic in topics
+
+
+def write_dumps(jars: JarSet, exports: list[Export], classes: Path | None = None) -> None:
     """Write the `kafka-dump-log.sh` forms of `exports`, all of one release.
 
-    `dump/dump.txt` and `dump-deep/dump.txt` (`--deep-iteration`) beside each export's segments:
-    what that release's DumpLogSegments prints for its first replica's segments. One JVM per
-    output for all the exports (a tool's JVM costs about a CPU-second to start): its text is cut
-    back into each file's part at the `Dumping <file>` line that starts it.
+    Beside each export's segments, in `dump/` and `dump-deep/` (`DUMP_FILES`): `dump.txt`, what
+    that release's DumpLogSegments prints for its first replica's segments (by default, and with
+    `--deep-iteration`), and for the coordinator topics' segments, what it prints with the
+    decoder of each (`--offsets-decoder`, `--transaction-log-decoder`). All the exports' files at
+    once for each file name (a tool's JVM costs about a CPU-second to start), and with `classes`
+    (`clients.compile_client`'s, of this release) every file name in one JVM (`dump_logs`); the
+    text is cut back into each file's part at the `Dumping <file>` line that starts it.
     """
     logs = {export.dump: _first_replica_logs(Path(export.segments)) for export in exports}
-    every_log = [log for of_export in logs.values() for log in of_export]
-    for attribute, options in (("dump", ()), ("dump_deep", ("--deep-iteration",))):
-        parts = _parts_by_file(dump_log(jars, every_log, *options))
+    runs = []
+    for name, attributes, options, topics in DUMP_FILES:
+        printed = {dump: [log for log in of if _printed_by(log, topics)]
+                   for dump, of in logs.items()}  # fmt: skip
+        every_log = [log for of_export in printed.values() for log in of_export]
+        if every_log:
+            runs.append((name, attributes, printed, every_log, options))
+    if classes is None:
+        texts = [dump_log(jars, every_log, *options) for *_, every_log, options in runs]
+    else:
+        texts = dump_logs(jars, classes, [(every_log, options) for *_, every_log, options in runs])
+    for (name, attributes, printed, _, _), text in zip(runs, texts, strict=True):
+        parts = _parts_by_file(text)
         for export in exports:
-            target = Path(getattr(export, attribute))
-            target.mkdir(parents=True, exist_ok=True)
-            text = "".join(parts[str(log)] for log in logs[export.dump])
-            (target / "dump.txt").write_text(text)
+            if not printed[export.dump]:
+                continue  # no partition of that file's topics in this export
+            for attribute in attributes:
+                target = Path(getattr(export, attribute))
+                target.mkdir(parents=True, exist_ok=True)
+                part = "".join(parts[str(log)] for log in printed[export.dump])
+                (target / name).write_text(part)
 
 
 def _parts_by_file(text: str) -> dict[str, str]:
@@ -488,28 +540,58 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def processing(cluster: Cluster, scenarios: tuple, into: Path) -> Export:
+    """Play the processing scenarios (`processing.py`) on `cluster` and export them at once.
+
+    One export holds their input and output topics and every partition of the coordinator
+    topics, copied once their checkpoints name them all: the cluster's `__consumer_offsets`
+    and `__transaction_state` partitions are in no other export. `facts` maps each scenario's
+    name to what it did (`processing.Played`).
+    """
+    played: list[Played] = [scenario(cluster) for scenario in scenarios]
+    topics = [topic for p in played for topic in (p.input_topic, p.output_topic)]
+    for topic in (*topics, *COORDINATOR_TOPICS):
+        _wait_for(f"{topic}'s checkpoints", lambda t=topic: _checkpointed(cluster, t))
+    time.sleep(1.2)  # one more checkpoint interval: the files hold the log as it is now
+    release = cluster.jars.name
+    folder = into / f"processing-{release}"
+    segments = cluster.export(folder / "segments", *topics, *COORDINATOR_TOPICS)
+    facts = {p.scenario: p for p in played}
+    return new_export("processing", release, COORDINATOR_TOPICS[0], folder, segments, facts)
+
+
 # The scenarios of each release (transactions v2 on 4.x, v1 on 3.9).
 SCENARIOS_4 = (clean, retained, hanging, zombie, compacted, crash)
 SCENARIOS_3 = (clean, zombie)
 
 
-def _play(jars: JarSet, scenarios: tuple, classes: Path, folder: Path) -> list[Export]:
-    """The scenarios one after the other on one single-node cluster of `jars`' release."""
-    cluster = Cluster.create(jars, folder / "clusters" / jars.name)
+def _play(
+    jars: JarSet, scenarios: tuple, classes: Path, folder: Path, processed: tuple = (),
+    name: str | None = None,
+) -> tuple[list[Export], Export | None]:
+    """The scenarios one after the other on one single-node cluster of `jars`' release (its
+    folder `name`, by default the release's), then the processing scenarios `processed` in one
+    export (`processing`)."""
+    root = folder / "clusters" / (name or jars.name)
+    cluster = Cluster.create(jars, root)
     try:
-        return [scenario(cluster, classes, folder / "exports") for scenario in scenarios]
+        exports = [scenario(cluster, classes, folder / "exports") for scenario in scenarios]
+        played = processing(cluster, processed, folder / "exports") if processed else None
+        return exports, played
     except BaseException as error:
         raise RuntimeError(f"{error}\nbroker log:\n{cluster.brokers[0].log_tail()}") from error
     finally:
         cluster.stop()
-        shutil.rmtree(folder / "clusters" / jars.name, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def build(folder: Path) -> Built:
     """Play every scenario on real brokers and export them under `folder`; see the module.
 
-    The three clusters (4.x, 3.9, and the two brokers of `failover`) play at once: most of a
-    scenario's time is waiting on a broker (a checkpoint, retention, the cleaner, a timeout).
+    The four clusters (4.x, 3.9, the two brokers of `failover`, and the 4.x processing
+    scenarios') play at once: most of a scenario's time is waiting on a broker (a checkpoint,
+    retention, the cleaner, a timeout). A release's dump-log forms are written once its clusters
+    are done, while the other's play on.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -521,29 +603,43 @@ def build(folder: Path) -> Built:
         jars.name: compile_client(jars, folder / "classes" / jars.name)
         for jars in (KAFKA_4_JARS, KAFKA_3_JARS)
     }
-    with ThreadPoolExecutor(3) as pool:
-        blocks = [
-            pool.submit(_play, jars, scenarios, classes[jars.name], folder)
-            for jars, scenarios in ((KAFKA_4_JARS, SCENARIOS_4), (KAFKA_3_JARS, SCENARIOS_3))
-        ]
+
+    def dumps_of(jars: JarSet, *blocks) -> None:
+        """Once a release's blocks are done, the dump-log forms of their exports."""
+        exports = [e for b in blocks for e in (*b.result()[0], b.result()[1]) if e]
+        write_dumps(jars, exports, classes[jars.name])
+
+    # Six threads: two of them wait on the four clusters' blocks (`dumps_of`).
+    with ThreadPoolExecutor(6) as pool:
+        latest = pool.submit(_play, KAFKA_4_JARS, SCENARIOS_4, classes[KAFKA_4_JARS.name], folder)
+        # The 4.x processing scenarios on a cluster of their own: appended to the 4.x scenarios,
+        # the longest block, they would add their whole time to the build's.
+        processing_4 = pool.submit(
+            _play, KAFKA_4_JARS, (), classes[KAFKA_4_JARS.name], folder, PROCESSING,
+            f"processing-{KAFKA_4_JARS.name}",
+        )  # fmt: skip
+        # 3.9's scenarios end early: its processing scenarios follow them on its cluster.
+        older = pool.submit(
+            _play, KAFKA_3_JARS, SCENARIOS_3, classes[KAFKA_3_JARS.name], folder, PROCESSING
+        )
         # The scenario that needs brokers of its own: two, and a controller apart.
-        blocks.append(pool.submit(
-            lambda: [failover(KAFKA_4_JARS, classes[KAFKA_4_JARS.name],
-                              folder / "clusters" / "failover", folder / "exports")]
-        ))  # fmt: skip
-        exports = {
-            (export.scenario, export.release): export
-            for block in blocks
-            for export in block.result()
-        }
-        # The dump-log forms last, each release's exports at once (`write_dumps`).
+        failed_over = pool.submit(
+            lambda: ([failover(KAFKA_4_JARS, classes[KAFKA_4_JARS.name],
+                               folder / "clusters" / "failover", folder / "exports")], None)
+        )  # fmt: skip
         dumps = [
-            pool.submit(write_dumps, jars, [e for e in exports.values() if e.release == jars.name])
-            for jars in (KAFKA_4_JARS, KAFKA_3_JARS)
+            pool.submit(dumps_of, KAFKA_4_JARS, latest, processing_4, failed_over),
+            pool.submit(dumps_of, KAFKA_3_JARS, older),
         ]
         for done in dumps:
             done.result()
-    return Built(exports, time.monotonic() - started)
+    exports = {
+        (export.scenario, export.release): export
+        for block in (latest, older, failed_over)
+        for export in block.result()[0]
+    }
+    processed = {e.release: e for e in (processing_4.result()[1], older.result()[1])}
+    return Built(exports, time.monotonic() - started, processed)
 
 
 def main(argv: list[str]) -> int:

@@ -51,3 +51,24 @@ def flip_byte(segment: Path, position: int) -> None:
 def next_offset(segment: Path) -> int:
     """The offset after the last batch of `segment`."""
     return batches(segment)[-1][2]["last_offset"] + 1
+
+
+# The one record of a control batch (docs/formats.md#control-batches) after the v2 header: its
+# length, attributes, timestamp delta, offset delta and key length (five one-byte varints for a
+# marker), then the key, version int16 and type int16 (0 ABORT, 1 COMMIT).
+MARKER_TYPE_AT = 61 + 5 + 2
+MARKER_TYPES = {"ABORT": 0, "COMMIT": 1}
+
+
+def rewrite_marker(segment: Path, position: int, control_type: str) -> None:
+    """Make the transaction marker at `position` of `segment` say `control_type` (ABORT or
+    COMMIT), its CRC computed again: a marker that lies about its transaction's outcome."""
+    data = bytearray(segment.read_bytes())
+    size = 12 + struct.unpack_from(">i", data, position + 8)[0]
+    entry = bytearray(data[position : position + size])
+    if not struct.unpack_from(">h", entry, 21)[0] & 0x20 or entry[65] != 8:
+        raise ValueError(f"no transaction marker at byte {position} of {segment}")
+    struct.pack_into(">h", entry, MARKER_TYPE_AT, MARKER_TYPES[control_type])
+    base_offset = struct.unpack_from(">q", entry, 0)[0]
+    data[position : position + size] = restamped(bytes(entry), base_offset)
+    segment.write_bytes(bytes(data))

@@ -1,0 +1,392 @@
+"""Consume-transform-produce on real brokers: the logs an exactly-once processing audit reads.
+
+The processor is Kafka's own `TransactionalMessageCopier` (kafka-tools of each release, the one
+Kafka's `transactions_test.py` bounces): it reads an input partition at read_committed and, per
+poll, begins a transaction, copies the records to the same partition of an output topic, adds the
+consumer's position for its group to the transaction (`sendOffsetsToTransaction`: a
+TxnOffsetCommit, an OffsetCommit record in a transactional batch of `__consumer_offsets`) and
+commits, or with `--enable-random-aborts` aborts one transaction in three and seeks back to the
+group's committed offset. Its standard output is one JSON line per poll (`totalProcessed`).
+
+| scenario | what happens |
+|---|---|
+| `copier` | an idempotent producer's input copied by a copier bounced as |
+| | transactions_test.py does: stopped (SIGTERM) once and killed (SIGKILL) once inside a |
+| | transaction, restarted with the same transactional.id (once the coordinator aborted the |
+| | killed one's transaction at its timeout) until the group committed the input's end |
+| `admin_reset` | a copier in group mode copies its input to the end and leaves the group |
+| | (Empty); `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
+| `auto_commit` | a copier commits half the input in transactions, then a librdkafka |
+| | consumer of the same group reads the rest with enable.auto.commit: plain commits |
+
+Each scenario has its own topics, group and transactional.id, named after it and the release. A
+cluster's `__consumer_offsets` and `__transaction_state` are shared by everything on it, so a
+release's scenarios play on one cluster and one export holds them all (`processing-<release>`):
+their input and output topics and every partition of the two coordinator topics, copied once at
+the end; no other export holds a coordinator partition. Its `facts` say which group, ids and
+topics belong to which scenario (`Played`), and what Kafka answered at the end of each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tests.fixtures.segment_builder import split_entries
+from tests.jars import JarSet
+from tests.kafka.clients import CLIENTS, rdkafka_producer, rdkafka_send
+from tests.kafka.cluster import TOOL_JVM, Cluster
+
+COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state")
+# Records per transaction (the copier's max.poll.records too): a few hundred input records make
+# some thirty transactions, enough for random aborts and for a bounce to land mid-copy.
+TRANSACTION_SIZE = 10
+# The copier's transaction.timeout.ms, a minute by default: a killed copier's transaction stays
+# open until the coordinator aborts it at this timeout, which the scenario waits for. Each of the
+# copier's transactions lasts milliseconds, but a loaded machine can stall one for seconds.
+TRANSACTION_TIMEOUT_MS = 5000
+
+
+@dataclass
+class Played:
+    """What one processing scenario did and what Kafka's tools said at its end.
+
+    `events` are (time in ms, what happened, details) in the order they happened; `committed` and
+    `log_end` map "topic:partition" to the group's committed offset (the admin API's
+    listConsumerGroupOffsets, as Kafka materialized it) and to the input's log end offset.
+    """
+
+    scenario: str
+    group: str
+    transactional_ids: list[str]
+    input_topic: str
+    output_topic: str
+    partitions: int
+    input_records: int
+    events: list[tuple[int, str, dict]] = field(default_factory=list)
+    committed: dict[str, int] = field(default_factory=dict)
+    log_end: dict[str, int] = field(default_factory=dict)
+    tool_output: dict[str, str] = field(default_factory=dict)
+
+    def event(self, what: str, **details: object) -> None:
+        """Note that `what` happened now."""
+        self.events.append((_now_ms(), what, details))
+
+
+def names(scenario: str, release: str) -> dict[str, str]:
+    """A scenario's input and output topics, group and transactional.id on a release's cluster."""
+    return {
+        "input_topic": f"{scenario}-in-{release}",
+        "output_topic": f"{scenario}-out-{release}",
+        "group": f"{scenario}-group-{release}",
+        "transactional_id": f"{scenario}-tx-{release}",
+    }
+
+
+class Copier:
+    """One TransactionalMessageCopier JVM, its JSON progress lines read as they come."""
+
+    def __init__(
+        self,
+        jars: JarSet,
+        bootstrap: str,
+        played: Played,
+        transactional_id: str,
+        *,
+        group_mode: bool = False,
+        max_messages: int = -1,
+    ) -> None:
+        # Every copier aborts one transaction in three at random, as in transactions_test.py.
+        options = [
+            "--input-topic", played.input_topic, "--input-partition", "0",
+            "--output-topic", played.output_topic, "--broker-list", bootstrap,
+            "--consumer-group", played.group, "--transactional-id", transactional_id,
+            "--transaction-size", str(TRANSACTION_SIZE),
+            "--transaction-timeout", str(TRANSACTION_TIMEOUT_MS),
+            "--max-messages", str(max_messages), "--enable-random-aborts",
+        ]  # fmt: skip
+        if group_mode:
+            # Subscribed (the group's member, every partition of the input) rather than assigned
+            # one partition; the offsets go with the consumer's group metadata (KIP-447).
+            options += ["--group-mode", "--use-group-metadata"]
+        self.progress: list[dict] = []
+        self.process = subprocess.Popen(
+            ["java", *TOOL_JVM, "-cp", jars.classpath(), COPIER, *options],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            text=True,
+        )  # fmt: skip
+        CLIENTS.add(self.process)
+        self.played = played
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        played.event("copier started", transactional_id=transactional_id, pid=self.process.pid)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            # Only the JSON lines: a release without a logging configuration prints log4j's
+            # warnings there too.
+            if line.startswith("{"):
+                self.progress.append(json.loads(line))
+
+    @property
+    def processed(self) -> int:
+        """Records this process copied in committed transactions (its last progress line)."""
+        return self.progress[-1].get("totalProcessed", 0) if self.progress else 0
+
+    def wait_for(self, records: int, timeout: float = 60.0) -> None:
+        """Wait until this process has committed the copies of `records` input records.
+
+        Raises:
+            RuntimeError: the copier ended first (it copied everything, or failed).
+            TimeoutError: not within `timeout` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while self.processed < records:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"the copier ended (exit {self.process.returncode}) after {self.processed} "
+                    f"records, before {records}: nothing left to bounce it in"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the copier copied {self.processed} of {records} records")
+            time.sleep(0.02)
+
+    def stop(self, signum: int, then: int | None = None) -> int:
+        """SIGTERM (its shutdown hook closes the producer and consumer) or SIGKILL, and the
+        signal `then` if any (SIGCONT for a stopped process); its exit code."""
+        processed = self.processed
+        os.kill(self.process.pid, signum)
+        if then is not None and self.process.poll() is None:
+            os.kill(self.process.pid, then)
+        code = self._end(30)
+        self.played.event(
+            "copier " + ("stopped" if signum == signal.SIGTERM else "killed"),
+            signal=signal.Signals(signum).name, processed=processed, exit=code,
+        )  # fmt: skip
+        return code
+
+    def finish(self, timeout: float = 120.0, check: bool = True) -> int:
+        """Wait for the copier to end by itself (it copied everything); its exit code.
+
+        Raises:
+            RuntimeError: it failed (unless not `check`).
+        """
+        code = self._end(timeout)
+        self.played.event("copier finished", processed=self.processed, exit=code)
+        if check and code != 0:
+            raise RuntimeError(f"the copier exited {code} after {self.processed} records")
+        return code
+
+    def _end(self, timeout: float) -> int:
+        try:
+            self.process.wait(timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(10)
+            CLIENTS.discard(self.process)
+            self._reader.join(10)
+        return self.process.returncode
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _start(cluster: Cluster, scenario: str, partitions: int, records: int) -> Played:
+    """The scenario's topics, and its input written by an idempotent producer (librdkafka)."""
+    named = names(scenario, cluster.jars.name)
+    transactional_id = named.pop("transactional_id")
+    played = Played(scenario, transactional_ids=[transactional_id], partitions=partitions,
+                    input_records=records, **named)  # fmt: skip
+    # The copier writes each record to its input partition's number in the output topic.
+    cluster.create_topic(played.input_topic, partitions=partitions)
+    cluster.create_topic(played.output_topic, partitions=partitions)
+    producer = rdkafka_producer(cluster.bootstrap)
+    per_partition, per_batch = records // partitions, 30
+    for partition in range(partitions):
+        for start in range(0, per_partition, per_batch):
+            rdkafka_send(producer, played.input_topic, partition,
+                         min(per_batch, per_partition - start))  # fmt: skip
+    played.event("input written", records=per_partition * partitions)
+    return played
+
+
+def _admin(cluster: Cluster):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+
+def committed_offsets(cluster: Cluster, group: str) -> dict[str, int]:
+    """The group's committed offsets as the broker answers listConsumerGroupOffsets."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    # The client is kept until its answer came: a dropped client never completes its futures.
+    admin = _admin(cluster)
+    answer = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    listed = answer[group].result(30).topic_partitions
+    return {f"{tp.topic}:{tp.partition}": tp.offset for tp in listed if tp.offset >= 0}
+
+
+def log_ends(cluster: Cluster, topic: str, partitions: int) -> dict[str, int]:
+    """Each partition's log end offset (ListOffsets latest; the input has no transactions)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    wanted = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    admin = _admin(cluster)
+    answers = admin.list_offsets(wanted, request_timeout=30)
+    return {f"{tp.topic}:{tp.partition}": done.result(30).offset for tp, done in answers.items()}
+
+
+def _settle(cluster: Cluster, played: Played) -> Played:
+    """Record the group's committed offsets and the input's log end as Kafka reports them."""
+    played.committed = committed_offsets(cluster, played.group)
+    played.log_end = log_ends(cluster, played.input_topic, played.partitions)
+    played.event("offsets listed", committed=played.committed, log_end=played.log_end)
+    return played
+
+
+# --- the scenarios ---------------------------------------------------------------------------
+
+
+# The v2 batch header's attributes (docs/formats.md#record-batch-v2) and their two flags.
+ATTRIBUTES_AT, TRANSACTIONAL, CONTROL = 21, 0x10, 0x20
+
+
+def in_transaction(cluster: Cluster, partition: str) -> bool:
+    """Whether the last batch of `partition` (`topic-N`) on the broker is transactional data:
+    a transaction wrote there and its marker is not written yet."""
+    logs = sorted((cluster.brokers[0].log_dir / partition).glob("*.log"))
+    entries = split_entries(logs[-1].read_bytes()) if logs else []
+    if not entries:
+        return False
+    attributes = struct.unpack_from(">h", entries[-1][1], ATTRIBUTES_AT)[0]
+    return bool(attributes & TRANSACTIONAL) and not attributes & CONTROL
+
+
+def _stop_inside_a_transaction(cluster: Cluster, running: Copier, signum: int) -> None:
+    """Send `signum` while a transaction of the copier is open: it wrote to the output, and no
+    marker ended it.
+
+    The copier prints its progress between two transactions, so a signal sent on a progress line
+    would find none open, and one sent when the output shows a transaction's records may come
+    after its EndTxn: a transaction lasts milliseconds. So the copier is frozen (SIGSTOP) once its
+    transaction shows, and signalled only if the transaction is still open a moment later, when
+    whatever it had sent is done; else it goes on (SIGCONT) to its next transaction.
+    """
+    partition = f"{running.played.output_topic}-0"
+    deadline = time.monotonic() + 60
+    while True:
+        if running.process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"no transaction of the copier was seen open in {partition}")
+        if not in_transaction(cluster, partition):
+            time.sleep(0.002)
+            continue
+        os.kill(running.process.pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        if in_transaction(cluster, partition):
+            break
+        os.kill(running.process.pid, signal.SIGCONT)
+    # A stopped JVM handles SIGTERM (its shutdown hook) once continued; SIGKILL ends it as it is.
+    running.stop(signum, then=signal.SIGCONT)
+    # Whether the copier's end left the transaction open: after SIGKILL always, until the
+    # coordinator aborts it at its timeout; after SIGTERM as the shutdown hook's close left it.
+    running.played.events[-1][2]["left_open"] = in_transaction(cluster, partition)
+
+
+def copier(cluster: Cluster) -> Played:
+    """An input copied by a copier stopped once and killed once inside a transaction, restarted
+    with the same transactional.id until the group has committed the input's end."""
+    played = _start(cluster, "copier", partitions=1, records=300)
+    (transactional_id,) = played.transactional_ids
+    # As transactions_test.py's bounce: the same transactional.id each time, so the new
+    # producer's initTransactions fences the last one. A quarter of the input copied each time.
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        running = Copier(cluster.jars, cluster.bootstrap, played, transactional_id)
+        running.wait_for(played.input_records // 4)
+        _stop_inside_a_transaction(cluster, running, signum)
+    # The killed copier's transaction is left to the coordinator, which aborts it once its
+    # timeout passes. A copier started at once could instead abort it sooner by its
+    # initTransactions when no offsets were added yet (none to wait for): which one wins would
+    # depend on how fast its JVM starts.
+    output = f"{played.output_topic}-0"
+    deadline = time.monotonic() + 30
+    if played.events[-1][2]["left_open"]:
+        while in_transaction(cluster, output):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the coordinator did not abort the killed copier's transaction")
+            time.sleep(0.05)
+        played.event("transaction aborted", partition=output)
+    # Restarted as transactions_test.py restarts a copier that failed: one whose transaction
+    # outlived its timeout on a loaded machine is fenced, and exits.
+    for _ in range(3):
+        Copier(cluster.jars, cluster.bootstrap, played, transactional_id).finish(check=False)
+        _settle(cluster, played)
+        if played.committed == played.log_end:
+            return played
+    raise RuntimeError(f"the copier left {played.committed}, the input ends at {played.log_end}")
+
+
+def admin_reset(cluster: Cluster) -> Played:
+    """A copier in group mode copies to the end and leaves; an operator resets the group to 0."""
+    played = _start(cluster, "admin_reset", partitions=2, records=100)
+    (transactional_id,) = played.transactional_ids
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
+    copied = committed_offsets(cluster, played.group)
+    played.event("copied", committed=copied)
+    # kafka-consumer-groups.sh: the group is Empty (the copier's consumer left it), so the
+    # command may commit; it prints the new offsets it committed.
+    played.tool_output["reset"] = cluster.tool(
+        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
+    )  # fmt: skip
+    played.event("offsets reset", to="earliest")
+    return _settle(cluster, played)
+
+
+def auto_commit(cluster: Cluster) -> Played:
+    """Transactional commits, then a plain consumer of the same group auto-committing."""
+    from confluent_kafka import Consumer
+
+    played = _start(cluster, "auto_commit", partitions=1, records=200)
+    (transactional_id,) = played.transactional_ids
+    half = played.input_records // 2
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, max_messages=half).finish()
+    played.event("copied", committed=committed_offsets(cluster, played.group))
+    end = log_ends(cluster, played.input_topic, 1)[f"{played.input_topic}:0"]
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "enable.auto.commit": True, "auto.commit.interval.ms": 200,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe([played.input_topic])
+    played.event("consumer subscribed", client="librdkafka", enable_auto_commit=True)
+    consumed, position, deadline = 0, -1, time.monotonic() + 60
+    try:
+        while position < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the consumer read to {position} of {end} in 60 s")
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                consumed, position = consumed + 1, message.offset() + 1
+    finally:
+        # close() commits the offsets consumed since the last auto-commit, then leaves the group.
+        consumer.close()
+    played.event("consumer closed", consumed=consumed, position=position)
+    return _settle(cluster, played)
+
+
+# The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
+PROCESSING: tuple[Callable[[Cluster], Played], ...] = (copier, admin_reset, auto_commit)
