@@ -1,0 +1,103 @@
+"""The processing audit of logs real brokers wrote: consume-transform-produce, faults made for real.
+
+One run per release audits that release's processing export (`tests/kafka/processing.py`): the
+4.x one from its segments, the 3.9 one from its `kafka-dump-log.sh` text printed with the decoder
+flags, so both coordinator readers feed the replay. Kafka's own copier, bounced with SIGTERM and
+SIGKILL and aborting at random, must give no processing finding above INFO, and its group's last
+committed offsets must be the ones Kafka's admin API listed; an operator's reset of the emptied
+group is an OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a group a
+copier commits transactionally is a MIXED_OFFSET_COMMITS warning.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from eos_audit.audit.pipeline import AuditInputs, run_audit
+from eos_audit.config import AuditConfig
+from eos_audit.findings import RAISED_BY_PROCESSING
+from tests.jars import KAFKA_3, KAFKA_4
+from tests.run_once import once_per_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka]
+
+RELEASE_4 = f"kafka-{KAFKA_4}"
+RELEASE_3 = f"kafka-{KAFKA_3}"
+# Which form of each release's export the run reads.
+FORM = {RELEASE_4: "segments", RELEASE_3: "dump"}
+ABOVE_INFO = ("WARNING", "ERROR", "CRITICAL")
+
+
+def _sql(warehouse: str, table: str, query: str) -> list[dict]:
+    registered = QueryBuilder().register("t", DeltaTable(f"{warehouse}/{table}"))
+    return pa.table(registered.execute(query).read_all()).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def audited(spark, real_kafka, tmp_path_factory) -> dict[str, tuple[str, str, str | None]]:
+    """Each release's processing export audited: (warehouse, status, error) by release."""
+
+    def build(folder) -> dict[str, tuple[str, str, str | None]]:
+        runs = {}
+        for release, form in FORM.items():
+            export = real_kafka.processing[release]
+            warehouse = str(folder / release)
+            inputs = AuditInputs(batches=(getattr(export, form),))
+            result = run_audit(spark, inputs, AuditConfig(), warehouse)
+            runs[release] = (warehouse, result.status, result.error)
+        return runs
+
+    return once_per_run(tmp_path_factory, "real-kafka-processing-audit", build)
+
+
+def _processing_findings(warehouse: str, group: str) -> list[tuple]:
+    types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
+    rows = _sql(
+        warehouse, "findings",
+        f"SELECT finding_type, cause, severity, evidence FROM t WHERE finding_type IN ({types})",
+    )  # fmt: skip
+    return sorted(
+        (r["finding_type"], r["cause"], r["severity"])
+        for r in rows
+        if dict(r["evidence"]).get("group_id") == group
+    )
+
+
+@pytest.mark.parametrize("release", [RELEASE_4, RELEASE_3])
+def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
+    warehouse, status, error = audited[release]
+    facts = real_kafka.processing[release].facts
+    assert status == "SUCCEEDED", error
+    # The bounced copier: aborts, a clean stop, a kill inside a transaction, restarts.
+    copier = facts["copier"]
+    assert [f for f in _processing_findings(warehouse, copier.group) if f[2] in ABOVE_INFO] == []
+    last = _sql(
+        warehouse, "consumer_offsets",
+        f"SELECT topic, partition, committed_offset, kind, record_offset FROM t "
+        f"WHERE group_id = '{copier.group}' AND outcome = 'APPLIED' ORDER BY record_offset",
+    )  # fmt: skip
+    committed = {f"{r['topic']}:{r['partition']}": r["committed_offset"] for r in last}
+    assert committed == copier.committed
+    assert {r["kind"] for r in last} == {"TRANSACTIONAL"}
+    outcomes = _sql(
+        warehouse, "consumer_offsets",
+        f"SELECT outcome, count(*) AS n FROM t WHERE group_id = '{copier.group}' GROUP BY outcome",
+    )  # fmt: skip
+    assert {r["outcome"] for r in outcomes} >= {"APPLIED", "ABORTED"}
+    # The operator's reset of the emptied group.
+    reset = facts.get("admin_reset")
+    if reset is not None:
+        assert _processing_findings(warehouse, reset.group) == [
+            ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
+        ]
+    # A plain consumer committing in the copier's group.
+    mixed = facts.get("auto_commit")
+    if mixed is not None:
+        assert _processing_findings(warehouse, mixed.group) == [
+            ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")
+        ]
+    # Every __transaction_state record is a row, the copier's id among them.
+    ids = _sql(warehouse, "transaction_log", "SELECT DISTINCT transactional_id FROM t")
+    assert set(copier.transactional_ids) <= {r["transactional_id"] for r in ids}
