@@ -77,16 +77,18 @@ VALID_PREVIOUS = {
 @dataclass(frozen=True)
 class Decoded:
     """One form of a processing export, decoded: the coordinator readers' rows (both topics, in
-    log order) and the batch reader's rows of every partition, markers among them."""
+    log order: records, and a row per transaction marker) and the batch reader's rows of every
+    partition, markers among them."""
 
     rows: tuple[dict, ...]
     batches: tuple[dict, ...]
 
     def records(self, topic: str, **equal: object) -> list[dict]:
-        """The decoded records of `topic` whose columns have the values given."""
+        """The decoded records (not the markers) of `topic` whose columns have the values given."""
         return [
             r for r in self.rows
-            if r["coordinator_topic"] == topic and all(r[k] == v for k, v in equal.items())
+            if r["coordinator_topic"] == topic and r["control_type"] is None
+            and all(r[k] == v for k, v in equal.items())
         ]  # fmt: skip
 
     def markers(self, topic: str, partition: int, producer_id: int | None = None) -> list[dict]:
@@ -223,7 +225,9 @@ def test_the_coordinator_readers_decode_every_record_of_real_logs(processing, re
     found = decoded(export, form)
     assert [r for r in found.rows if r[SOURCE_ERROR_COL]] == []
     assert [b for b in found.batches if b[SOURCE_ERROR_COL]] == []
-    # Every record of every data batch of the coordinator partitions is a row, and no other.
+    # Every record of every data batch of the coordinator partitions is a row, and no other;
+    # every control batch a marker row with the batch reader's control type.
+    records = [r for r in found.rows if r["control_type"] is None]
     in_batches = {
         (b["topic"], b["partition"], offset)
         for b in found.batches
@@ -231,11 +235,23 @@ def test_the_coordinator_readers_decode_every_record_of_real_logs(processing, re
         for offset in range(b["base_offset"], b["last_offset"] + 1)
     }
     assert {(r["coordinator_topic"], r["coordinator_partition"], r["offset"])
-            for r in found.rows} == in_batches  # fmt: skip
-    assert len(found.rows) == len(in_batches)
+            for r in records} == in_batches  # fmt: skip
+    assert len(records) == len(in_batches)
+    marker_rows = [
+        (r["coordinator_topic"], r["coordinator_partition"], r["offset"], r["control_type"],
+         r["batch_producer_id"], r["record_type"])
+        for r in found.rows if r["control_type"] is not None
+    ]  # fmt: skip
+    assert sorted(marker_rows) == sorted(
+        (b["topic"], b["partition"], b["base_offset"], b["control_type"], b["producer_id"], None)
+        for b in found.batches if b["topic"] in (CO, TS) and b["is_control"]
+    )  # fmt: skip
     # What each release writes: OffsetCommit values v4 (flexible, KIP-915) on 4.1 and v3 on 3.9;
     # the transaction log's values v1 (with transactions v2's tagged fields) and v0.
-    kinds = {(r["record_type_name"], r["value_version"]) for r in decoded(export, "segments").rows}
+    kinds = {
+        (r["record_type_name"], r["value_version"])
+        for topic in (CO, TS) for r in decoded(export, "segments").records(topic)
+    }  # fmt: skip
     assert kinds == (
         {("OffsetCommit", 4), ("GroupMetadata", 3), ("TransactionLog", 1)}
         if release == RELEASE_4
