@@ -60,9 +60,9 @@ NOT_PRINTED = {
     RELEASE_4: {},
     RELEASE_3: {"TransactionLog": {"value_version", "start_timestamp_ms"}},
 }
-# The states a transaction may come from, by state (`TransactionState` of Kafka 4.x; 3.9's
-# `TransactionMetadata.scala` is the same less the aborts from Empty and Complete* that
-# transactions v2 adds). PrepareEpochFence is never written.
+# The states a transaction may come from, by state: `TransactionState.VALID_PREVIOUS_STATES` of
+# Kafka 4.1's transaction coordinator, less PrepareEpochFence, the coordinator's step before a
+# fencing PrepareAbort, which these logs do not hold.
 VALID_PREVIOUS = {
     "Empty": {"Empty", "CompleteCommit", "CompleteAbort"},
     "Ongoing": {"Ongoing", "Empty", "CompleteCommit", "CompleteAbort"},
