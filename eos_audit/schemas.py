@@ -696,7 +696,8 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "transaction_partitions",
         T.ArrayType(_TRANSACTION_PARTITION),
         True,
-        "TransactionLog: the partitions in the transaction; null when Kafka stored none",
+        "TransactionLog: the partitions in the transaction; null when Kafka stored none (the "
+        "text of kafka-dump-log 3.x prints [] for none too, so it gives [])",
     ),
     Column("last_update_timestamp_ms", T.LongType(), True, "TransactionLog: last update time, ms"),
     Column(
