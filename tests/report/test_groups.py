@@ -25,11 +25,10 @@ from eos_audit.report.tables import TableLocation, run_tables
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.fixtures.segment_builder import (
     BASE_TS,
-    control_batch,
     data_batch,
-    record_batch,
     write_partition_dir,
 )
+from tests.processing.test_coordinator_audit import marker, plain, txn
 from tests.report import test_data as sample
 from tests.report.test_render import _assert_labels_fit, _Page
 from tests.sources.test_coordinator_records import (
@@ -44,7 +43,6 @@ from tests.sources.test_coordinator_records import (
 pytestmark = pytest.mark.slow
 
 ZETA, ALPHA, INPUT = "zeta-copier", "alpha", "orders"
-PID = 4000
 
 
 def _commit(group: str, partition: int, value: int, second: float) -> tuple[bytes, bytes]:
@@ -53,39 +51,22 @@ def _commit(group: str, partition: int, value: int, second: float) -> tuple[byte
     return offset_commit_key(group, INPUT, partition), offset_commit_value(3, value, "", ts)
 
 
-def _plain(offset: int, record: tuple[bytes, bytes]) -> bytes:
-    return record_batch(offset, [record], base_sequence=0, timestamp=BASE_TS + offset)
-
-
-def _txn(offset: int, record: tuple[bytes, bytes]) -> bytes:
-    return record_batch(
-        offset, [record], producer_id=PID, producer_epoch=0, base_sequence=0,
-        is_transactional=True, timestamp=BASE_TS + offset,
-    )  # fmt: skip
-
-
-def _marker(offset: int, commit: bool) -> bytes:
-    return control_batch(
-        offset, producer_id=PID, producer_epoch=0, commit=commit, timestamp=BASE_TS + offset
-    )
-
-
 # zeta-copier: orders-0 committed 10, 20 in transactions, 30 aborted, 15 committed (a
 # TRANSACTIONAL rewind at record 7), then 18 plainly (mixed), 40 pending at the end; orders-1 and
 # orders-2 plainly.
 ZETA_LOG = [
-    _plain(0, (i16(2) + string(ZETA), group_metadata_value(3, [member(3, "m-1")]))),
-    _txn(1, _commit(ZETA, 0, 10, 1)), _marker(2, True),
-    _txn(3, _commit(ZETA, 0, 20, 2)), _marker(4, True),
-    _txn(5, _commit(ZETA, 0, 30, 3)), _marker(6, False),
-    _txn(7, _commit(ZETA, 0, 15, 4)), _marker(8, True),
-    _plain(9, _commit(ZETA, 0, 18, 5)),
-    _plain(10, _commit(ZETA, 1, 5, 1.5)),
-    _plain(11, _commit(ZETA, 1, 8, 5.5)),
-    _plain(12, _commit(ZETA, 2, 3, 2.5)),
-    _txn(13, _commit(ZETA, 0, 40, 6)),
+    plain(0, (i16(2) + string(ZETA), group_metadata_value(3, [member(3, "m-1")]))),
+    txn(1, 0, _commit(ZETA, 0, 10, 1)), marker(2, 0, True),
+    txn(3, 0, _commit(ZETA, 0, 20, 2)), marker(4, 0, True),
+    txn(5, 0, _commit(ZETA, 0, 30, 3)), marker(6, 0, False),
+    txn(7, 0, _commit(ZETA, 0, 15, 4)), marker(8, 0, True),
+    plain(9, _commit(ZETA, 0, 18, 5)),
+    plain(10, _commit(ZETA, 1, 5, 1.5)),
+    plain(11, _commit(ZETA, 1, 8, 5.5)),
+    plain(12, _commit(ZETA, 2, 3, 2.5)),
+    txn(13, 0, _commit(ZETA, 0, 40, 6)),
 ]  # fmt: skip
-ALPHA_LOG = [_plain(0, _commit(ALPHA, 0, 100, 1)), _plain(1, _commit(ALPHA, 0, 200, 2))]
+ALPHA_LOG = [plain(0, _commit(ALPHA, 0, 100, 1)), plain(1, _commit(ALPHA, 0, 200, 2))]
 
 
 @pytest.fixture(scope="module")
