@@ -492,8 +492,8 @@ _TYPES += [
         "CRITICAL",
         "mixed-offset-commits",
         "A group commits one partition's offsets both plainly and in transactions.",
-        "Group {group_id} committed {committed_topic}-{committed_partition} {kind} at record "
-        "{base_offset} (offset {committed_offset}) after committing it the other way: cause "
+        "Group {group_id} commits {committed_topic}-{committed_partition} both plainly and in "
+        "transactions (record {base_offset}, {kind}, offset {committed_offset}): cause "
         "{cause}{aborted_range}.",
         evidence=(
             "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",

@@ -255,8 +255,8 @@ def processing_findings(history: DataFrame, config: AuditConfig, run_id: str) ->
         "aborted_range": F.when(
             aborted,
             F.format_string(
-                ", passing offsets %s-%s whose transaction aborted: that input was never "
-                "processed", f["aborted_from"], f["aborted_to"] - 1,
+                ", a plain commit passing offsets %s-%s whose transaction aborted: that input "
+                "was committed and never processed", f["aborted_from"], f["aborted_to"] - 1,
             ),
         ).otherwise(F.lit("")),
     }  # fmt: skip
