@@ -20,16 +20,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.findings import RAISED_BY_PROCESSING, REGISTRY
 from eos_audit.processing.offset_metadata_manager import Event, OffsetMetadataManager, OffsetRow
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
-from eos_audit.sinks.finding_rows import finding_struct
+from eos_audit.sinks.finding_rows import coded_finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
 from eos_audit.sources.kafka.coordinator_keys import (
     TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
 )
+from eos_audit.sql_text import lookup
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
@@ -261,13 +262,10 @@ def processing_findings(history: DataFrame, config: AuditConfig, run_id: str) ->
         ).otherwise(F.lit("")),
     }  # fmt: skip
     identity = [F.col("coordinator_partition"), F.col("record_offset"), f["cause"]]
-    per_type = [
-        exploded.where(f["finding_type"] == name).select(
-            finding_struct(name, config, run_id, identity=identity, values=values).alias("f")
-        )
-        for name in RAISED_BY_PROCESSING
-    ]
-    union = per_type[0]
-    for more in per_type[1:]:
-        union = union.unionByName(more)
-    return union.select("f.*")
+    # One struct for every type, chosen by code: one pass over the history, not one per type.
+    code = lookup(f["finding_type"], {name: REGISTRY[name].code for name in RAISED_BY_PROCESSING})
+    finding = coded_finding_struct(
+        code, RAISED_BY_PROCESSING, config, run_id,
+        identity=identity, values=values, type_values=lambda _kind: {},
+    )  # fmt: skip
+    return exploded.select(finding.alias("f")).select("f.*")
