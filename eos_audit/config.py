@@ -82,6 +82,18 @@ class TransactionsConfig:
 
 
 @dataclass(frozen=True)
+class ProcessingConfig:
+    """The processing audit's tolerance of brokers' clocks (docs/rules.md#exactly-once-processing).
+
+    Its rules compare times two brokers stamped: a group coordinator's commit time or a
+    transaction coordinator's record with a partition leader's marker. A marker up to this far
+    before the other broker's time still counts as after it.
+    """
+
+    clock_skew_ms: int = 1000
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Run behaviour."""
 
@@ -108,6 +120,7 @@ class AuditConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     topics: TopicsConfig = field(default_factory=TopicsConfig)
     transactions: TransactionsConfig = field(default_factory=TransactionsConfig)
+    processing: ProcessingConfig = field(default_factory=ProcessingConfig)
     run: RunConfig = field(default_factory=RunConfig)
     output: OutputConfig = field(default_factory=OutputConfig)
     severity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SEVERITIES))
@@ -133,6 +146,7 @@ NUMBER_RANGES: dict[str, tuple[int | float, int | float]] = {
     "cluster.producer_id_expiration_ms": (1, INT_MAX),
     "transactions.max_timeout_ms": (1, INT_MAX),
     "transactions.grace_ms": (0, INT_MAX),
+    "processing.clock_skew_ms": (0, INT_MAX),
     "run.max_quarantined_share": (0, 1),
 }
 
@@ -140,6 +154,7 @@ _SECTIONS: dict[str, type] = {
     "cluster": ClusterConfig,
     "topics": TopicsConfig,
     "transactions": TransactionsConfig,
+    "processing": ProcessingConfig,
     "run": RunConfig,
     "output": OutputConfig,
 }

@@ -518,6 +518,105 @@ _TYPES += [
         raised_by=PROCESSING,
         previous_offset_means="the other producer's record",
     ),
+    FindingType(
+        "TORN_TRANSACTION",
+        25,
+        "CRITICAL",
+        "torn-transaction",
+        "A partition of a transaction did not get the outcome its coordinator decided.",
+        "Transactional id {transactional_id} (producer {producer_id}, epoch {producer_epoch}) was "
+        "prepared to {decision} (__transaction_state-{transaction_log_partition} offset "
+        "{transaction_log_offset}), but {topic}-{partition} {marker_says}: {consequence}.",
+        evidence=(
+            "transactional_id", "decision", "marker_type", "marker_offset",
+            "transaction_log_partition", "transaction_log_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "UNVERIFIABLE",
+        26,
+        "INFO",
+        "unverifiable",
+        "The export cannot decide a processing check: it neither passes nor fails.",
+        "{check} cannot be decided for {topic}-{partition} ({transactions} transaction(s) of "
+        "{transactional_id}, the first at __transaction_state-{transaction_log_partition} "
+        "offset {transaction_log_offset}): {reason}.",
+        evidence=(
+            "check", "transactional_id", "transactions", "transaction_log_partition",
+            "transaction_log_offset",
+        ),
+        raised_by=PROCESSING,
+        offsets_in_log=False,
+    ),
+    FindingType(
+        "READ_PAST_LSO",
+        27,
+        "WARNING",
+        "read-past-lso",
+        "A group committed past a transaction that was still open: it read uncommitted records.",
+        "Group {group_id} committed {committed_topic}-{committed_partition} at offset "
+        "{committed_offset} (record {base_offset}, {kind}), past offset "
+        "{transaction_first_offset} where producer {transaction_producer_id}'s transaction was "
+        "still open: {transaction_end}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",
+            "committed_at", "transaction_producer_id", "transaction_first_offset",
+            "transaction_marker_offset", "transaction_outcome",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "ABORTED_READ",
+        28,
+        "CRITICAL",
+        "aborted-read",
+        "A group committed past a transaction that was open then and later aborted: it processed "
+        "records that were never committed.",
+        "Group {group_id} committed {committed_topic}-{committed_partition} at offset "
+        "{committed_offset} (record {base_offset}, {kind}), past offset "
+        "{transaction_first_offset} where producer {transaction_producer_id}'s transaction was "
+        "open and then aborted: {transaction_end}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",
+            "committed_at", "transaction_producer_id", "transaction_first_offset",
+            "transaction_marker_offset", "transaction_outcome",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "COMMIT_BEYOND_LOG",
+        29,
+        "CRITICAL",
+        "commit-beyond-log",
+        "A group committed an offset beyond its partition's log end: progress over records "
+        "that were never there.",
+        "Group {group_id} committed {committed_topic}-{committed_partition} at offset "
+        "{committed_offset} (record {base_offset}, {kind}), beyond the log's end "
+        "{log_end_offset}, which the partition had not passed by its last exported batch.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",
+            "committed_at", "log_end_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "COMMIT_BELOW_LOG_START",
+        30,
+        "WARNING",
+        "commit-below-log-start",
+        "A group's committed offset is below its partition's log start: it restarts from "
+        "auto.offset.reset.",
+        "Group {group_id}'s committed offset of {committed_topic}-{committed_partition} is "
+        "{committed_offset} (record {base_offset}, {kind}), below the log start "
+        "{log_start_offset}: the records between were deleted unread by it, and it restarts "
+        "from auto.offset.reset.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset", "kind",
+            "committed_at", "log_start_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
 ]  # fmt: skip
 REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
 BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}

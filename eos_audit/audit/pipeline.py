@@ -330,6 +330,7 @@ def _stage_processing(
     The decoded records are staged once (the replay, the transaction log and the quarantine read
     them), and the replay's history once (its table and its findings read it).
     """
+    from eos_audit.processing.committed_ranges import offset_out_of_range
     from eos_audit.processing.coordinator_audit import (
         SOURCE_ERROR,
         consumer_offsets_table,
@@ -338,6 +339,8 @@ def _stage_processing(
         replay_offsets,
         transaction_log_table,
     )
+    from eos_audit.processing.downstream_reads import last_stable_offset
+    from eos_audit.processing.transaction_markers import write_txn_markers
 
     records = checked_once(spark, coordinator, stage.subdir("coordinator_records"))
     history = checked_once(
@@ -348,9 +351,19 @@ def _stage_processing(
         F.coalesce(F.col("source"), F.col("coordinator_topic")).alias("source"),
         F.col(SOURCE_ERROR).alias("reason"),
     )
-    staged = output_records.finding_records_of(
+    # The audit's own rows, staged before this: each partition's transactions and statistics.
+    audited = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
+    transactions = output_records.transactions_of(audited)
+    partitions = output_records.partition_summary_of(audited)
+    findings = (
         processing_findings(history, config, run_id)
-    ).unionByName(output_records.problem_records(rejected, run_id))
+        .unionByName(write_txn_markers(records, transactions, partitions, config, run_id))
+        .unionByName(last_stable_offset(history, transactions, config, run_id))
+        .unionByName(offset_out_of_range(history, partitions, config, run_id))
+    )
+    staged = output_records.finding_records_of(findings).unionByName(
+        output_records.problem_records(rejected, run_id)
+    )
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
     return ProcessingTables(
         consumer_offsets_table(history, run_id), transaction_log_table(records, run_id)

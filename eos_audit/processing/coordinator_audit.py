@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from eos_audit.findings import RAISED_BY_PROCESSING, REGISTRY
+from eos_audit.findings import REGISTRY
 from eos_audit.processing.offset_metadata_manager import Event, OffsetMetadataManager, OffsetRow
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
 from eos_audit.sinks.finding_rows import coded_finding_struct
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 SOURCE_ERROR = "_source_error"
+# The finding types the replay of the offsets raises (the others of the processing audit join
+# its records with the partitions' transactions).
+REPLAY_TYPES = ("OFFSET_REWIND", "MIXED_OFFSET_COMMITS", "CONCURRENT_OFFSET_OWNERS")
 _ROWS_PER_BATCH = 4096
 _EVENTS = T.StructType(
     [
@@ -263,9 +266,9 @@ def processing_findings(history: DataFrame, config: AuditConfig, run_id: str) ->
     }  # fmt: skip
     identity = [F.col("coordinator_partition"), F.col("record_offset"), f["cause"]]
     # One struct for every type, chosen by code: one pass over the history, not one per type.
-    code = lookup(f["finding_type"], {name: REGISTRY[name].code for name in RAISED_BY_PROCESSING})
+    code = lookup(f["finding_type"], {name: REGISTRY[name].code for name in REPLAY_TYPES})
     finding = coded_finding_struct(
-        code, RAISED_BY_PROCESSING, config, run_id,
+        code, REPLAY_TYPES, config, run_id,
         identity=identity, values=values, type_values=lambda _kind: {},
     )  # fmt: skip
     return exploded.select(finding.alias("f")).select("f.*")

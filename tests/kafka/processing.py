@@ -18,6 +18,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | (Empty); `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
 | `auto_commit` | a copier commits half the input in transactions, then a librdkafka |
 | | consumer of the same group reads the rest with enable.auto.commit: plain commits |
+| `aborted_read` | a librdkafka consumer at read_uncommitted commits past a transaction |
+| | still open, which then commits, and past one which then aborts |
 
 Each scenario has its own topics, group and transactional.id, named after it and the release. A
 cluster's `__consumer_offsets` and `__transaction_state` are shared by everything on it, so a
@@ -388,5 +390,69 @@ def auto_commit(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+# How long the downstream consumer's commit precedes the marker of the transaction it read
+# into: well beyond the audit's default clock skew (processing.clock_skew_ms, 1 s).
+OPEN_AFTER_COMMIT_S = 2.5
+
+
+def aborted_read(cluster: Cluster) -> Played:
+    """A downstream group commits past open transactions, read at read_uncommitted: one that
+    then commits, one that then aborts.
+
+    A librdkafka transactional producer writes a transaction of five records to the output
+    topic and keeps it open; a librdkafka consumer of the group, at read_uncommitted, reads them
+    and commits the position after them (a plain, synchronous commit); the transaction commits
+    a moment later. The same again with a transaction that aborts. A read_committed consumer
+    could not have read either before its marker.
+    """
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    played = _start(cluster, "aborted_read", partitions=1, records=0)
+    (transactional_id,) = played.transactional_ids
+    producer = Producer({
+        "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
+        "transaction.timeout.ms": 60_000, "linger.ms": 0,
+    })  # fmt: skip
+    producer.init_transactions(30)
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "isolation.level": "read_uncommitted", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.assign([TopicPartition(played.output_topic, 0, 0)])
+    position = 0
+    try:
+        for outcome in ("commit", "abort"):
+            producer.begin_transaction()
+            for i in range(5):
+                producer.produce(played.output_topic, value=f"v{i}".encode(), partition=0)
+            if producer.flush(30) != 0:
+                raise RuntimeError("librdkafka did not deliver the transaction's records")
+            read, deadline = 0, time.monotonic() + 30
+            while read < 5:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the read_uncommitted consumer read {read} of 5 records")
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    read, position = read + 1, message.offset() + 1
+            consumer.commit(
+                offsets=[TopicPartition(played.output_topic, 0, position)], asynchronous=False
+            )
+            played.event("committed past an open transaction", offset=position)
+            time.sleep(OPEN_AFTER_COMMIT_S)
+            if outcome == "commit":
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+            played.event("transaction " + ("committed" if outcome == "commit" else "aborted"))
+    finally:
+        consumer.close()
+    played.committed = committed_offsets(cluster, played.group)
+    played.event("offsets listed", committed=played.committed)
+    return played
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
-PROCESSING: tuple[Callable[[Cluster], Played], ...] = (copier, admin_reset, auto_commit)
+PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
+    copier, admin_reset, auto_commit, aborted_read,
+)

@@ -1,0 +1,119 @@
+"""A committed offset outside its partition's log (COMMIT_BEYOND_LOG, COMMIT_BELOW_LOG_START).
+
+A consumer fetches from its group's committed offset, and a partition leader serves only offsets
+from the log start to the log end (`UnifiedLog.read` throws `OffsetOutOfRangeException`
+beyond them; the consumer then resets by `auto.offset.reset`). A group commits the position
+after what it consumed, so a committed offset above the partition's log end claims progress over
+records that were never there: their real successors will be skipped when they arrive
+(COMMIT_BEYOND_LOG). A group whose committed offset is below the log start will restart from
+`auto.offset.reset`: the records between were deleted before it read them, or it will read them
+again from the start (COMMIT_BELOW_LOG_START) (docs/rules.md#commit-beyond-log,
+docs/rules.md#commit-below-log-start).
+
+The log end is the export's: a commit is judged against it only where the partition holds a
+batch written after the commit (so the export of the partition was taken later, and its end is
+at least the end the group saw). The log start is the export's first offset, and only the
+group's last applied offset is judged against it: an older commit may have been above the log
+start of its time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from eos_audit.findings import REGISTRY
+from eos_audit.sinks.finding_rows import coded_finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+RANGE_TYPES = ("COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
+
+
+def offset_out_of_range(
+    history: DataFrame, partitions: DataFrame, config: AuditConfig, run_id: str
+) -> DataFrame:
+    """COMMIT_BEYOND_LOG and COMMIT_BELOW_LOG_START findings of the groups' commits.
+
+    Named after the leader's answer to a fetch outside its log (`OffsetOutOfRangeException`).
+
+    Args:
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        partitions: the audit's partition statistics (topic, partition, first_offset,
+            last_offset, max_timestamp) of every exported partition.
+        config: the run configuration (`processing.clock_skew_ms`, severities).
+        run_id: the run id.
+
+    Returns:
+        FINDINGS rows.
+    """
+    logs = partitions.select(
+        "topic",
+        "partition",
+        F.col("first_offset").alias("log_start_offset"),
+        (F.col("last_offset") + 1).alias("log_end_offset"),
+        F.col("max_timestamp").alias("written_until"),
+    )
+    counted = history.where(
+        F.col("committed_offset").isNotNull() & (F.col("outcome") != "ABORTED")
+    ).withColumn("committed_at", F.coalesce("commit_timestamp_ms", "timestamp"))
+    judged = counted.join(logs, ["topic", "partition"])
+    later = F.col("written_until") >= F.col("committed_at") + F.lit(config.processing.clock_skew_ms)
+    beyond = judged.where(later & (F.col("committed_offset") > F.col("log_end_offset")))
+    # The group's offset as it stands: the last one applied (a transactional one at its marker),
+    # unless a tombstone deleted it after.
+    last = Window.partitionBy("group_id", "topic", "partition").orderBy(
+        F.col("coordinator_partition"),
+        F.coalesce("marker_offset", "record_offset").desc(),
+    )
+    standing = (
+        history.where(F.col("outcome").isin("APPLIED", "DELETED"))
+        .withColumn("rank", F.row_number().over(last))
+        .where((F.col("rank") == 1) & (F.col("outcome") == "APPLIED"))
+        .withColumn("committed_at", F.coalesce("commit_timestamp_ms", "timestamp"))
+        .join(logs, ["topic", "partition"])
+        .where(F.col("committed_offset") < F.col("log_start_offset"))
+    )
+    return _findings(
+        beyond.withColumn("finding_type", F.lit("COMMIT_BEYOND_LOG")).unionByName(
+            standing.drop("rank").withColumn("finding_type", F.lit("COMMIT_BELOW_LOG_START"))
+        ),
+        config,
+        run_id,
+    )
+
+
+def _findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    values = {
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": F.col("coordinator_partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
+        "base_offset": F.col("record_offset"),
+        "last_offset": F.col("record_offset"),
+        "batch_timestamp": F.col("timestamp"),
+        "source": F.col("source"),
+        "group_id": F.col("group_id"),
+        "committed_topic": F.col("topic"),
+        "committed_partition": F.col("partition"),
+        "committed_offset": F.col("committed_offset"),
+        "kind": F.col("kind"),
+        "committed_at": F.col("committed_at"),
+        "log_start_offset": F.col("log_start_offset"),
+        "log_end_offset": F.col("log_end_offset"),
+    }
+    code = F.when(
+        F.col("finding_type") == "COMMIT_BEYOND_LOG", REGISTRY["COMMIT_BEYOND_LOG"].code
+    ).otherwise(REGISTRY["COMMIT_BELOW_LOG_START"].code)
+    identity = [F.col("coordinator_partition"), F.col("record_offset")]
+    finding = coded_finding_struct(
+        code, RANGE_TYPES, config, run_id,
+        identity=identity, values=values, type_values=lambda _kind: {},
+    )  # fmt: skip
+    return judged.select(finding.alias("f")).select("f.*")

@@ -1,0 +1,150 @@
+"""A group committed past a transaction still open at the time (READ_PAST_LSO, ABORTED_READ).
+
+A read_committed consumer reads a partition only up to its last stable offset (LSO: the first
+offset of the earliest transaction still open, `UnifiedLog.lastStableOffset`, fetched with
+`FetchIsolation.TXN_COMMITTED`), so the offset its group commits never passes a transaction
+that is open when it commits. A commit that does was made by a consumer that read uncommitted
+records: READ_PAST_LSO, and ABORTED_READ when that transaction then aborted, for the group
+processed and committed records that never existed (an aborted read, Adya's G1a)
+(docs/rules.md#read-past-lso, docs/rules.md#aborted-read).
+
+Each committed partition's transactions and its groups' commits go into one stream ordered by
+offset: a commit at offset c sees, as a running maximum, the transaction starting below c that
+ended last (and the aborted one that ended last); if that end is later than the commit's time,
+the transaction was open when the group committed past it. Memory per task is a partition's
+stream position, never its commits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from eos_audit.findings import REGISTRY
+from eos_audit.sinks.finding_rows import coded_finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+READ_TYPES = ("READ_PAST_LSO", "ABORTED_READ")
+_NEVER = 2**63 - 1  # the end of a transaction still open when the export was taken
+
+
+def last_stable_offset(
+    history: DataFrame, transactions: DataFrame, config: AuditConfig, run_id: str
+) -> DataFrame:
+    """READ_PAST_LSO and ABORTED_READ findings: every commit against its partition's LSO then.
+
+    Named after the bound the rule replays (`UnifiedLog.lastStableOffset`). A commit's time is
+    its group coordinator's (`commitTimestamp`, else the record's time), a transaction's end its
+    marker's: `processing.clock_skew_ms` absorbs the two brokers' clocks. Commits of partitions
+    the export does not hold are not judged; an aborted transactional commit never counted.
+
+    Args:
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
+        config: the run configuration (`processing.clock_skew_ms`, severities).
+        run_id: the run id.
+
+    Returns:
+        FINDINGS rows.
+    """
+    key = ["topic", "partition"]
+    commits = history.where(
+        F.col("committed_offset").isNotNull() & (F.col("outcome") != "ABORTED")
+    ).select(
+        *key,
+        F.col("committed_offset").alias("position"),
+        F.lit(0).alias("order"),
+        F.struct(
+            "group_id", "committed_offset", "kind", "coordinator_partition", "record_offset",
+            "producer_id", "producer_epoch", "timestamp", "source",
+            F.coalesce("commit_timestamp_ms", "timestamp").alias("committed_at"),
+        ).alias("c"),
+    )  # fmt: skip
+    ended = F.coalesce(F.col("end_timestamp"), F.lit(_NEVER))
+    open_then = F.struct(
+        ended.alias("ended_at"),
+        F.col("first_offset").alias("first_offset"),
+        F.col("producer_id").alias("producer_id"),
+        F.col("marker_offset").alias("marker_offset"),
+        F.col("outcome").alias("outcome"),
+    )
+    spans = transactions.where(F.col("first_offset").isNotNull()).select(
+        *key,
+        F.col("first_offset").alias("position"),
+        F.lit(1).alias("order"),
+        open_then.alias("t"),
+    )
+    stream = commits.unionByName(spans, allowMissingColumns=True)
+    # A transaction starting at the committed offset itself is not passed: commits sort first.
+    below = (
+        Window.partitionBy(*key)
+        .orderBy("position", "order")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    seen = stream.select(
+        *key,
+        "order",
+        "c",
+        F.max("t").over(below).alias("latest"),
+        F.max(F.when(F.col("t.outcome") == "ABORT", F.col("t"))).over(below).alias("aborted"),
+    ).where(F.col("order") == 0)
+    deadline = F.col("c.committed_at") + F.lit(config.processing.clock_skew_ms)
+    aborted_open = F.col("aborted.ended_at") > deadline
+    judged = seen.select(
+        *key,
+        "c",
+        F.when(aborted_open, "ABORTED_READ")
+        .when(F.col("latest.ended_at") > deadline, "READ_PAST_LSO")
+        .alias("finding_type"),
+        F.when(aborted_open, F.col("aborted")).otherwise(F.col("latest")).alias("t"),
+    ).where(F.col("finding_type").isNotNull())
+    return _findings(judged, config, run_id)
+
+
+def _findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    c, t = F.col("c"), F.col("t")
+    still_open = t["ended_at"] == F.lit(_NEVER)
+    ended = F.when(
+        still_open, F.lit("it was still open when the export was taken")
+    ).otherwise(
+        F.format_string(
+            "its %s marker (offset %s) came %s ms later",
+            t["outcome"], t["marker_offset"], t["ended_at"] - c["committed_at"],
+        )
+    )  # fmt: skip
+    values = {
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": c["coordinator_partition"],
+        "producer_id": c["producer_id"],
+        "producer_epoch": c["producer_epoch"],
+        "base_offset": c["record_offset"],
+        "last_offset": c["record_offset"],
+        "batch_timestamp": c["timestamp"],
+        "source": c["source"],
+        "group_id": c["group_id"],
+        "committed_topic": F.col("topic"),
+        "committed_partition": F.col("partition"),
+        "committed_offset": c["committed_offset"],
+        "kind": c["kind"],
+        "committed_at": c["committed_at"],
+        "transaction_producer_id": t["producer_id"],
+        "transaction_first_offset": t["first_offset"],
+        "transaction_marker_offset": t["marker_offset"],
+        "transaction_outcome": t["outcome"],
+        "transaction_end": ended,
+    }
+    identity = [c["coordinator_partition"], c["record_offset"]]
+    code = F.when(F.col("finding_type") == "ABORTED_READ", REGISTRY["ABORTED_READ"].code)
+    code = code.otherwise(REGISTRY["READ_PAST_LSO"].code)
+    finding = coded_finding_struct(
+        code, READ_TYPES, config, run_id,
+        identity=identity, values=values, type_values=lambda _kind: {},
+    )  # fmt: skip
+    return judged.select(finding.alias("f")).select("f.*")

@@ -1,0 +1,301 @@
+"""Every partition of a transaction got the marker its coordinator decided (TORN_TRANSACTION).
+
+Kafka's transaction coordinator decides a transaction once: it writes PrepareCommit or
+PrepareAbort to `__transaction_state`, naming the transaction's partitions
+(`TransactionMetadata.prepareAbortOrCommit`), sends that producer's COMMIT or ABORT marker to
+each of them (`TransactionMarkerChannelManager`, WriteTxnMarkers), and writes CompleteCommit or
+CompleteAbort once every partition's leader wrote its marker. A transaction's outputs and its
+consumer offsets (a `__consumer_offsets` partition of the same transaction) therefore share one
+outcome. A partition whose marker says otherwise, or lacks one the coordinator saw written, is a
+torn transaction: offsets committed for aborted outputs lose input, committed outputs of an
+aborted offset commit are processed again (docs/rules.md#torn-transaction).
+
+The join needs no driver: each prepared partition and each marker of that producer in that
+partition go into one stream per (topic, partition, producer id), ordered by time, and a
+prepared transaction's marker is the first marker after it and before the producer's next
+prepared transaction there. Under transactions v2 the marker's epoch is the prepare record's
+(bumped) epoch, unique per transaction; under v1 every transaction of a session shares the epoch,
+so the time order decides. Times are the brokers' own: the `__transaction_state` record's
+timestamp (the coordinator's append) and the marker batch's (its leader's append). The prepare
+record's `transactionLastUpdateTimestampMs` is not used: Kafka writes CompleteCommit with the
+time the markers were sent, before they were written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from eos_audit.sinks.finding_rows import finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+from eos_audit.sources.kafka.coordinator_keys import (
+    TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
+)
+from eos_audit.sql_text import lookup
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+SOURCE_ERROR = "_source_error"
+PREPARED = {"PrepareCommit": "COMMIT", "PrepareAbort": "ABORT"}
+_NEVER = 2**63 - 1  # the end of a transaction still open when the export was taken
+COMPLETED = {"CompleteCommit": "COMMIT", "CompleteAbort": "ABORT"}
+# What a partition's marker that contradicts the coordinator's decision means, by where it is.
+_CONSEQUENCE = {
+    (True, "COMMIT"): "offsets committed for outputs that aborted: that input is lost",
+    (True, "ABORT"): "outputs committed while their offsets aborted: that input is processed again",
+    (False, "COMMIT"): "outputs visible although the transaction aborted: processed again",
+    (False, "ABORT"): "outputs dropped although the transaction committed: that input is lost",
+}
+
+
+def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
+    """One row per partition of each PrepareCommit/PrepareAbort record of `__transaction_state`.
+
+    Args:
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        skew_ms: how far a marker's leader may stamp it before the coordinator's prepare record
+            (their clocks apart); never before the transactional id's previous record, which
+            follows the previous transaction's markers.
+
+    Returns:
+        transactional_id, its `__transaction_state` partition and offset, the producer id and
+        epoch, `decision` (COMMIT or ABORT), `prepared_at`, `completed_at` (the Complete record's
+        time, null while the markers were still being written), `at` (where the prepared
+        transaction sorts among markers), topic and partition.
+    """
+    states = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE)
+        & F.col(SOURCE_ERROR).isNull()
+        & F.col("transactional_id").isNotNull()
+        & ~F.col("is_tombstone")
+    )
+    by_id = Window.partitionBy("transactional_id").orderBy("coordinator_partition", "offset")
+    neighbours = states.select(
+        "transactional_id", "coordinator_partition", "offset", "timestamp", "producer_id",
+        "producer_epoch", "transaction_status", "transaction_partitions",
+        F.lag("timestamp").over(by_id).alias("previous_at"),
+        F.lead(F.struct("transaction_status", "timestamp")).over(by_id).alias("next"),
+    )  # fmt: skip
+    prepared = neighbours.where(F.col("transaction_status").isin(*PREPARED))
+    decision = lookup(F.col("transaction_status"), PREPARED)
+    completed = lookup(F.col("next.transaction_status"), COMPLETED)
+    earliest = F.col("timestamp") - F.lit(skew_ms)
+    return (
+        prepared.select(
+            "transactional_id",
+            F.col("coordinator_partition").alias("transaction_log_partition"),
+            F.col("offset").alias("transaction_log_offset"),
+            "producer_id",
+            "producer_epoch",
+            decision.alias("decision"),
+            F.col("timestamp").alias("prepared_at"),
+            F.when(completed == decision, F.col("next.timestamp")).alias("completed_at"),
+            F.greatest(earliest, F.least(F.coalesce("previous_at", earliest), "timestamp")).alias(
+                "at"
+            ),
+            F.explode("transaction_partitions").alias("tp"),
+        )
+        .select("*", "tp.topic", "tp.partition")
+        .drop("tp")
+    )
+
+
+def _matched(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
+    """Each prepared partition with the marker that ended its producer's transaction there.
+
+    `marker` when one did; otherwise `later`, the producer's next transaction there (the first
+    time of its data, and its marker if it has one).
+    """
+    key = ["topic", "partition", "producer_id"]
+    # A transaction still open at the export's end sorts last, as if its marker came never.
+    ended_at = F.coalesce(F.col("end_timestamp"), F.lit(_NEVER))
+    markers = transactions.where(
+        F.col("marker_offset").isNotNull() | (F.col("outcome") == "OPEN")
+    ).select(
+        *key,
+        ended_at.alias("at"),
+        F.lit(1).alias("order"),
+        F.lit(None).alias("e"),
+        F.struct(
+            ended_at.alias("at"),
+            F.col("end_epoch").alias("epoch"),
+            F.col("outcome").alias("outcome"),
+            F.col("marker_offset").alias("marker_offset"),
+            F.col("first_offset").alias("first_offset"),
+            F.col("first_timestamp").alias("first_timestamp"),
+        ).alias("m"),
+    )
+    expected = prepared.select(
+        *key,
+        "at",
+        F.lit(0).alias("order"),
+        F.struct(*[c for c in prepared.columns if c not in key]).alias("e"),
+        F.lit(None).alias("m"),
+    )
+    stream = expected.unionByName(markers, allowMissingColumns=True)
+    # Descending, so that a running frame (linear, unlike an unbounded-following one) reaches from
+    # the stream's end down to the row: its last non-null value is the nearest one after it.
+    later = Window.partitionBy(*key).orderBy(F.col("at").desc(), F.col("order").desc())
+    next_marker = F.last("m", ignorenulls=True).over(
+        later.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    next_prepared = F.last(F.when(F.col("order") == 0, F.col("at")), ignorenulls=True).over(
+        later.rowsBetween(Window.unboundedPreceding, -1)
+    )
+    rows = stream.select("*", next_marker.alias("n"), next_prepared.alias("next_at"))
+    ends_it = F.coalesce(
+        F.col("n.marker_offset").isNotNull()
+        & (F.col("next_at").isNull() | (F.col("n.at") < F.col("next_at")))
+        & (F.col("n.epoch") == F.col("e.producer_epoch")),
+        F.lit(False),
+    )
+    return (
+        rows.where(F.col("order") == 0)
+        .select(
+            *key,
+            "e.*",
+            F.when(ends_it, F.col("n")).alias("marker"),
+            F.when(~ends_it, F.col("n")).alias("later"),
+        )
+        .drop("at")
+    )
+
+
+def write_txn_markers(
+    records: DataFrame,
+    transactions: DataFrame,
+    partitions: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+) -> DataFrame:
+    """TORN_TRANSACTION and UNVERIFIABLE findings: each prepared partition against its marker.
+
+    Named after the coordinator's WriteTxnMarkers, whose work this checks. A partition whose
+    marker contradicts the decision is torn. One without the marker is torn where its data of
+    the transaction was left open (the producer's next transaction there, closed later or
+    never, began before the prepare) and the partition holds a batch from after the Complete
+    record. A partition missing from the export, a marker whose type the export does not show,
+    or a partition exported before the Complete record is UNVERIFIABLE, one finding per
+    transactional id, partition and reason. A partition the transaction wrote nothing to has
+    a marker Kafka completes nothing with (`ProducerAppendInfo.appendEndTxnMarker`), which the
+    audit's transactions do not hold: it is not judged.
+
+    Args:
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
+        partitions: the audit's partition statistics (topic, partition, max_timestamp).
+        config: the run configuration (`processing.clock_skew_ms`, severities).
+        run_id: the run id.
+
+    Returns:
+        FINDINGS rows.
+    """
+    skew = config.processing.clock_skew_ms
+    prepared = prepared_partitions(records, skew)
+    exported = partitions.select("topic", "partition", "max_timestamp")
+    judged = _matched(prepared, transactions).join(exported, ["topic", "partition"], "left")
+    marker, later = F.col("marker"), F.col("later")
+    # Without its marker, the partition's data of the transaction stays open until a later
+    # marker of the producer closes it with the next transaction's (or never): the producer's
+    # next transaction there began before this one was prepared. Data written before the
+    # prepare carries the producer's clock: it must precede the prepare by the tolerated skew.
+    data_left_open = later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew)
+    completed = F.col("completed_at").isNotNull()
+    verdict = (
+        F.when(F.col("max_timestamp").isNull(), "PARTITION_NOT_EXPORTED")
+        .when(marker["outcome"].isin("COMMIT", "ABORT") & (marker["outcome"] != F.col("decision")),
+              F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
+        .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
+              "MARKER_TYPE_NOT_SHOWN")
+        .when(marker.isNull() & completed & data_left_open
+              & (F.col("max_timestamp") >= F.col("completed_at")), "MARKER_MISSING")
+        .when(marker.isNull() & completed & data_left_open, "EXPORT_DOES_NOT_SPAN")
+    )  # fmt: skip
+    verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
+    unverifiable = ["PARTITION_NOT_EXPORTED", "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
+    torn = verdicts.where(~F.col("verdict").isin(*unverifiable))
+    return _torn_findings(torn, config, run_id).unionByName(
+        _unverifiable_findings(verdicts.where(F.col("verdict").isin(*unverifiable)), config, run_id)
+    )
+
+
+def _consequence(marker_type: Column) -> Column:
+    in_offsets = F.col("topic") == CONSUMER_OFFSETS
+    out = F.lit("a partition of the transaction has no marker")
+    for (offsets, said), text in _CONSEQUENCE.items():
+        out = F.when((in_offsets == F.lit(offsets)) & (marker_type == said), text).otherwise(out)
+    return out
+
+
+def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    marker = F.col("marker")
+    says = F.when(
+        marker.isNull(),
+        F.format_string("has no marker of it (CompleteCommit/Abort at %s ms)", "completed_at"),
+    ).otherwise(F.format_string("has a %s marker at offset %s", marker["outcome"],
+                                marker["marker_offset"]))  # fmt: skip
+    values = {
+        "cause": F.col("verdict"),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
+        # A missing marker has no offset: -1, as a failed send's findings have.
+        "base_offset": F.coalesce(marker["marker_offset"], F.lit(-1)),
+        "last_offset": F.coalesce(marker["marker_offset"], F.lit(-1)),
+        "batch_timestamp": marker["at"],
+        "transactional_id": F.col("transactional_id"),
+        "decision": F.col("decision"),
+        "marker_type": F.coalesce(marker["outcome"], F.lit("none")),
+        "marker_offset": marker["marker_offset"],
+        "transaction_log_partition": F.col("transaction_log_partition"),
+        "transaction_log_offset": F.col("transaction_log_offset"),
+        "marker_says": says,
+        "consequence": _consequence(marker["outcome"]),
+    }
+    identity = [F.col("transaction_log_partition"), F.col("transaction_log_offset"),
+                F.col("topic"), F.col("partition")]  # fmt: skip
+    finding = finding_struct("TORN_TRANSACTION", config, run_id, identity=identity, values=values)
+    return torn.select(finding.alias("f")).select("f.*")
+
+
+_REASONS = {
+    "PARTITION_NOT_EXPORTED": "the partition is not in the export",
+    "MARKER_TYPE_NOT_SHOWN": "the export does not show its markers' types (kafka-dump-log.sh "
+    "without --deep-iteration)",
+    "EXPORT_DOES_NOT_SPAN": "the exported partition does not span the transaction's time",
+}
+
+
+def _unverifiable_findings(rows: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    grouped = rows.groupBy(
+        "transactional_id", "transaction_log_partition", "topic", "partition", "verdict"
+    ).agg(
+        F.count(F.lit(1)).alias("transactions"),
+        F.min("transaction_log_offset").alias("transaction_log_offset"),
+        F.min_by("producer_id", "transaction_log_offset").alias("producer_id"),
+        F.min_by("producer_epoch", "transaction_log_offset").alias("producer_epoch"),
+    )
+    values = {
+        "cause": F.col("verdict"),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
+        "base_offset": F.lit(-1),
+        "last_offset": F.lit(-1),
+        "check": F.lit("TORN_TRANSACTION"),
+        "reason": lookup(F.col("verdict"), _REASONS),
+        "transactional_id": F.col("transactional_id"),
+        "transactions": F.col("transactions"),
+        "transaction_log_partition": F.col("transaction_log_partition"),
+        "transaction_log_offset": F.col("transaction_log_offset"),
+    }
+    identity = [F.col("transactional_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
+    finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)
+    return grouped.select(finding.alias("f")).select("f.*")

@@ -1,0 +1,213 @@
+"""The processing rules that join the coordinators' records with the partitions' transactions.
+
+One export, Kafka's bytes (`segment_builder`), on one timeline (seconds after `BASE_TS`): a
+processor (`proc`, transactional id `proc-tx`, transactions v2 epochs) copies `input` to `out`
+and commits its input offsets in its transactions, and a downstream group (`down`) reads `out`
+at read_uncommitted, committing plainly.
+
+| time | what happens |
+|---|---|
+| 9-14 | transaction 1: `out` 0-1, offsets of `input` to 2; prepared to commit, both markers COMMIT |
+| 15 | `down` commits `out` at 2 (after transaction 1 ended: fine) |
+| 19-27 | transaction 2: `out` 3, offsets to 4; prepared to ABORT; `out`'s marker ABORT, the |
+| | `__consumer_offsets` marker COMMIT (torn: the input is committed, its output aborted) |
+| 22 | `down` commits 4, past transaction 2 while it is open (it aborts at 26: aborted read) |
+| 29-37 | transaction 3: `out` 5, and a partition the export lacks; prepared to commit and |
+| | completed, but `out` never got its marker (torn), the other partition is unverifiable |
+| 31 | `down` commits 6, past transaction 3, still open at the export's end (read past LSO) |
+| 38 | `down` commits 50: `out` ends at 7 and has a batch written at 40 (beyond the log) |
+
+`input` is exported from offset 100: `proc`'s standing offset, 4, is below its log start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from eos_audit.audit.pipeline import AuditInputs, run_audit
+from eos_audit.config import AuditConfig
+from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.sources.kafka.coordinator_keys import partition_for
+from tests.fixtures.segment_builder import (
+    BASE_TS,
+    control_batch,
+    data_batch,
+    record_batch,
+    write_partition_dir,
+)
+from tests.sources.test_coordinator_records import (
+    offset_commit_key,
+    offset_commit_value,
+    txn_key,
+    txn_value,
+)
+
+pytestmark = pytest.mark.slow
+
+PROCESSOR, DOWNSTREAM, TXN_ID = "proc", "down", "proc-tx"
+INPUT, OUTPUT, ELSEWHERE, CO = "input", "out", "elsewhere", "__consumer_offsets"
+PROC_CO, DOWN_CO, TS = partition_for(PROCESSOR), partition_for(DOWNSTREAM), partition_for(TXN_ID)
+PID = 4000
+ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 1, 2, 3, 4, 5
+
+
+def at(seconds: float) -> int:
+    return BASE_TS + int(seconds * 1000)
+
+
+def commit(group: str, topic: str, offset: int, when: float) -> tuple[bytes, bytes]:
+    return offset_commit_key(group, topic, 0), offset_commit_value(3, offset, "", at(when))
+
+
+def plain(offset: int, when: float, *records) -> bytes:
+    return record_batch(offset, list(records), timestamp=at(when))
+
+
+def txn(offset: int, epoch: int, when: float, *records) -> bytes:
+    return record_batch(
+        offset, list(records), producer_id=PID, producer_epoch=epoch, base_sequence=0,
+        is_transactional=True, timestamp=at(when),
+    )  # fmt: skip
+
+
+def marker(offset: int, epoch: int, when: float, commit: bool) -> bytes:
+    return control_batch(
+        offset, producer_id=PID, producer_epoch=epoch, commit=commit, timestamp=at(when)
+    )
+
+
+def output(offset: int, epoch: int, when: float, records: int = 1) -> bytes:
+    return data_batch(
+        offset, records, producer_id=PID, producer_epoch=epoch, base_sequence=0,
+        is_transactional=True, timestamp=at(when),
+    )  # fmt: skip
+
+
+def state(offset: int, epoch: int, status: int, partitions: dict | None, when: float) -> bytes:
+    value = txn_value(0, PID, epoch, status, partitions, at(when), at(9))
+    return plain(offset, when, (txn_key(TXN_ID), value))
+
+
+BOTH = {OUTPUT: [0], CO: [PROC_CO]}
+OUTPUT_LOG = [
+    output(0, 0, 10, records=2), marker(2, 1, 13, True),
+    output(3, 1, 20), marker(4, 2, 26, False),
+    output(5, 2, 30),
+    data_batch(6, timestamp=at(40)),
+]  # fmt: skip
+PROCESSOR_OFFSETS = [
+    txn(0, 0, 11, commit(PROCESSOR, INPUT, 2, 11)), marker(1, 1, 13, True),
+    txn(2, 1, 21, commit(PROCESSOR, INPUT, 4, 21)), marker(3, 2, 26, True),
+]  # fmt: skip
+DOWNSTREAM_OFFSETS = [
+    plain(i, when, commit(DOWNSTREAM, OUTPUT, offset, when))
+    for i, (offset, when) in enumerate([(2, 15), (4, 22), (6, 31), (50, 38)])
+]
+TRANSACTION_LOG = [
+    state(0, 0, ONGOING, BOTH, 9), state(1, 1, PREPARE_COMMIT, BOTH, 12),
+    state(2, 1, COMPLETE_COMMIT, {}, 14),
+    state(3, 1, ONGOING, BOTH, 19), state(4, 2, PREPARE_ABORT, BOTH, 25),
+    state(5, 2, COMPLETE_ABORT, {}, 27),
+    state(6, 2, ONGOING, {OUTPUT: [0], ELSEWHERE: [0]}, 29),
+    state(7, 3, PREPARE_COMMIT, {OUTPUT: [0], ELSEWHERE: [0]}, 35),
+    state(8, 3, COMPLETE_COMMIT, {}, 37),
+]  # fmt: skip
+
+
+def write_export(root) -> None:
+    write_partition_dir(root, 1, OUTPUT, 0, *OUTPUT_LOG)
+    write_partition_dir(root, 1, INPUT, 0, *[data_batch(100 + i) for i in range(3)])
+    write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
+    write_partition_dir(root, 1, CO, DOWN_CO, *DOWNSTREAM_OFFSETS)
+    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
+
+
+@pytest.fixture(scope="module")
+def audited(spark, tmp_path_factory):
+    assert len({PROC_CO, DOWN_CO}) == 2
+    root = tmp_path_factory.mktemp("outcomes")
+    write_export(root / "export")
+    warehouse = root / "warehouse"
+    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), AuditConfig(), str(warehouse))
+    return warehouse
+
+
+def findings(warehouse) -> list[dict]:
+    types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
+    registered = QueryBuilder().register("t", DeltaTable(str(warehouse / "findings")))
+    query = (
+        "SELECT finding_type, cause, severity, topic, partition, base_offset, producer_id, "
+        f"detail, evidence FROM t WHERE finding_type IN ({types}) "
+        "ORDER BY finding_type, topic, partition, base_offset"
+    )
+    return pa.table(registered.execute(query).read_all()).to_pylist()
+
+
+def test_each_rule_finds_its_fault_at_its_evidence(audited):
+    assert [
+        (f["finding_type"], f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"])
+        for f in findings(audited)
+    ] == [
+        ("ABORTED_READ", None, "CRITICAL", CO, DOWN_CO, 1),
+        ("COMMIT_BELOW_LOG_START", None, "WARNING", CO, PROC_CO, 2),
+        ("COMMIT_BEYOND_LOG", None, "CRITICAL", CO, DOWN_CO, 3),
+        ("READ_PAST_LSO", None, "WARNING", CO, DOWN_CO, 2),
+        ("READ_PAST_LSO", None, "WARNING", CO, DOWN_CO, 3),
+        ("TORN_TRANSACTION", "COMMIT_WHERE_ABORT", "CRITICAL", CO, PROC_CO, 3),
+        ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", OUTPUT, 0, -1),
+        ("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", "INFO", ELSEWHERE, 0, -1),
+    ]  # fmt: skip
+
+
+def test_the_findings_say_what_happened(audited):
+    by = {(f["finding_type"], f["cause"], f["base_offset"]): f for f in findings(audited)}
+    torn = by[("TORN_TRANSACTION", "COMMIT_WHERE_ABORT", 3)]
+    assert torn["detail"] == (
+        f"Transactional id {TXN_ID} (producer {PID}, epoch 2) was prepared to ABORT "
+        f"(__transaction_state-{TS} offset 4), but {CO}-{PROC_CO} has a COMMIT marker at offset "
+        "3: offsets committed for outputs that aborted: that input is lost."
+    )
+    assert dict(torn["evidence"]) == {
+        "transactional_id": TXN_ID, "decision": "ABORT", "marker_type": "COMMIT",
+        "marker_offset": "3", "transaction_log_partition": str(TS),
+        "transaction_log_offset": "4",
+    }  # fmt: skip
+    missing = by[("TORN_TRANSACTION", "MARKER_MISSING", -1)]
+    assert f"but {OUTPUT}-0 has no marker of it (CompleteCommit/Abort at {at(37)} ms)" in (
+        missing["detail"]
+    )
+    aborted = by[("ABORTED_READ", None, 1)]
+    assert aborted["detail"] == (
+        f"Group {DOWNSTREAM} committed {OUTPUT}-0 at offset 4 (record 1, PLAIN), past offset 3 "
+        f"where producer {PID}'s transaction was open and then aborted: its ABORT marker "
+        "(offset 4) came 4000 ms later."
+    )
+    still_open = by[("READ_PAST_LSO", None, 2)]
+    assert still_open["detail"].endswith("still open: it was still open when the export was taken.")
+    beyond = by[("COMMIT_BEYOND_LOG", None, 3)]
+    assert dict(beyond["evidence"])["log_end_offset"] == "7"
+    below = by[("COMMIT_BELOW_LOG_START", None, 2)]
+    assert "is 4 (record 2, TRANSACTIONAL), below the log start 100" in below["detail"]
+    unverifiable = by[("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", -1)]
+    assert unverifiable["detail"] == (
+        f"TORN_TRANSACTION cannot be decided for {ELSEWHERE}-0 (1 transaction(s) of {TXN_ID}, "
+        f"the first at __transaction_state-{TS} offset 7): the partition is not in the export."
+    )
+
+
+def test_a_wider_clock_skew_lets_a_close_marker_pass(spark, tmp_path_factory):
+    """With 10 s of tolerated skew, no marker came later than a commit by more than that."""
+    root = tmp_path_factory.mktemp("outcomes-skew")
+    write_export(root / "export")
+    config = AuditConfig()
+    config = dataclasses.replace(
+        config, processing=dataclasses.replace(config.processing, clock_skew_ms=10_000)
+    )
+    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), config, str(root / "w"))
+    types = {f["finding_type"] for f in findings(root / "w")}
+    # Transaction 3 never ended, so a commit past it still read past the LSO.
+    assert "ABORTED_READ" not in types and "READ_PAST_LSO" in types
