@@ -617,6 +617,40 @@ _TYPES += [
         ),
         raised_by=PROCESSING,
     ),
+    FindingType(
+        "ZOMBIE_COMMIT",
+        31,
+        "CRITICAL",
+        "zombie-commit",
+        "A producer the transaction log had already fenced committed a transaction: a zombie's "
+        "outputs or offsets became visible.",
+        "Producer {producer_id} (epoch {producer_epoch}) of transactional id {transactional_id} "
+        "committed a transaction in {topic}-{partition} (COMMIT marker at offset {base_offset}) "
+        "after __transaction_state-{transaction_log_partition} (offset "
+        "{transaction_log_offset}, {current_state}) had {fenced_by}.",
+        evidence=(
+            "transactional_id", "current_producer_id", "current_producer_epoch", "current_state",
+            "transaction_log_partition", "transaction_log_offset",
+        ),
+        raised_by=PROCESSING,
+        previous_offset_means="the first offset of the committed transaction",
+    ),
+    FindingType(
+        "HANGING_OFFSET_TRANSACTION",
+        32,
+        "ERROR",
+        "hanging-offset-transaction",
+        "A transaction's offset commits are pending past the transaction timeout, and no "
+        "coordinator will end it: the group's offsets stay unstable.",
+        "Producer {producer_id} has held {pending_offsets} offset commit(s) of group {group_id} "
+        "pending in {topic}-{partition} since record {base_offset}, for {open_ms} ms, beyond "
+        "the maximum transaction timeout, and {why}: no coordinator will write its marker.",
+        evidence=(
+            "group_id", "pending_offsets", "open_ms", "transactional_id", "current_state",
+            "transaction_log_partition", "transaction_log_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
 ]  # fmt: skip
 REGISTRY: dict[str, FindingType] = {t.name: t for t in _TYPES}
 BY_CODE: dict[int, FindingType] = {t.code: t for t in _TYPES}

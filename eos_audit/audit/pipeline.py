@@ -324,6 +324,7 @@ def _stage_processing(
     run_id: str,
     stage: RunStage,
     staged_path: str,
+    as_of_ms: int | None,
 ) -> ProcessingTables:
     """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
 
@@ -340,6 +341,8 @@ def _stage_processing(
         transaction_log_table,
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
+    from eos_audit.processing.hanging_offsets import find_hanging_transactions
+    from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
 
     records = checked_once(spark, coordinator, stage.subdir("coordinator_records"))
@@ -360,6 +363,8 @@ def _stage_processing(
         .unionByName(write_txn_markers(records, transactions, partitions, config, run_id))
         .unionByName(last_stable_offset(history, transactions, config, run_id))
         .unionByName(offset_out_of_range(history, partitions, config, run_id))
+        .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
+        .unionByName(find_hanging_transactions(history, records, config, run_id, as_of_ms))
     )
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
@@ -609,7 +614,7 @@ def _audit_and_write(
     if read.coordinator_records is not None:
         with progress.stage(spark, run_id, "replaying the group coordinators' offsets"):
             processing = _stage_processing(
-                spark, read.coordinator_records, config, run_id, stage, staged_path
+                spark, read.coordinator_records, config, run_id, stage, staged_path, as_of_ms
             )
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)

@@ -3,5 +3,10 @@
 `offset_metadata_manager` replays the group coordinator's offset store over one
 `__consumer_offsets` partition (Kafka's materialization rule, with the history kept and the
 processing rules checked); `coordinator_audit` runs it as Spark work and builds the
-`consumer_offsets` and `transaction_log` tables and the findings.
+`consumer_offsets` and `transaction_log` tables and the replay's findings. The rules that join
+the replay and the transaction log with the audit's transactions of every exported partition
+each have a module named after what Kafka does there: `transaction_markers` (WriteTxnMarkers:
+torn transactions), `producer_fencing` (zombie commits), `downstream_reads` (the last stable
+offset: reads past it, aborted reads), `committed_ranges` (offsets out of range) and
+`hanging_offsets` (find-hanging).
 """

@@ -1,15 +1,22 @@
 """The processing audit of logs real brokers wrote: consume-transform-produce, faults made for real.
 
 One run per release audits that release's processing export (`tests/kafka/processing.py`): the
-4.x one from its segments, the 3.9 one from its `kafka-dump-log.sh` text printed with the decoder
-flags, so both coordinator readers feed the replay. Kafka's own copier, bounced with SIGTERM and
-SIGKILL and aborting at random, must give no processing finding above INFO, and its group's last
-committed offsets must be the ones Kafka's admin API listed; an operator's reset of the emptied
-group is an OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a group a
-copier commits transactionally is a MIXED_OFFSET_COMMITS warning.
+4.x one from its segments, the 3.9 one from its `kafka-dump-log.sh --deep-iteration` text printed
+with the decoder flags, so both coordinator readers feed the replay and both show the markers'
+types. Kafka's own copier, bounced with SIGTERM and SIGKILL and aborting at random, must give no
+finding above INFO, and its group's last committed offsets must be the ones Kafka's admin API
+listed; an operator's reset of the emptied group is an OFFSET_REWIND of cause ADMIN_RESET (INFO);
+a consumer committing plainly in a group a copier commits transactionally is a
+MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing past a transaction that then
+commits is READ_PAST_LSO, past one that then aborts ABORTED_READ. No other processing finding
+above INFO is raised on any of it. A copy of the 4.x export whose copier's abort marker in
+`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
 """
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -18,7 +25,10 @@ from deltalake import DeltaTable, QueryBuilder
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.jars import KAFKA_3, KAFKA_4
+from tests.kafka import tamper
+from tests.kafka.cluster import BROKER_SETTINGS
 from tests.run_once import once_per_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -26,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka]
 RELEASE_4 = f"kafka-{KAFKA_4}"
 RELEASE_3 = f"kafka-{KAFKA_3}"
 # Which form of each release's export the run reads.
-FORM = {RELEASE_4: "segments", RELEASE_3: "dump"}
+FORM = {RELEASE_4: "segments", RELEASE_3: "dump_deep"}
 ABOVE_INFO = ("WARNING", "ERROR", "CRITICAL")
 
 
@@ -99,6 +109,68 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert _processing_findings(warehouse, mixed.group) == [
             ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")
         ]
+    # A downstream consumer at read_uncommitted: past a transaction that committed, and past one
+    # that aborted.
+    reader = facts.get("aborted_read")
+    if reader is not None:
+        assert _processing_findings(warehouse, reader.group) == [
+            ("ABORTED_READ", None, "CRITICAL"), ("READ_PAST_LSO", None, "WARNING")
+        ]
+    # Nothing else: every processing finding above INFO is one of the faults above.
+    faults = {p.group for p in facts.values() if p.scenario in ("auto_commit", "aborted_read")}
+    types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
+    others = _sql(
+        warehouse, "findings",
+        f"SELECT finding_type, cause, topic, partition, detail, evidence FROM t WHERE "
+        f"finding_type IN ({types}) AND severity IN ('WARNING', 'ERROR', 'CRITICAL')",
+    )  # fmt: skip
+    assert [f for f in others if dict(f["evidence"]).get("group_id") not in faults] == []
     # Every __transaction_state record is a row, the copier's id among them.
     ids = _sql(warehouse, "transaction_log", "SELECT DISTINCT transactional_id FROM t")
     assert set(copier.transactional_ids) <= {r["transactional_id"] for r in ids}
+
+
+@pytest.fixture(scope="module")
+def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
+    """The 4.x copier's partitions and the transaction log, copied, with the first ABORT marker
+    of a copier's offset commit in `__consumer_offsets` rewritten to COMMIT (its CRC computed
+    again), audited: (warehouse, that partition, the marker's offset)."""
+    export = real_kafka.processing[RELEASE_4]
+    copier = export.facts["copier"]
+    partition = partition_for(copier.group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
+    replica = min(p for p in Path(export.segments).iterdir() if p.is_dir())
+    root = tmp_path_factory.mktemp("torn")
+    wanted = (f"__consumer_offsets-{partition}", "__transaction_state-", copier.input_topic,
+              copier.output_topic)  # fmt: skip
+    copy = root / "export" / replica.name
+    for folder in replica.iterdir():
+        if folder.is_dir() and folder.name.startswith(wanted):
+            shutil.copytree(folder, copy / folder.name)
+    (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
+    batches = tamper.batches(log)
+    position, view = next(
+        (position, view)
+        for (_, _, before), (position, _, view) in zip(batches, batches[1:], strict=False)
+        if view["control_type"] == "ABORT" and not before["is_control"]
+        and before["is_transactional"] and before["producer_id"] == view["producer_id"]
+    )  # fmt: skip
+    tamper.rewrite_marker(log, position, "COMMIT")
+    warehouse = str(root / "warehouse")
+    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), AuditConfig(), warehouse)
+    return warehouse, partition, view["base_offset"]
+
+
+def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transaction(torn):
+    warehouse, partition, at = torn
+    found = _sql(
+        warehouse, "findings",
+        "SELECT cause, severity, topic, partition, base_offset, detail FROM t "
+        "WHERE finding_type = 'TORN_TRANSACTION'",
+    )  # fmt: skip
+    assert [
+        (f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"]) for f in found
+    ] == [("COMMIT_WHERE_ABORT", "CRITICAL", "__consumer_offsets", partition, at)]
+    assert found[0]["detail"].endswith(
+        f"has a COMMIT marker at offset {at}: offsets committed for outputs that aborted: that "
+        "input is lost."
+    )

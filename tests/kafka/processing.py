@@ -242,7 +242,8 @@ def committed_offsets(cluster: Cluster, group: str) -> dict[str, int]:
 
 
 def log_ends(cluster: Cluster, topic: str, partitions: int) -> dict[str, int]:
-    """Each partition's log end offset (ListOffsets latest; the input has no transactions)."""
+    """Each partition's log end offset (ListOffsets latest, at read_uncommitted: every record and
+    marker)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
@@ -407,8 +408,13 @@ def aborted_read(cluster: Cluster) -> Played:
     """
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    played = _start(cluster, "aborted_read", partitions=1, records=0)
-    (transactional_id,) = played.transactional_ids
+    named = names("aborted_read", cluster.jars.name)
+    transactional_id = named.pop("transactional_id")
+    # The group's input is the topic the transactions write: one topic, both roles.
+    named["input_topic"] = named["output_topic"]
+    played = Played("aborted_read", transactional_ids=[transactional_id], partitions=1,
+                    input_records=0, **named)  # fmt: skip
+    cluster.create_topic(played.output_topic, partitions=1)
     producer = Producer({
         "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
         "transaction.timeout.ms": 60_000, "linger.ms": 0,
@@ -447,8 +453,10 @@ def aborted_read(cluster: Cluster) -> Played:
             played.event("transaction " + ("committed" if outcome == "commit" else "aborted"))
     finally:
         consumer.close()
+    played.input_records = 10  # two transactions of five: one committed, one aborted
     played.committed = committed_offsets(cluster, played.group)
-    played.event("offsets listed", committed=played.committed)
+    played.log_end = log_ends(cluster, played.input_topic, 1)  # the records and two markers
+    played.event("offsets listed", committed=played.committed, log_end=played.log_end)
     return played
 
 

@@ -7,7 +7,7 @@ at read_uncommitted, committing plainly.
 
 | time | what happens |
 |---|---|
-| 9-14 | transaction 1: `out` 0-1, offsets of `input` to 2; prepared to commit, both markers COMMIT |
+| 9-14 | transaction 1: `out` 0-1, offsets of `input` to 2; prepared to commit, markers COMMIT |
 | 15 | `down` commits `out` at 2 (after transaction 1 ended: fine) |
 | 19-27 | transaction 2: `out` 3, offsets to 4; prepared to ABORT; `out`'s marker ABORT, the |
 | | `__consumer_offsets` marker COMMIT (torn: the input is committed, its output aborted) |
@@ -16,6 +16,10 @@ at read_uncommitted, committing plainly.
 | | completed, but `out` never got its marker (torn), the other partition is unverifiable |
 | 31 | `down` commits 6, past transaction 3, still open at the export's end (read past LSO) |
 | 38 | `down` commits 50: `out` ends at 7 and has a batch written at 40 (beyond the log) |
+| 44-45 | a zombie: the producer at epoch 1, fenced by the log's epoch 3, commits a transaction |
+| | in `zombie`, where nothing newer of it was written (so the leader accepted it) |
+| 50 | a producer the transaction log never knew commits an offset of `proc` in a transaction |
+| | that never ends: at the export's time (2000) it hangs |
 
 `input` is exported from offset 100: `proc`'s standing offset, 4, is below its log start.
 """
@@ -49,9 +53,11 @@ from tests.sources.test_coordinator_records import (
 pytestmark = pytest.mark.slow
 
 PROCESSOR, DOWNSTREAM, TXN_ID = "proc", "down", "proc-tx"
-INPUT, OUTPUT, ELSEWHERE, CO = "input", "out", "elsewhere", "__consumer_offsets"
+INPUT, OUTPUT, ELSEWHERE, ZOMBIE = "input", "out", "elsewhere", "zombie"
+CO = "__consumer_offsets"
 PROC_CO, DOWN_CO, TS = partition_for(PROCESSOR), partition_for(DOWNSTREAM), partition_for(TXN_ID)
-PID = 4000
+PID, UNKNOWN_PID = 4000, 4001
+EXPORT_TIME = "2023-11-14T22:46:40Z"  # 2000 s after BASE_TS
 ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 1, 2, 3, 4, 5
 
 
@@ -102,6 +108,8 @@ OUTPUT_LOG = [
 PROCESSOR_OFFSETS = [
     txn(0, 0, 11, commit(PROCESSOR, INPUT, 2, 11)), marker(1, 1, 13, True),
     txn(2, 1, 21, commit(PROCESSOR, INPUT, 4, 21)), marker(3, 2, 26, True),
+    record_batch(4, [commit(PROCESSOR, "other", 7, 50)], producer_id=UNKNOWN_PID,
+                 producer_epoch=0, base_sequence=0, is_transactional=True, timestamp=at(50)),
 ]  # fmt: skip
 DOWNSTREAM_OFFSETS = [
     plain(i, when, commit(DOWNSTREAM, OUTPUT, offset, when))
@@ -124,6 +132,7 @@ def write_export(root) -> None:
     write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
     write_partition_dir(root, 1, CO, DOWN_CO, *DOWNSTREAM_OFFSETS)
     write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
+    write_partition_dir(root, 1, ZOMBIE, 0, output(0, 1, 44), marker(1, 1, 45, True))
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +141,8 @@ def audited(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("outcomes")
     write_export(root / "export")
     warehouse = root / "warehouse"
-    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), AuditConfig(), str(warehouse))
+    inputs = AuditInputs(batches=(str(root / "export"),), export_time=EXPORT_TIME)
+    run_audit(spark, inputs, AuditConfig(), str(warehouse))
     return warehouse
 
 
@@ -155,11 +165,13 @@ def test_each_rule_finds_its_fault_at_its_evidence(audited):
         ("ABORTED_READ", None, "CRITICAL", CO, DOWN_CO, 1),
         ("COMMIT_BELOW_LOG_START", None, "WARNING", CO, PROC_CO, 2),
         ("COMMIT_BEYOND_LOG", None, "CRITICAL", CO, DOWN_CO, 3),
+        ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", "ERROR", CO, PROC_CO, 4),
         ("READ_PAST_LSO", None, "WARNING", CO, DOWN_CO, 2),
         ("READ_PAST_LSO", None, "WARNING", CO, DOWN_CO, 3),
         ("TORN_TRANSACTION", "COMMIT_WHERE_ABORT", "CRITICAL", CO, PROC_CO, 3),
         ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", OUTPUT, 0, -1),
         ("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", "INFO", ELSEWHERE, 0, -1),
+        ("ZOMBIE_COMMIT", "EPOCH_FENCED", "CRITICAL", ZOMBIE, 0, 1),
     ]  # fmt: skip
 
 
@@ -177,8 +189,9 @@ def test_the_findings_say_what_happened(audited):
         "transaction_log_offset": "4",
     }  # fmt: skip
     missing = by[("TORN_TRANSACTION", "MARKER_MISSING", -1)]
-    assert f"but {OUTPUT}-0 has no marker of it (CompleteCommit/Abort at {at(37)} ms)" in (
-        missing["detail"]
+    assert (
+        f"but {OUTPUT}-0 has no marker of it (CompleteCommit/Abort at {at(37)} ms)"
+        in (missing["detail"])
     )
     aborted = by[("ABORTED_READ", None, 1)]
     assert aborted["detail"] == (
@@ -192,6 +205,19 @@ def test_the_findings_say_what_happened(audited):
     assert dict(beyond["evidence"])["log_end_offset"] == "7"
     below = by[("COMMIT_BELOW_LOG_START", None, 2)]
     assert "is 4 (record 2, TRANSACTIONAL), below the log start 100" in below["detail"]
+    hanging = by[("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", 4)]
+    assert hanging["detail"] == (
+        f"Producer {UNKNOWN_PID} has held 1 offset commit(s) of group {PROCESSOR} pending in "
+        f"{CO}-{PROC_CO} since record 4, for 1950000 ms, beyond the maximum transaction "
+        "timeout, and no transactional id in the transaction log has that producer id: no "
+        "coordinator will write its marker."
+    )
+    zombie = by[("ZOMBIE_COMMIT", "EPOCH_FENCED", 1)]
+    assert zombie["detail"] == (
+        f"Producer {PID} (epoch 1) of transactional id {TXN_ID} committed a transaction in "
+        f"{ZOMBIE}-0 (COMMIT marker at offset 1) after __transaction_state-{TS} (offset 8, "
+        f"CompleteCommit) had given producer {PID} epoch 3."
+    )
     unverifiable = by[("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", -1)]
     assert unverifiable["detail"] == (
         f"TORN_TRANSACTION cannot be decided for {ELSEWHERE}-0 (1 transaction(s) of {TXN_ID}, "

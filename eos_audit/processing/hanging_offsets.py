@@ -1,0 +1,148 @@
+"""Offset commits pending in a transaction no coordinator will end (HANGING_OFFSET_TRANSACTION).
+
+A transactional offset commit stays pending in the group coordinator until its producer's marker
+lands in the `__consumer_offsets` partition; while it is pending the group's fetches of those
+offsets answer UNSTABLE_OFFSET_COMMIT and the partition's last stable offset, and its cleaning,
+stay behind it. Kafka's `kafka-transactions.sh find-hanging` (`TransactionsCommand`,
+`FindHangingTransactionsCommand.filterHangingTransactions`) calls an open transaction hanging
+when it is older than the maximum transaction timeout and its producer id has no transactional
+id, or its transactional id's current transaction no longer lists the partition: no coordinator
+will ever write its marker (docs/rules.md#hanging-offset-transaction).
+
+The same, offline: the offset replay's PENDING commits at the export's end, per
+`__consumer_offsets` partition and producer id, against the transaction log's latest record of
+that producer id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from eos_audit.sinks.finding_rows import finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+from eos_audit.sources.kafka.coordinator_keys import (
+    TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
+)
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+SOURCE_ERROR = "_source_error"
+_OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+
+
+def find_hanging_transactions(
+    history: DataFrame,
+    records: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+    as_of_ms: int | None,
+) -> DataFrame:
+    """HANGING_OFFSET_TRANSACTION findings, as `kafka-transactions.sh find-hanging` decides.
+
+    Args:
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        config: the run configuration (`transactions.max_timeout_ms`, severities).
+        run_id: the run id.
+        as_of_ms: the export's time (`--export-time`); without it, each `__consumer_offsets`
+            partition's last commit record.
+
+    Returns:
+        FINDINGS rows.
+    """
+    last_record = history.groupBy("coordinator_partition").agg(
+        F.max("timestamp").alias("last_record_at")
+    )
+    pending = (
+        history.where(F.col("outcome") == "PENDING")
+        .groupBy("coordinator_partition", "producer_id")
+        .agg(
+            F.min_by(
+                F.struct("record_offset", "producer_epoch", "timestamp", "group_id", "source"),
+                "record_offset",
+            ).alias("first"),
+            F.count(F.lit(1)).alias("offsets"),
+        )
+        .join(last_record, "coordinator_partition")
+    )
+    now = F.lit(as_of_ms) if as_of_ms is not None else F.col("last_record_at")
+    old = pending.withColumn("open_ms", now - F.col("first.timestamp")).where(
+        F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
+    )
+    states = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE)
+        & F.col(SOURCE_ERROR).isNull()
+        & F.col("transactional_id").isNotNull()
+        & ~F.col("is_tombstone")
+    )
+    latest = Window.partitionBy("producer_id").orderBy(
+        F.col("coordinator_partition").desc(), F.col("offset").desc()
+    )
+    current = (
+        states.withColumn("rank", F.row_number().over(latest))
+        .where(F.col("rank") == 1)
+        .select(
+            "producer_id",
+            F.struct(
+                "transactional_id",
+                "transaction_status",
+                "transaction_partitions",
+                F.col("coordinator_partition").alias("partition"),
+                "offset",
+            ).alias("log"),
+        )  # fmt: skip
+    )
+    judged = old.join(current, "producer_id", "left")
+    log = F.col("log")
+    listed = F.exists(
+        log["transaction_partitions"],
+        lambda tp: (
+            (tp["topic"] == CONSUMER_OFFSETS) & (tp["partition"] == F.col("coordinator_partition"))
+        ),
+    )
+    cause = (
+        F.when(log.isNull(), "NO_TRANSACTIONAL_ID")
+        .when(~log["transaction_status"].isin(*_OPEN_STATES), "NOT_IN_CURRENT_TRANSACTION")
+        .when(~F.coalesce(listed, F.lit(False)), "NOT_IN_CURRENT_TRANSACTION")
+    )
+    hanging = judged.withColumn("cause", cause).where(F.col("cause").isNotNull())
+    first = F.col("first")
+    values = {
+        "cause": F.col("cause"),
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": F.col("coordinator_partition"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": first["producer_epoch"],
+        "base_offset": first["record_offset"],
+        "last_offset": first["record_offset"],
+        "batch_timestamp": first["timestamp"],
+        "source": first["source"],
+        "group_id": first["group_id"],
+        "pending_offsets": F.col("offsets"),
+        "open_ms": F.col("open_ms"),
+        "transactional_id": log["transactional_id"],
+        "current_state": log["transaction_status"],
+        "transaction_log_partition": log["partition"],
+        "transaction_log_offset": log["offset"],
+        "why": F.when(
+            log.isNull(), F.lit("no transactional id in the transaction log has that producer id")
+        ).otherwise(
+            F.format_string(
+                "its transactional id %s is %s (__transaction_state-%s offset %s) without this "
+                "partition",
+                log["transactional_id"], log["transaction_status"], log["partition"],
+                log["offset"],
+            )
+        ),
+    }  # fmt: skip
+    identity = [F.col("coordinator_partition"), F.col("producer_id"), first["record_offset"]]
+    finding = finding_struct(
+        "HANGING_OFFSET_TRANSACTION", config, run_id, identity=identity, values=values
+    )
+    return hanging.select(finding.alias("f")).select("f.*")
