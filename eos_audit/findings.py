@@ -529,9 +529,11 @@ _TYPES += [
         "{transaction_log_offset}), but {topic}-{partition} {marker_says}: {consequence}.",
         evidence=(
             "transactional_id", "decision", "marker_type", "marker_offset",
-            "transaction_log_partition", "transaction_log_offset",
+            "transaction_log_partition", "transaction_log_offset", "group_id", "committed_topic",
+            "committed_partition", "committed_offset",
         ),
         raised_by=PROCESSING,
+        previous_offset_means="the offset commit the marker decided",
     ),
     FindingType(
         "UNVERIFIABLE",

@@ -168,6 +168,7 @@ def _matched(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
 
 def write_txn_markers(
     records: DataFrame,
+    history: DataFrame,
     transactions: DataFrame,
     partitions: DataFrame,
     config: AuditConfig,
@@ -187,6 +188,8 @@ def write_txn_markers(
 
     Args:
         records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        history: the offset replay's history (`coordinator_audit.replay_offsets`): a torn
+            `__consumer_offsets` marker is reported once per offset commit it decided.
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
         partitions: the audit's partition statistics (topic, partition, max_timestamp).
         config: the run configuration (`processing.clock_skew_ms`, severities).
@@ -218,7 +221,7 @@ def write_txn_markers(
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
     unverifiable = ["PARTITION_NOT_EXPORTED", "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
-    torn = verdicts.where(~F.col("verdict").isin(*unverifiable))
+    torn = _with_decided_offsets(verdicts.where(~F.col("verdict").isin(*unverifiable)), history)
     return _torn_findings(torn, config, run_id).unionByName(
         _unverifiable_findings(verdicts.where(F.col("verdict").isin(*unverifiable)), config, run_id)
     )
@@ -230,6 +233,32 @@ def _consequence(marker_type: Column) -> Column:
     for (offsets, said), text in _CONSEQUENCE.items():
         out = F.when((in_offsets == F.lit(offsets)) & (marker_type == said), text).otherwise(out)
     return out
+
+
+def _with_decided_offsets(torn: DataFrame, history: DataFrame) -> DataFrame:
+    """Torn `__consumer_offsets` partitions with each offset commit their marker decided.
+
+    A finding per commit, with its group and input partition (so the report's group charts mark
+    it); a torn data partition, or a marker that decided none, keeps its one row.
+    """
+    decided = history.where(F.col("marker_offset").isNotNull()).select(
+        F.lit(CONSUMER_OFFSETS).alias("topic"),
+        F.col("coordinator_partition").alias("partition"),
+        F.col("marker_offset").alias("decided_by"),
+        F.struct(
+            "group_id",
+            F.col("topic").alias("committed_topic"),
+            F.col("partition").alias("committed_partition"),
+            "committed_offset",
+            "record_offset",
+        ).alias("commit"),
+    )
+    on = (
+        (torn["topic"] == decided["topic"])
+        & (torn["partition"] == decided["partition"])
+        & (torn["marker.marker_offset"] == decided["decided_by"])
+    )
+    return torn.join(decided, on, "left").select(torn["*"], "commit")
 
 
 def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
@@ -257,9 +286,14 @@ def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFra
         "transaction_log_offset": F.col("transaction_log_offset"),
         "marker_says": says,
         "consequence": _consequence(marker["outcome"]),
+        "group_id": F.col("commit.group_id"),
+        "committed_topic": F.col("commit.committed_topic"),
+        "committed_partition": F.col("commit.committed_partition"),
+        "committed_offset": F.col("commit.committed_offset"),
+        "previous_offset": F.col("commit.record_offset"),
     }
     identity = [F.col("transaction_log_partition"), F.col("transaction_log_offset"),
-                F.col("topic"), F.col("partition")]  # fmt: skip
+                F.col("topic"), F.col("partition"), F.col("commit.record_offset")]  # fmt: skip
     finding = finding_struct("TORN_TRANSACTION", config, run_id, identity=identity, values=values)
     return torn.select(finding.alias("f")).select("f.*")
 

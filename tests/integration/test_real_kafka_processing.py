@@ -279,19 +279,21 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         assert 0 <= r["committed_offset"] <= (end or play.input_records // play.partitions), r
         assert (r["metadata"], r["expire_timestamp_ms"], r["topic_id"]) == ("", None, None), r
         assert 0 <= r["timestamp"] - r["commit_timestamp_ms"] < 60_000, r
-    # The transactions of the scenarios' copiers: the timeout they asked for, and times that
+    # The transactions of the scenarios' producers: the timeout they asked for, and times that
     # follow one another.
     states = [r for r in found.records(TS) if r["transactional_id"] in by_id]
     assert {r["transactional_id"] for r in states} == set(by_id)
     for r in states:
-        assert r["transaction_timeout_ms"] == TRANSACTION_TIMEOUT_MS, r
+        assert r["transaction_timeout_ms"] == by_id[r["transactional_id"]].transaction_timeout_ms
         assert 0 <= r["timestamp"] - r["last_update_timestamp_ms"] < 60_000, r
         if r["transaction_status"] != "Empty":
             assert r["start_timestamp_ms"] <= r["last_update_timestamp_ms"], r
-    # Group metadata for the groups that had members: not the copier's, whose consumer is
-    # assigned its partition and commits for a group it never joins.
+    # Group metadata for the groups that had members: not the copier's or the aborted_read
+    # reader's, whose consumers are assigned their partition and commit for a group they never
+    # join.
     groups = found.records(CO, record_type_name="GroupMetadata")
-    joined = {group for group, play in plays.items() if play.scenario != "copier"}
+    assigned = ("copier", "aborted_read")
+    joined = {group for group, play in plays.items() if play.scenario not in assigned}
     assert {r["group_id"] for r in groups} == joined
     for r in groups:
         assert 0 <= r["timestamp"] - r["current_state_timestamp_ms"] < 60_000, r

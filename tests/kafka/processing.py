@@ -78,6 +78,7 @@ class Played:
     committed: dict[str, int] = field(default_factory=dict)
     log_end: dict[str, int] = field(default_factory=dict)
     tool_output: dict[str, str] = field(default_factory=dict)
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS  # what its producers asked for
 
     def event(self, what: str, **details: object) -> None:
         """Note that `what` happened now."""
@@ -415,9 +416,11 @@ def aborted_read(cluster: Cluster) -> Played:
     played = Played("aborted_read", transactional_ids=[transactional_id], partitions=1,
                     input_records=0, **named)  # fmt: skip
     cluster.create_topic(played.output_topic, partitions=1)
+    # A minute: its transactions stay open on purpose, a loaded machine must not time them out.
+    played.transaction_timeout_ms = 60_000
     producer = Producer({
         "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
-        "transaction.timeout.ms": 60_000, "linger.ms": 0,
+        "transaction.timeout.ms": played.transaction_timeout_ms, "linger.ms": 0,
     })  # fmt: skip
     producer.init_transactions(30)
     consumer = Consumer({

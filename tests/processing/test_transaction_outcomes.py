@@ -186,7 +186,8 @@ def test_the_findings_say_what_happened(audited):
     assert dict(torn["evidence"]) == {
         "transactional_id": TXN_ID, "decision": "ABORT", "marker_type": "COMMIT",
         "marker_offset": "3", "transaction_log_partition": str(TS),
-        "transaction_log_offset": "4",
+        "transaction_log_offset": "4", "group_id": PROCESSOR, "committed_topic": INPUT,
+        "committed_partition": "0", "committed_offset": "4",
     }  # fmt: skip
     missing = by[("TORN_TRANSACTION", "MARKER_MISSING", -1)]
     assert (
