@@ -265,7 +265,7 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     export = processing[release]
     found = decoded(export, "segments")
     plays = {play.group: play for play in export.facts.values()}
-    by_id = {play.transactional_ids[0]: play for play in export.facts.values()}
+    by_id = {tid: play for play in export.facts.values() for tid in play.transactional_ids}
     # Each offset is a scenario's, for its input, committed when the broker wrote it (the
     # coordinator stamps the commit, then appends): a field read at a wrong place would not be.
     commits = found.records(CO, record_type_name="OffsetCommit")
@@ -288,11 +288,10 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         assert 0 <= r["timestamp"] - r["last_update_timestamp_ms"] < 60_000, r
         if r["transaction_status"] != "Empty":
             assert r["start_timestamp_ms"] <= r["last_update_timestamp_ms"], r
-    # Group metadata for the groups that had members: not the copier's or the aborted_read
-    # reader's, whose consumers are assigned their partition and commit for a group they never
-    # join.
+    # Group metadata for the groups that had members: not those whose consumers are assigned
+    # their partition and commit for a group they never join.
     groups = found.records(CO, record_type_name="GroupMetadata")
-    assigned = ("copier", "aborted_read")
+    assigned = ("copier", "aborted_read", "two_owners")
     joined = {group for group, play in plays.items() if play.scenario not in assigned}
     assert {r["group_id"] for r in groups} == joined
     for r in groups:

@@ -8,9 +8,10 @@ finding above INFO, and its group's last committed offsets must be the ones Kafk
 listed; an operator's reset of the emptied group is an OFFSET_REWIND of cause ADMIN_RESET (INFO);
 a consumer committing plainly in a group a copier commits transactionally is a
 MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing past a transaction that then
-commits is READ_PAST_LSO, past one that then aborts ABORTED_READ. No other processing finding
-above INFO is raised on any of it. A copy of the 4.x export whose copier's abort marker in
-`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
+commits is READ_PAST_LSO, past one that then aborts ABORTED_READ; two processors of one input
+for one group, both pending before either commits, are CONCURRENT_OFFSET_OWNERS. No other
+processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's
+abort marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
 """
 
 from __future__ import annotations
@@ -116,8 +117,16 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert _processing_findings(warehouse, reader.group) == [
             ("ABORTED_READ", None, "CRITICAL"), ("READ_PAST_LSO", None, "WARNING")
         ]
+    # Two processors of one input for one group, at once: both transactions' offset commits of
+    # the one key were pending together, and both committed.
+    owners = facts.get("two_owners")
+    if owners is not None:
+        assert _processing_findings(warehouse, owners.group) == [
+            ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL")
+        ]
     # Nothing else: every processing finding above INFO is one of the faults above.
-    faults = {p.group for p in facts.values() if p.scenario in ("auto_commit", "aborted_read")}
+    faulty = ("auto_commit", "aborted_read", "two_owners")
+    faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(
         warehouse, "findings",

@@ -20,6 +20,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | consumer of the same group reads the rest with enable.auto.commit: plain commits |
 | `aborted_read` | a librdkafka consumer at read_uncommitted commits past a transaction |
 | | still open, which then commits, and past one which then aborts |
+| `two_owners` | two librdkafka processors with different transactional ids copy one input |
+| | partition's records at once for one group; both add its offset, then both commit |
 
 Each scenario has its own topics, group and transactional.id, named after it and the release. A
 cluster's `__consumer_offsets` and `__transaction_state` are shared by everything on it, so a
@@ -463,7 +465,62 @@ def aborted_read(cluster: Cluster) -> Played:
     return played
 
 
+def two_owners(cluster: Cluster) -> Played:
+    """Two processors with different transactional ids own one input partition at once: each
+    reads the same records, copies them and adds the position after them to its transaction
+    for the one group, and both commit.
+
+    Each is a librdkafka consumer (assigned the partition, read_committed) and transactional
+    producer doing consume-transform-produce by hand, so that the two transactions' offset
+    commits are both pending before either commits, as two copiers' may be, every time.
+    """
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    played = _start(cluster, "two_owners", partitions=1, records=60)
+    first = played.transactional_ids[0]
+    played.transactional_ids.append(first.replace("-tx-", "-tx2-"))
+    played.transaction_timeout_ms = 60_000
+    owners = []
+    for transactional_id in played.transactional_ids:
+        producer = Producer({
+            "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
+            "transaction.timeout.ms": played.transaction_timeout_ms, "linger.ms": 0,
+        })  # fmt: skip
+        producer.init_transactions(30)
+        consumer = Consumer({
+            "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+            "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        })  # fmt: skip
+        consumer.assign([TopicPartition(played.input_topic, 0, 0)])
+        owners.append((producer, consumer))
+    wanted = played.input_records // 2
+    try:
+        for producer, consumer in owners:
+            producer.begin_transaction()
+            read, position, deadline = 0, 0, time.monotonic() + 30
+            while read < wanted:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"an owner read {read} of {wanted} records")
+                message = consumer.poll(0.5)
+                if message is not None and message.error() is None:
+                    producer.produce(played.output_topic, value=message.value(), partition=0)
+                    read, position = read + 1, message.offset() + 1
+            producer.send_offsets_to_transaction(
+                [TopicPartition(played.input_topic, 0, position)],
+                consumer.consumer_group_metadata(), 30,
+            )  # fmt: skip
+            played.event("offsets added to the transaction", offset=position)
+        for producer, _ in owners:
+            producer.commit_transaction(30)
+        played.event("both committed")
+    finally:
+        for _, consumer in owners:
+            consumer.close()
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
-    copier, admin_reset, auto_commit, aborted_read,
+    copier, admin_reset, auto_commit, aborted_read, two_owners,
 )
