@@ -35,6 +35,7 @@ from deltalake import DeltaTable, QueryBuilder
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.fixtures.segment_builder import (
     BASE_TS,
@@ -226,15 +227,28 @@ def test_the_findings_say_what_happened(audited):
     )
 
 
-def test_a_wider_clock_skew_lets_a_close_marker_pass(spark, tmp_path_factory):
-    """With 10 s of tolerated skew, no marker came later than a commit by more than that."""
-    root = tmp_path_factory.mktemp("outcomes-skew")
-    write_export(root / "export")
-    config = AuditConfig()
-    config = dataclasses.replace(
-        config, processing=dataclasses.replace(config.processing, clock_skew_ms=10_000)
+def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
+    """A commit 4 s before the marker of an aborted transaction it passed: an aborted read
+    with the default 1 s of skew, nothing with 10 s."""
+    history = spark.createDataFrame(
+        [(DOWNSTREAM, OUTPUT, 0, 4, "PLAIN", "APPLIED", at(22), at(22), -1, -1, DOWN_CO, 1, "x")],
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string",
     )
-    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), config, str(root / "w"))
-    types = {f["finding_type"] for f in findings(root / "w")}
-    # Transaction 3 never ended, so a commit past it still read past the LSO.
-    assert "ABORTED_READ" not in types and "READ_PAST_LSO" in types
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID, 3, 4, "ABORT", at(26))],
+        "topic string, partition int, producer_id long, first_offset long, "
+        "marker_offset long, outcome string, end_timestamp long",
+    )
+
+    def found(skew_ms: int) -> list[str]:
+        config = AuditConfig()
+        config = dataclasses.replace(
+            config, processing=dataclasses.replace(config.processing, clock_skew_ms=skew_ms)
+        )
+        rows = last_stable_offset(history, transactions, config, "run").collect()
+        return [r["finding_type"] for r in rows]
+
+    assert found(1000) == ["ABORTED_READ"]
+    assert found(10_000) == []
