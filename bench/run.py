@@ -615,7 +615,7 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
               "transfer_ratio": round(transfer_s / floor_s, 2),
               "floor_batches_per_s": int(rows / floor_s)}  # fmt: skip
     if offsets_data is not None:
-        result.update(offsets_figures(spark, offsets_data, best, offsets_memory))
+        result.update(offsets_figures(spark, offsets_data, best, lines, offsets_memory))
     if args.no_audit:
         return result
     audit_s = best["audit"]
@@ -643,13 +643,20 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
     return result
 
 
-def offsets_figures(spark, data: Path, best: dict, memory: MemorySampler) -> dict:
+def offsets_figures(
+    spark, data: Path, best: dict, lines: dict[str, Callable[[], None]], memory: MemorySampler
+) -> dict:
     """The processing audit's lines over the coordinator records (`--offset-commits`)."""
     records = pq.ParquetDataset(str(data)).read(columns=["offset"]).num_rows
     out = {"offset_commits": records, "offsets_mix": offset_commits.replay_mix(spark, data)}
     for line in ("offsets_transfer", "offsets_replay", "offsets_stage"):
         out[f"{line}_s"] = round(best[line], 2)
         out[f"{line}_first_s"] = round(best[f"{line}_first"], 2)
+    for line in ("offsets_transfer", "offsets_replay", "offsets_stage"):
+        meter = getattr(lines[line], "meter", None)
+        least = meter.least(line) if meter is not None else None
+        if least is not None:
+            out[f"{line}_jvm_cpu_s"], out[f"{line}_python_cpu_s"] = (round(c, 2) for c in least)
     workers = memory.figures().get("python_workers_peak_mb")
     if workers is not None:
         out["offsets_python_workers_peak_mb"] = workers
@@ -659,15 +666,18 @@ def offsets_figures(spark, data: Path, best: dict, memory: MemorySampler) -> dic
 def print_offsets(r: dict) -> None:
     """The processing audit's lines (`--offset-commits`), and what they add to the audit."""
     records = r["offset_commits"]
-    print(f"  {records:,} coordinator records (__consumer_offsets), same rounds\n"
-          f"  {'line':<10} {'seconds':>9} {'records/s':>13}")  # fmt: skip
+    header = f"{'line':<10} {'seconds':>9} {'records/s':>13}   {'CPU-s: JVM':>10} {'Python':>7}"
+    print(f"  {records:,} coordinator records (__consumer_offsets), same rounds\n  {header}")
     notes = {
         "offsets_transfer": "read, validated, shuffled, sorted, handed to Python (no replay)",
         "offsets_replay": "the same and the replay, its history into the no-op sink",
         "offsets_stage": "the pipeline's processing stage, its tables into the no-op sink",
     }
     for line, note in notes.items():
-        print(_line(line.removeprefix("offsets_"), r[f"{line}_s"], records, note))
+        cpu = " " * 18
+        if f"{line}_jvm_cpu_s" in r:
+            cpu = f"{r[f'{line}_jvm_cpu_s']:10.2f} {r[f'{line}_python_cpu_s']:7.2f}"
+        print(_line(line.removeprefix("offsets_"), r[f"{line}_s"], records, f"{cpu}   {note}"))
     first = ", ".join(
         f"{line.removeprefix('offsets_')} {r[f'{line}_first_s']:.2f} s" for line in notes
     )
