@@ -49,6 +49,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench import offset_commits
+
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 128
 PRODUCERS = 40
@@ -479,6 +481,8 @@ def print_size(r: dict) -> None:
     print(_line("floor", r["floor_s"], rows))
     print(_line("transfer", r["transfer_s"], rows, f"transfer/floor {r['transfer_ratio']:.2f}"))
     if "audit_s" not in r:
+        if "offset_commits" in r:
+            print_offsets(r)
         return
     print(
         _line(
@@ -513,6 +517,8 @@ def print_size(r: dict) -> None:
             f"Python workers {r['python_workers_peak_mb']:,} MB"
         )
     print(memory)
+    if "offset_commits" in r:
+        print_offsets(r)
     if "duckdb_compare" in r:
         print(
             "  findings   (finding_type, topic, partition, base_offset) against ours "
@@ -594,15 +600,27 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
         lines["audit"] = audit
     # Memory is sampled in the warm-up round only: reading the workers' smaps_rollup takes their
     # memory map's lock, so a sampled run is not a timed one.
-    best = interleaved(lines, args.repeat, warm_up={"audit": lambda: memory.run(audit)})
+    warm_up = {"audit": lambda: memory.run(audit)}
+    offsets_memory = MemorySampler(spark)
+    offsets_data = None
+    if args.offset_commits and largest:
+        offsets_data = offset_commits.ensure_data(args.offset_commits)
+        offsets = offset_commits.offset_lines(spark, offsets_data)
+        lines.update(offsets)
+        warm_up["offsets_replay"] = lambda: offsets_memory.run(offsets["offsets_replay"])
+    best = interleaved(lines, args.repeat, warm_up=warm_up)
     floor_s, transfer_s = best["floor"], best["transfer"]
     result = {"rows": rows, "cores": spark.sparkContext.defaultParallelism,
               "floor_s": round(floor_s, 2), "transfer_s": round(transfer_s, 2),
               "transfer_ratio": round(transfer_s / floor_s, 2),
               "floor_batches_per_s": int(rows / floor_s)}  # fmt: skip
+    if offsets_data is not None:
+        result.update(offsets_figures(spark, offsets_data, best, lines, offsets_memory))
     if args.no_audit:
         return result
     audit_s = best["audit"]
+    if offsets_data is not None:
+        result["offsets_added_pct"] = round(100 * best["offsets_stage"] / audit_s, 1)
     result.update(memory.figures())
     result.update({"audit_s": round(audit_s, 2), "ratio": round(audit_s / floor_s, 2),
                    "audit_transfer_ratio": round(audit_s / transfer_s, 2),
@@ -623,6 +641,56 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
         result["pipeline_s"] = round(pipeline_s, 2)
         result["pipeline_batches_per_s"] = int(rows / pipeline_s)
     return result
+
+
+def offsets_figures(
+    spark, data: Path, best: dict, lines: dict[str, Callable[[], None]], memory: MemorySampler
+) -> dict:
+    """The processing audit's lines over the coordinator records (`--offset-commits`)."""
+    records = pq.ParquetDataset(str(data)).read(columns=["offset"]).num_rows
+    out = {"offset_commits": records, "offsets_mix": offset_commits.replay_mix(spark, data)}
+    for line in ("offsets_transfer", "offsets_replay", "offsets_stage"):
+        out[f"{line}_s"] = round(best[line], 2)
+        out[f"{line}_first_s"] = round(best[f"{line}_first"], 2)
+    for line in ("offsets_transfer", "offsets_replay", "offsets_stage"):
+        meter = getattr(lines[line], "meter", None)
+        least = meter.least(line) if meter is not None else None
+        if least is not None:
+            out[f"{line}_jvm_cpu_s"], out[f"{line}_python_cpu_s"] = (round(c, 2) for c in least)
+    workers = memory.figures().get("python_workers_peak_mb")
+    if workers is not None:
+        out["offsets_python_workers_peak_mb"] = workers
+    return out
+
+
+def print_offsets(r: dict) -> None:
+    """The processing audit's lines (`--offset-commits`), and what they add to the audit."""
+    records = r["offset_commits"]
+    header = f"{'line':<10} {'seconds':>9} {'records/s':>13}   {'CPU-s: JVM':>10} {'Python':>7}"
+    print(f"  {records:,} coordinator records (__consumer_offsets), same rounds\n  {header}")
+    notes = {
+        "offsets_transfer": "read, validated, shuffled, sorted, handed to Python (no replay)",
+        "offsets_replay": "the same and the replay, its history into the no-op sink",
+        "offsets_stage": "the pipeline's processing stage, its tables into the no-op sink",
+    }
+    for line, note in notes.items():
+        cpu = " " * 18
+        if f"{line}_jvm_cpu_s" in r:
+            cpu = f"{r[f'{line}_jvm_cpu_s']:10.2f} {r[f'{line}_python_cpu_s']:7.2f}"
+        print(_line(line.removeprefix("offsets_"), r[f"{line}_s"], records, f"{cpu}   {note}"))
+    first = ", ".join(
+        f"{line.removeprefix('offsets_')} {r[f'{line}_first_s']:.2f} s" for line in notes
+    )
+    print(f"  first runs (warm-up, not in the best): {first}")
+    if "offsets_added_pct" in r:
+        print(f"  adds       {r['offsets_added_pct']:.0f}% to the audit of {r['rows']:,} batches "
+              f"({r['offsets_stage_s']:.2f} s on {r['audit_s']:.2f} s)")  # fmt: skip
+    if "offsets_python_workers_peak_mb" in r:
+        print(f"  memory     Python workers {r['offsets_python_workers_peak_mb']:,} MB (replay)")
+    mix = r["offsets_mix"]
+    print("  rows       " + ", ".join(f"{k} {v:,}" for k, v in mix["rows"].items()))
+    print("  findings   " + ", ".join(f"{k} {v:,}" for k, v in mix["findings"].items()))
+    sys.stdout.flush()
 
 
 def skewed(spark, rows: int, uniform: dict | None) -> dict:
@@ -697,6 +765,15 @@ def main() -> None:
         action="store_true",
         help="also audit a skewed input of the largest size (one partition 30%% of the batches, "
         "one producer 30%% of that partition), generated under bench/data/batches-skew-<rows>",
+    )
+    parser.add_argument(
+        "--offset-commits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also time the processing audit of about N __consumer_offsets records (generated "
+        "once under bench/data/offset-commits-N) in the rounds of the largest size, and print "
+        "what it adds to that size's audit",
     )
     args = parser.parse_args()
 

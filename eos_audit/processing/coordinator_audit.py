@@ -2,8 +2,9 @@
 
 The decoded coordinator records and markers (`sources.kafka.coordinator_*`, the
 coordinator_records contract) are shuffled once by `__consumer_offsets` partition, sorted by
-offset within it, and replayed by `offset_metadata_manager` inside `mapInArrow`: a partition's
-records never meet the driver. The
+offset within it, and replayed inside `mapInArrow` by the compiled loop of `offset_kernel` (the
+rule of `offset_metadata_manager`, its reference, over columns): a partition's records never
+meet the driver. The
 `__transaction_state` records need no replay: each is a state transition of its transactional.id
 and becomes one `transaction_log` row, with the state before it from a window over the id.
 """
@@ -11,7 +12,6 @@ and becomes one `transaction_log` row, with the state before it from a window ov
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.offset_metadata_manager import Event, OffsetMetadataManager, OffsetRow
+from eos_audit.processing.offset_runner import replay_batches
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
 from eos_audit.sinks.finding_rows import coded_finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
@@ -39,7 +39,6 @@ SOURCE_ERROR = "_source_error"
 # The finding types the replay of the offsets raises (the others of the processing audit join
 # its records with the partitions' transactions).
 REPLAY_TYPES = ("OFFSET_REWIND", "MIXED_OFFSET_COMMITS", "CONCURRENT_OFFSET_OWNERS")
-_ROWS_PER_BATCH = 4096
 _EVENTS = T.StructType(
     [
         T.StructField("coordinator_partition", T.IntegerType()),
@@ -120,61 +119,15 @@ def offset_events(records: DataFrame) -> DataFrame:
     )
 
 
-def _history_row(row: OffsetRow, coordinator_partition: int) -> dict:
-    event = row.event
-    return {
-        "group_id": event.group_id, "topic": event.topic, "partition": event.partition,
-        "committed_offset": event.committed_offset, "leader_epoch": event.leader_epoch,
-        "metadata": event.metadata, "commit_timestamp_ms": event.commit_timestamp_ms,
-        "kind": row.kind, "outcome": row.outcome,
-        "previous_committed_offset": row.previous_committed_offset,
-        "producer_id": event.producer_id, "producer_epoch": event.producer_epoch,
-        "marker_offset": row.marker_offset, "coordinator_partition": coordinator_partition,
-        "record_offset": event.offset, "timestamp": event.timestamp, "source": event.source,
-        "findings": [asdict(f) for f in row.findings],
-    }  # fmt: skip
-
-
-def _event(values: dict) -> Event:
-    """An `Event` of an `_EVENTS` row (its `coordinator_partition` taken out)."""
-    if values["producer_id"] is None:
-        values["producer_id"] = -1
-    if values["producer_epoch"] is None:
-        values["producer_epoch"] = -1
-    values["is_tombstone"] = bool(values["is_tombstone"])
-    return Event(**values)
-
-
 def _replay_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow: each `__consumer_offsets` partition's events, sorted, replayed in turn.
 
     A task's rows are sorted by (partition, offset), so a partition's events arrive together
-    and in order, and the replay runs as they stream: its memory is the partition's keys and
-    open transactions, never its records.
+    and in order, and the replay runs as they stream, compiled (`offset_runner`, `offset_kernel`:
+    `offset_metadata_manager`'s rule over columns): its memory is the partition's keys and open
+    transactions, never its records.
     """
-    out: list[dict] = []
-    current: int | None = None
-    manager: OffsetMetadataManager | None = None
-
-    def rows(decided: Iterator[OffsetRow], partition: int) -> Iterator[pa.RecordBatch]:
-        for row in decided:
-            out.append(_history_row(row, partition))
-            if len(out) >= _ROWS_PER_BATCH:
-                yield pa.RecordBatch.from_pylist(out, schema=_HISTORY_ARROW)
-                out.clear()
-
-    for batch in batches:
-        for values in batch.to_pylist():
-            partition = values.pop("coordinator_partition")
-            if partition != current:
-                if manager is not None:
-                    yield from rows(manager.finish(), current)
-                current, manager = partition, OffsetMetadataManager()
-            yield from rows(manager.apply(_event(values)), partition)
-    if manager is not None:
-        yield from rows(manager.finish(), current)
-    if out:
-        yield pa.RecordBatch.from_pylist(out, schema=_HISTORY_ARROW)
+    yield from replay_batches(batches, _HISTORY_ARROW)
 
 
 def replay_offsets(events: DataFrame) -> DataFrame:

@@ -21,7 +21,10 @@ The materialization rule (`OffsetMetadataManager.replay` and `replayEndTransacti
 A plain commit's producer id is -1 (`RecordBatch.NO_PRODUCER_ID`): Kafka 4.x tells the two kinds
 by the producer id, not by the batch's transactional flag, and so does this replay.
 
-The module imports no Spark: `coordinator_audit` runs it per partition inside `mapInArrow`.
+This module is the readable reference of the rule. An audit runs the same rule compiled, over
+Arrow columns (`offset_kernel`, through `offset_runner` inside `coordinator_audit`'s
+`mapInArrow`): tests/processing/test_offset_kernel.py replays random streams through both and
+requires the same rows and findings, so a change to the rule is made in both.
 """
 
 from __future__ import annotations
