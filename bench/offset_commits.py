@@ -300,7 +300,7 @@ def offset_lines(spark, data: Path) -> dict:
     """
     from types import SimpleNamespace
 
-    from eos_audit.audit import pipeline
+    from eos_audit.audit import output_records, pipeline
     from eos_audit.config import AuditConfig
     from eos_audit.processing.coordinator_audit import offset_events, replay_offsets
     from eos_audit.sources.tabular.coordinator_records import read_coordinator_records_table
@@ -326,8 +326,13 @@ def offset_lines(spark, data: Path) -> dict:
         root = Path(tempfile.mkdtemp(prefix="eos-bench-offsets-"))
         try:
             staging = SimpleNamespace(subdir=lambda name: str(root / name))
+            # The stage joins the batch audit's staged transactions and partitions, which these
+            # records come without: an empty stage in their place.
+            staged = str(root / "staged")
+            empty = spark.createDataFrame([], output_records.OUTPUT_RECORD)
+            empty.write.partitionBy("kind").parquet(staged)
             tables = pipeline._stage_processing(
-                spark, records(), AuditConfig(), "bench", staging, str(root / "staged")
+                spark, records(), AuditConfig(), "bench", staging, staged, None
             )
             for table in (tables.consumer_offsets, tables.transaction_log):
                 table.write.format("noop").mode("overwrite").save()
