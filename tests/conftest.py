@@ -184,6 +184,8 @@ def _start_real_kafka(config: pytest.Config) -> None:
     from tests.jars import KAFKA_3_JARS, KAFKA_4_JARS
 
     markers = config.option.markexpr or ""
+    if config.option.collectonly:  # nothing will run: no brokers to start and leave behind
+        return
     if not config.getoption("numprocesses", None) or (markers and "kafka" not in markers):
         return
     if "not kafka" in markers or not (KAFKA_4_JARS.present() and KAFKA_3_JARS.present()):
