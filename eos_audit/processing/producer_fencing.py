@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
@@ -30,8 +31,6 @@ from eos_audit.sources.kafka.coordinator_keys import (
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
-
-SOURCE_ERROR = "_source_error"
 
 
 def prepare_fence_producer_epoch(

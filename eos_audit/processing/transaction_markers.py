@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -40,7 +41,6 @@ from eos_audit.sql_text import lookup
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
-SOURCE_ERROR = "_source_error"
 PREPARED = {"PrepareCommit": "COMMIT", "PrepareAbort": "ABORT"}
 _NEVER = 2**63 - 1  # the end of a transaction still open when the export was taken
 COMPLETED = {"CompleteCommit": "COMMIT", "CompleteAbort": "ABORT"}
