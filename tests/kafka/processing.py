@@ -399,6 +399,32 @@ def auto_commit(cluster: Cluster) -> Played:
 OPEN_AFTER_COMMIT_S = 2.5
 
 
+def _transactional_producer(cluster: Cluster, played: Played, transactional_id: str):
+    """A librdkafka transactional producer, its transactions initialised."""
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
+        "transaction.timeout.ms": played.transaction_timeout_ms, "linger.ms": 0,
+    })  # fmt: skip
+    producer.init_transactions(30)
+    return producer
+
+
+def _assigned_consumer(cluster: Cluster, played: Played, topic: str, isolation: str):
+    """A librdkafka consumer of the scenario's group, assigned `topic`'s partition 0 from 0,
+    committing only when told to."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "isolation.level": isolation, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    return consumer
+
+
 def aborted_read(cluster: Cluster) -> Played:
     """A downstream group commits past open transactions, read at read_uncommitted: one that
     then commits, one that then aborts.
@@ -409,7 +435,7 @@ def aborted_read(cluster: Cluster) -> Played:
     a moment later. The same again with a transaction that aborts. A read_committed consumer
     could not have read either before its marker.
     """
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     named = names("aborted_read", cluster.jars.name)
     transactional_id = named.pop("transactional_id")
@@ -420,17 +446,8 @@ def aborted_read(cluster: Cluster) -> Played:
     cluster.create_topic(played.output_topic, partitions=1)
     # A minute: its transactions stay open on purpose, a loaded machine must not time them out.
     played.transaction_timeout_ms = 60_000
-    producer = Producer({
-        "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
-        "transaction.timeout.ms": played.transaction_timeout_ms, "linger.ms": 0,
-    })  # fmt: skip
-    producer.init_transactions(30)
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
-        "isolation.level": "read_uncommitted", "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })  # fmt: skip
-    consumer.assign([TopicPartition(played.output_topic, 0, 0)])
+    producer = _transactional_producer(cluster, played, transactional_id)
+    consumer = _assigned_consumer(cluster, played, played.output_topic, "read_uncommitted")
     position = 0
     try:
         for outcome in ("commit", "abort"):
@@ -474,7 +491,7 @@ def two_owners(cluster: Cluster) -> Played:
     producer doing consume-transform-produce by hand, so that the two transactions' offset
     commits are both pending before either commits, as two copiers' may be, every time.
     """
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import TopicPartition
 
     played = _start(cluster, "two_owners", partitions=1, records=60)
     first = played.transactional_ids[0]
@@ -482,17 +499,8 @@ def two_owners(cluster: Cluster) -> Played:
     played.transaction_timeout_ms = 60_000
     owners = []
     for transactional_id in played.transactional_ids:
-        producer = Producer({
-            "bootstrap.servers": cluster.bootstrap, "transactional.id": transactional_id,
-            "transaction.timeout.ms": played.transaction_timeout_ms, "linger.ms": 0,
-        })  # fmt: skip
-        producer.init_transactions(30)
-        consumer = Consumer({
-            "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
-            "isolation.level": "read_committed", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        })  # fmt: skip
-        consumer.assign([TopicPartition(played.input_topic, 0, 0)])
+        producer = _transactional_producer(cluster, played, transactional_id)
+        consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
         owners.append((producer, consumer))
     wanted = played.input_records // 2
     try:
