@@ -16,8 +16,6 @@ what the runner holds grows with the open transactions, never with the records.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -308,17 +306,8 @@ def replay_batches(
 
 def uncompiled_kernel() -> ModuleType:
     """A second copy of the offset kernel, left as plain Python (for tests and debugging)."""
-    spec = importlib.util.spec_from_file_location(
-        "eos_audit.processing._offset_kernel_uncompiled", offset_kernel.__file__
-    )
-    module = importlib.util.module_from_spec(spec)
-    previous = os.environ.get("EOS_AUDIT_JIT")
-    os.environ["EOS_AUDIT_JIT"] = "0"
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if previous is None:
-            del os.environ["EOS_AUDIT_JIT"]
-        else:
-            os.environ["EOS_AUDIT_JIT"] = previous
-    return module
+    # Here, not at the top: the replay's runner compiles the broker kernel as it is imported,
+    # which an offset replay on an executor must not wait for.
+    from eos_audit.replay.runner import uncompiled_copy
+
+    return uncompiled_copy(offset_kernel, "eos_audit.processing._offset_kernel_uncompiled")

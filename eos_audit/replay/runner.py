@@ -630,9 +630,19 @@ def lookup_table(indexed: int, width: int) -> np.ndarray:
 
 def uncompiled_kernel() -> ModuleType:
     """A second copy of the kernel module, left as plain Python (for tests and debugging)."""
-    spec = importlib.util.spec_from_file_location(
-        "eos_audit.replay._kernel_uncompiled", kernel.__file__
-    )
+    return uncompiled_copy(kernel, "eos_audit.replay._kernel_uncompiled")
+
+
+def uncompiled_copy(compiled: ModuleType, name: str) -> ModuleType:
+    """A plain-Python copy of a module that compiles itself on import.
+
+    Loaded as `name` with compiling off (`EOS_AUDIT_JIT=0`): the same functions, uncompiled.
+
+    Args:
+        compiled: the module (the replay kernel, the offset kernel).
+        name: the copy's module name.
+    """
+    spec = importlib.util.spec_from_file_location(name, compiled.__file__)
     module = importlib.util.module_from_spec(spec)
     previous = os.environ.get("EOS_AUDIT_JIT")
     os.environ["EOS_AUDIT_JIT"] = "0"
