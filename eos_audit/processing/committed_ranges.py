@@ -25,10 +25,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
+from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.sinks.finding_rows import coded_finding_struct
-from eos_audit.sources.kafka.coordinator_keys import (
-    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
-)
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
@@ -91,19 +89,7 @@ def offset_out_of_range(
 
 def _findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
     values = {
-        "topic": F.lit(CONSUMER_OFFSETS),
-        "partition": F.col("coordinator_partition"),
-        "producer_id": F.col("producer_id"),
-        "producer_epoch": F.col("producer_epoch"),
-        "base_offset": F.col("record_offset"),
-        "last_offset": F.col("record_offset"),
-        "batch_timestamp": F.col("timestamp"),
-        "source": F.col("source"),
-        "group_id": F.col("group_id"),
-        "committed_topic": F.col("topic"),
-        "committed_partition": F.col("partition"),
-        "committed_offset": F.col("committed_offset"),
-        "kind": F.col("kind"),
+        **commit_record_values(F.col),
         "committed_at": F.col("committed_at"),
         "log_start_offset": F.col("log_start_offset"),
         "log_end_offset": F.col("log_end_offset"),

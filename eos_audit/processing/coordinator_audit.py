@@ -11,11 +11,11 @@ and becomes one `transaction_log` row, with the state before it from a window ov
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -183,28 +183,40 @@ def transaction_log_table(records: DataFrame, run_id: str) -> DataFrame:
     )
 
 
+def commit_record_values(of: Callable[[str], Column]) -> dict[str, Column]:
+    """The findings columns and evidence of a finding about one OffsetCommit record.
+
+    Where it is (its `__consumer_offsets` partition and offset), its producer and time, and
+    which group committed which offset of which input partition, from the replay history's
+    columns as `of(name)` gives them.
+    """
+    return {
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": of("coordinator_partition"),
+        "producer_id": of("producer_id"),
+        "producer_epoch": of("producer_epoch"),
+        "base_offset": of("record_offset"),
+        "last_offset": of("record_offset"),
+        "batch_timestamp": of("timestamp"),
+        "source": of("source"),
+        "group_id": of("group_id"),
+        "committed_topic": of("topic"),
+        "committed_partition": of("partition"),
+        "committed_offset": of("committed_offset"),
+        "kind": of("kind"),
+    }
+
+
 def processing_findings(history: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
     """The findings of the coordinator replay, in the FINDINGS contract."""
     exploded = history.select("*", F.explode("findings").alias("f")).drop("findings")
     f = F.col("f")
     aborted = f["cause"] == "ABORTED_RANGE_COMMITTED"
     values = {
+        **commit_record_values(F.col),
         "cause": f["cause"],
-        "topic": F.lit(CONSUMER_OFFSETS),
-        "partition": F.col("coordinator_partition"),
-        "producer_id": F.col("producer_id"),
-        "producer_epoch": F.col("producer_epoch"),
-        "base_offset": F.col("record_offset"),
-        "last_offset": F.col("record_offset"),
         "previous_offset": F.coalesce(f["previous_record_offset"], f["other_record_offset"]),
-        "batch_timestamp": F.col("timestamp"),
-        "source": F.col("source"),
-        "group_id": F.col("group_id"),
-        "committed_topic": F.col("topic"),
-        "committed_partition": F.col("partition"),
-        "committed_offset": F.col("committed_offset"),
         "previous_committed_offset": f["previous_committed_offset"],
-        "kind": F.col("kind"),
         "marker_offset": F.col("marker_offset"),
         "other_producer_id": f["other_producer_id"],
         "aborted_from": f["aborted_from"],

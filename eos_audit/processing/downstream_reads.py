@@ -23,10 +23,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
+from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.sinks.finding_rows import coded_finding_struct
-from eos_audit.sources.kafka.coordinator_keys import (
-    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
-)
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
@@ -119,20 +117,11 @@ def _findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
             t["outcome"], t["marker_offset"], t["ended_at"] - c["committed_at"],
         )
     )  # fmt: skip
+    # The commit's columns are in `c`, but its input partition is the stream's key.
     values = {
-        "topic": F.lit(CONSUMER_OFFSETS),
-        "partition": c["coordinator_partition"],
-        "producer_id": c["producer_id"],
-        "producer_epoch": c["producer_epoch"],
-        "base_offset": c["record_offset"],
-        "last_offset": c["record_offset"],
-        "batch_timestamp": c["timestamp"],
-        "source": c["source"],
-        "group_id": c["group_id"],
-        "committed_topic": F.col("topic"),
-        "committed_partition": F.col("partition"),
-        "committed_offset": c["committed_offset"],
-        "kind": c["kind"],
+        **commit_record_values(
+            lambda name: F.col(name) if name in ("topic", "partition") else c[name]
+        ),
         "committed_at": c["committed_at"],
         "transaction_producer_id": t["producer_id"],
         "transaction_first_offset": t["first_offset"],
