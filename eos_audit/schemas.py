@@ -439,6 +439,13 @@ TRANSACTIONS_COLUMNS: list[Column] = [
     ),
     Column("hanging", T.BooleanType(), False, "open longer than the timeout plus grace"),
     Column("batches", T.LongType(), True, "transactional data batches in the transaction"),
+    Column(
+        "records",
+        T.LongType(),
+        True,
+        "data records in the transaction's batches; null when it began before the log this run "
+        "replayed (a seeded open transaction)",
+    ),
     Column("first_timestamp", T.LongType(), True, "timestamp of the first batch, ms"),
     Column("end_timestamp", T.LongType(), True, "timestamp of the marker, ms"),
     Column(

@@ -48,6 +48,7 @@ from eos_audit.replay.basics import (
 )
 from eos_audit.replay.emit import (
     emit,
+    record_estimate,
 )
 from eos_audit.replay.producer_entry import (
     add_batch,
@@ -331,8 +332,11 @@ def append_data_batch(e, row, part, timestamp, coverage_end):
             e.txn_first_timestamp = timestamp
             e.txn_start_epoch = epoch
             e.txn_batches = 0
+            e.txn_records = 0
             e.txn_first_occurrence = part.occurrence
         e.txn_batches += 1
+        if e.txn_records != NULL:
+            e.txn_records += record_estimate(row)
 
 
 def append_end_txn_marker(e, row, part, out, timestamp):
@@ -380,6 +384,7 @@ def close_transaction(e, row, part, out, timestamp):
     t.outcome = marker_outcome(row.control_type)
     t.hanging = False
     t.batches = e.txn_batches
+    t.records = e.txn_records
     t.first_timestamp = e.txn_first_timestamp
     t.end_timestamp = timestamp
     if timestamp != NULL and e.txn_first_timestamp != NULL:
@@ -405,5 +410,7 @@ def load_seed_state(e, row, timestamp):
         e.txn_first_timestamp = timestamp
         e.txn_start_epoch = row.producer_epoch
         e.txn_batches = 0
+        # Its records before the seed are not in this run's log: the count is unknown.
+        e.txn_records = NULL
         e.txn_first_occurrence = 0
     e.last_timestamp = timestamp

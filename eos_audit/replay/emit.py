@@ -216,6 +216,7 @@ def emit_open_transaction(e, part, out, tp_row, clock, params):
     t.outcome = OPEN
     t.hanging = hanging
     t.batches = e.txn_batches
+    t.records = e.txn_records
     t.first_timestamp = e.txn_first_timestamp
     t.end_timestamp = NULL
     t.duration_ms = age

@@ -110,6 +110,7 @@ PRODUCER_STATE_ENTRY = np.dtype(
         ("txn_first_timestamp", np.int64),
         ("txn_start_epoch", np.int64),
         ("txn_batches", np.int64),
+        ("txn_records", np.int64),  # NULL when the transaction began before the replayed log
         ("txn_first_occurrence", np.int64),
         # -- the producer epoch being summarised (producer_sessions), flushed when it changes --
         ("has_audited", np.bool_),
@@ -230,6 +231,7 @@ TRANSACTION_EVENT = np.dtype(
         ("outcome", np.int64),  # ControlType code, or OPEN
         ("hanging", np.bool_),
         ("batches", np.int64),
+        ("records", np.int64),
         ("first_timestamp", np.int64),
         ("end_timestamp", np.int64),
         ("duration_ms", np.int64),

@@ -135,3 +135,22 @@ def test_a_marker_whose_type_the_export_does_not_show_closes_its_transaction_as_
         actual = transactions_of(rec).select("first_offset", "marker_offset", "outcome")
         assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
         assert findings_of(rec).count() == 0
+
+
+def test_a_transaction_counts_its_data_records(spark):
+    """`records`: its data batches' records (markers and other producers' batches not counted)."""
+    rows = [
+        txn(0, 0, 1, 0, records=3),
+        data(3, 2, seq=0, pid=4, max_timestamp=500),  # another producer's batch inside its span
+        txn(5, 3, 1, 1_000, records=2),
+        marker(7, pid=1, max_timestamp=2_000),
+        txn(8, 5, 1, 3_000, records=4),  # left open
+    ]
+    expected = spark.createDataFrame(
+        [(0, "COMMIT", 2, 5), (8, "OPEN", 1, 4)],
+        "first_offset long, outcome string, batches long, records long",
+    )
+    audited = replay_plan.audit(to_canonical(batches_df(spark, rows)), AuditConfig(), "r")
+    with computed_once(audited) as rec:
+        actual = transactions_of(rec).select("first_offset", "outcome", "batches", "records")
+        assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
