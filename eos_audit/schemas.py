@@ -334,6 +334,7 @@ PARTITION_STATS = T.StructType(
         T.StructField("replica_batches", T.LongType(), False),
         T.StructField("batches_with_producer_id", T.LongType(), False),
         T.StructField("records", T.LongType(), True),
+        T.StructField("markers", T.LongType(), True),
         T.StructField("max_timestamp", T.LongType(), True),
         T.StructField("batches_skipped", T.LongType(), False),
     ]
@@ -352,7 +353,12 @@ PARTITION_SUMMARY_COLUMNS: list[Column] = [
         "batches (of any replica) below the offset the seeding run's state covers "
         "(--since-state): that run audited them; null in rows written before this column existed",
     ),  # fmt: skip
-    Column("records", T.LongType(), True, "records in the audited batches"),
+    Column("records", T.LongType(), True, "records in the audited batches, markers included"),
+    Column(
+        "markers", T.LongType(), True,
+        "control batches (transaction markers, one record each) among the audited batches; null "
+        "in rows written before this column existed",
+    ),  # fmt: skip
     Column("producers", T.LongType(), False, "producer ids seen"),
     Column("batches_with_producer_id", T.LongType(), False, "batches carrying a producer id"),
     Column(

@@ -16,8 +16,8 @@ from eos_audit.sql_text import cast
 
 SESSION_KEYS = ["topic", "partition", "producer_id", "producer_epoch"]
 # The kernel's partition statistics that add up over partials.
-_SUMMED_STATS = ("batches", "replica_batches", "batches_skipped", "records", "producers",
-                 "batches_with_producer_id")  # fmt: skip
+_SUMMED_STATS = ("batches", "replica_batches", "batches_skipped", "records", "markers",
+                 "producers", "batches_with_producer_id")  # fmt: skip
 
 
 def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
@@ -64,6 +64,7 @@ def partition_summary(staged: DataFrame, run_id: str) -> DataFrame:
         "replica_batches",
         "batches_skipped",
         "records",
+        "markers",
         *[F.coalesce(F.col(c), F.lit(0)).alias(c) for c in counts],
         "batches_with_producer_id",
         F.when(F.col("batches") > 0, F.col("batches_with_producer_id") / F.col("batches")).alias(

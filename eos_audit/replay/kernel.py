@@ -113,6 +113,7 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row,
         p.replica_batches = part.replica_batches
         p.batches_with_producer_id = part.batches_with_producer_id
         p.records = part.records if part.batches > 0 else NULL
+        p.markers = part.markers if part.batches > 0 else NULL
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
         p.batches_skipped = part.skipped_batches

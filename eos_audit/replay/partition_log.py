@@ -60,6 +60,7 @@ def begin_partition(part, partition):
     part.replica_batches = 0
     part.batches_with_producer_id = 0
     part.records = 0
+    part.markers = 0
     part.max_timestamp = NULL
     part.latest_timestamp = NULL
     part.producers = 0
@@ -171,6 +172,8 @@ def count_audited_batch(row, part):
     if row.producer_id >= 0:
         part.batches_with_producer_id += 1
     part.records += record_estimate(row)
+    if row.is_control:
+        part.markers += 1
     part.max_timestamp = max_or_null(part.max_timestamp, row.timestamp)
     if row.timestamp != NULL and row.timestamp >= 0:
         part.latest_timestamp = max_or_null(part.latest_timestamp, row.timestamp)

@@ -164,6 +164,7 @@ PARTITION_STATE = np.dtype(
         ("replica_batches", np.int64),
         ("batches_with_producer_id", np.int64),
         ("records", np.int64),
+        ("markers", np.int64),  # control batches (transaction markers)
         ("max_timestamp", np.int64),
         ("latest_timestamp", np.int64),  # highest non-negative timestamp: the log's clock
         ("producers", np.int64),  # producer slots in use
@@ -270,6 +271,7 @@ PARTITION_EVENT = np.dtype(
         ("replica_batches", np.int64),
         ("batches_with_producer_id", np.int64),
         ("records", np.int64),
+        ("markers", np.int64),
         ("max_timestamp", np.int64),
         ("producers", np.int64),
         ("batches_skipped", np.int64),
