@@ -83,14 +83,20 @@ class TransactionsConfig:
 
 @dataclass(frozen=True)
 class ProcessingConfig:
-    """The processing audit's tolerance of brokers' clocks (docs/rules.md#exactly-once-processing).
+    """The processing audit's settings (docs/rules.md#exactly-once-processing).
 
     Its rules compare times two brokers stamped: a group coordinator's commit time or a
     transaction coordinator's record with a partition leader's marker. A marker up to this far
-    before the other broker's time still counts as after it.
+    before the other broker's time still counts as after it (`clock_skew_ms`).
+
+    `one_to_one_groups` names the consumer groups (wildcards * and ?) whose processors write one
+    output record per input data record, in the transaction that commits its offset: their
+    transactions are checked for input processed twice or never
+    (docs/rules.md#one-to-one-processors).
     """
 
     clock_skew_ms: int = 1000
+    one_to_one_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -546,7 +546,7 @@ _TYPES += [
         "offset {transaction_log_offset}): {reason}.",
         evidence=(
             "check", "transactional_id", "transactions", "transaction_log_partition",
-            "transaction_log_offset",
+            "transaction_log_offset", "group_id",
         ),
         raised_by=PROCESSING,
         offsets_in_log=False,
@@ -650,6 +650,40 @@ _TYPES += [
         evidence=(
             "group_id", "pending_offsets", "open_ms", "transactional_id", "current_state",
             "transaction_log_partition", "transaction_log_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "DUPLICATE_PROCESSING",
+        33,
+        "CRITICAL",
+        "duplicate-processing",
+        "A one-to-one processor's transaction processed input that another of its committed "
+        "transactions had processed already: its outputs hold that input twice.",
+        "Transaction of {transactional_id} (producer {producer_id}, epoch {producer_epoch}) "
+        "committed group {group_id}'s offset of {committed_topic}-{committed_partition} at "
+        "{committed_offset} (record {base_offset}): {processed_twice}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset",
+            "range_start", "range_end", "input_records", "output_records", "transactional_id",
+            "marker_offset",
+        ),
+        raised_by=PROCESSING,
+    ),
+    FindingType(
+        "SKIPPED_INPUT",
+        34,
+        "CRITICAL",
+        "skipped-input",
+        "A one-to-one processor's committed offsets passed input that none of its committed "
+        "transactions turned into output: that input was never processed.",
+        "Transaction of {transactional_id} (producer {producer_id}, epoch {producer_epoch}) "
+        "committed group {group_id}'s offset of {committed_topic}-{committed_partition} at "
+        "{committed_offset} (record {base_offset}): {never_processed}.",
+        evidence=(
+            "group_id", "committed_topic", "committed_partition", "committed_offset",
+            "range_start", "range_end", "input_records", "output_records", "transactional_id",
+            "marker_offset",
         ),
         raised_by=PROCESSING,
     ),

@@ -342,6 +342,7 @@ def _stage_processing(
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
     from eos_audit.processing.hanging_offsets import find_hanging_transactions
+    from eos_audit.processing.one_to_one import send_offsets_to_transaction
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
 
@@ -366,6 +367,11 @@ def _stage_processing(
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(find_hanging_transactions(history, records, config, run_id, as_of_ms))
     )
+    one_to_one = send_offsets_to_transaction(
+        records, history, transactions, partitions, config, run_id
+    )
+    if one_to_one is not None:
+        findings = findings.unionByName(one_to_one)
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )

@@ -105,11 +105,18 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
     )
 
 
-def _matched(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
+def matched_markers(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
     """Each prepared partition with the marker that ended its producer's transaction there.
 
-    `marker` when one did; otherwise `later`, the producer's next transaction there (the first
-    time of its data, and its marker if it has one).
+    Args:
+        prepared: `prepared_partitions`' rows.
+        transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
+
+    Returns:
+        The prepared rows with `marker` when a marker ended the transaction there (its time,
+        epoch, outcome, offset, the transaction's first offset and time and its data records);
+        otherwise `later`, the producer's next transaction there (the first time of its data,
+        and its marker if it has one).
     """
     key = ["topic", "partition", "producer_id"]
     # A transaction still open at the export's end sorts last, as if its marker came never.
@@ -128,6 +135,7 @@ def _matched(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
             F.col("marker_offset").alias("marker_offset"),
             F.col("first_offset").alias("first_offset"),
             F.col("first_timestamp").alias("first_timestamp"),
+            F.col("records").alias("records"),
         ).alias("m"),
     )
     expected = prepared.select(
@@ -201,7 +209,7 @@ def write_txn_markers(
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
     exported = partitions.select("topic", "partition", "max_timestamp")
-    judged = _matched(prepared, transactions).join(exported, ["topic", "partition"], "left")
+    judged = matched_markers(prepared, transactions).join(exported, ["topic", "partition"], "left")
     marker, later = F.col("marker"), F.col("later")
     # Without its marker, the partition's data of the transaction stays open until a later
     # marker of the producer closes it with the next transaction's (or never): the producer's
@@ -329,6 +337,7 @@ def _unverifiable_findings(rows: DataFrame, config: AuditConfig, run_id: str) ->
         "transactions": F.col("transactions"),
         "transaction_log_partition": F.col("transaction_log_partition"),
         "transaction_log_offset": F.col("transaction_log_offset"),
+        "group_id": F.lit(None).cast("string"),  # the one-to-one checks' findings name theirs
     }
     identity = [F.col("transactional_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
     finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)

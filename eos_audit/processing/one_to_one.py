@@ -1,0 +1,462 @@
+"""A one-to-one processor processed each input record once (DUPLICATE_PROCESSING, SKIPPED_INPUT).
+
+A consume-transform-produce processor commits its consumer's position with its outputs
+(`KafkaProducer.sendOffsetsToTransaction`): transaction i commits offset c(i) of an input
+partition, so it processed the input range [c(i-1), c(i)), where c(i-1) is the group's committed
+offset before it. For a processor that writes one output record per input data record (a copier,
+a 1:1 map; `[processing] one_to_one_groups`), what its committed transactions processed must tile
+each input partition, and each transaction must write as many records as its ranges hold data
+records (control records and the records of aborted transactions are not data: a read_committed
+consumer never returns them). Kafka's own `transactions_test.py` checks exactly this of its
+copier. A range that starts below the end of an earlier one was processed twice
+(DUPLICATE_PROCESSING, OVERLAPPING_RANGE); one that starts above it skipped the offsets between
+(SKIPPED_INPUT, RANGE_GAP); a transaction with more outputs than input records repeated some
+(DUPLICATE_PROCESSING, MORE_OUTPUT_THAN_INPUT), with fewer lost some (SKIPPED_INPUT,
+LESS_OUTPUT_THAN_INPUT) (docs/rules.md#duplicate-processing, docs/rules.md#skipped-input).
+
+Where the export cannot count, the check says UNVERIFIABLE with the reason, never pass or fail:
+a `__consumer_offsets` partition that is not whole from offset 0 (compaction or retention removed
+commits, so a range could span several transactions), an input partition with offsets missing or
+markers the export cannot attribute, a range reaching outside the exported input, an aborted or
+undecided transaction straddling a range's end, an output partition not exported, or a
+transaction `__transaction_state` does not show.
+
+The counting is Spark work with no driver: the ranges come from the offset replay's history in
+one window per group and input partition; a range's input records from one stream per input
+partition, where running sums over the partition's transactions give, at any offset, the markers
+and aborted records below it; a transaction's outputs from its markers, matched to its
+`__transaction_state` prepare record (`transaction_markers.matched_markers`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from eos_audit.config import glob_to_java_regex
+from eos_audit.findings import REGISTRY
+from eos_audit.processing.coordinator_audit import commit_record_values
+from eos_audit.processing.transaction_markers import matched_markers, prepared_partitions
+from eos_audit.sinks.finding_rows import coded_finding_struct, finding_struct
+from eos_audit.sources.kafka.coordinator_keys import (
+    CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
+)
+from eos_audit.sql_text import lookup
+
+if TYPE_CHECKING:
+    from eos_audit.config import AuditConfig
+
+ONE_TO_ONE_TYPES = ("DUPLICATE_PROCESSING", "SKIPPED_INPUT")
+KEY = ["group_id", "topic", "partition"]
+_TRANSACTION = ["coordinator_partition", "marker_offset", "group_id"]
+
+_REASONS = {
+    "OFFSETS_NOT_WHOLE": "the __consumer_offsets partition holding the group is not whole from "
+    "offset 0 in the export (compacted or deleted commits): a range could span several "
+    "transactions",
+    "RANGE_START_UNKNOWN": "the group's offset had been deleted before this commit, so where "
+    "its transaction began reading is not in the log",
+    "INPUT_NOT_EXPORTED": "the input partition is not in the export",
+    "INPUT_NOT_WHOLE": "the input partition has offsets the export does not hold (compaction, "
+    "or batches not read)",
+    "MARKERS_NOT_ATTRIBUTED": "the input partition holds markers of transactions the export "
+    "does not show, so its data records cannot be counted",
+    "EXPORT_DOES_NOT_SPAN": "the range reaches outside the exported input partition",
+    "RANGE_SPLITS_TRANSACTION": "an aborted, undecided or open transaction of the input "
+    "straddles an end of the range",
+    "OUTPUTS_NOT_COUNTED": "an output partition of the transaction is not exported, or its "
+    "marker's type or records are not shown",
+    "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
+    "outputs are unknown",
+}
+
+
+def send_offsets_to_transaction(
+    records: DataFrame,
+    history: DataFrame,
+    transactions: DataFrame,
+    partitions: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+) -> DataFrame | None:
+    """DUPLICATE_PROCESSING, SKIPPED_INPUT and UNVERIFIABLE findings of the one-to-one groups.
+
+    Named after `KafkaProducer.sendOffsetsToTransaction`, the call whose promise this checks:
+    the offsets a transaction commits are the input it turned into its outputs.
+
+    Args:
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        transactions: the audit's transactions (TRANSACTIONS columns, `records` included).
+        partitions: the audit's partition statistics (kernel partials: topic, partition,
+            first_offset, last_offset, records, markers).
+        config: the run configuration (`processing.one_to_one_groups`, severities).
+        run_id: the run id.
+
+    Returns:
+        FINDINGS rows, or None when no group is declared one-to-one.
+    """
+    groups = config.processing.one_to_one_groups
+    if not groups:
+        return None
+    pattern = "|".join(f"(?:{glob_to_java_regex(g)})" for g in groups)
+    logs = _logs(partitions, transactions)
+    ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), logs)
+    counted = _input_records(ranges, transactions, logs)
+    outputs = _outputs(records, transactions, logs, config.processing.clock_skew_ms)
+    judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
+    return (
+        _range_findings(judged, config, run_id)
+        .unionByName(_count_findings(judged, config, run_id))
+        .unionByName(_unverifiable(judged, config, run_id))
+    )
+
+
+def _logs(partitions: DataFrame, transactions: DataFrame) -> DataFrame:
+    """Each exported partition's offsets, and whether its records can be counted by offset.
+
+    `whole`: every offset from the first to the last holds a record (the batches' records add
+    up to the span); `attributed`: every marker closes a transaction of the transactions table
+    (a marker of a transaction without data there closes none, and would count as a record).
+    """
+    closed = (
+        transactions.where(F.col("marker_offset").isNotNull())
+        .groupBy("topic", "partition")
+        .agg(F.count(F.lit(1)).alias("closed"))
+    )
+    stats = partitions.groupBy("topic", "partition").agg(
+        F.min("first_offset").alias("log_start"),
+        (F.max("last_offset") + 1).alias("log_end"),
+        F.sum("records").alias("records"),
+        F.sum("markers").alias("markers"),
+    )
+    return stats.join(closed, ["topic", "partition"], "left").select(
+        "topic",
+        "partition",
+        "log_start",
+        "log_end",
+        F.coalesce(F.col("records") == F.col("log_end") - F.col("log_start"), F.lit(False)).alias(
+            "whole"
+        ),
+        F.coalesce(F.col("markers") == F.coalesce("closed", F.lit(0)), F.lit(False)).alias(
+            "attributed"
+        ),
+    )
+
+
+def _ranges(history: DataFrame, logs: DataFrame) -> DataFrame:
+    """Each applied transactional commit with the input range its transaction processed.
+
+    `range_start` is the group's offset it replaced (the input's first exported offset for the
+    group's first commit); `covered_to` the highest offset an earlier committed transaction of
+    the key reached, against which the range overlaps or leaves a gap. `reason` says why the
+    range cannot be judged.
+    """
+    applied = history.where(F.col("outcome") == "APPLIED")
+    # The order the coordinator applied them: a transactional commit at its marker.
+    order = Window.partitionBy(*KEY).orderBy(
+        "coordinator_partition", F.coalesce("marker_offset", "record_offset"), "record_offset"
+    )
+    earlier = order.rowsBetween(Window.unboundedPreceding, -1)
+    transactional = F.col("kind") == "TRANSACTIONAL"
+    with_past = applied.select(
+        "*",
+        F.max(F.when(transactional, F.col("committed_offset"))).over(earlier).alias("covered_to"),
+        F.count(F.lit(1)).over(earlier).alias("applied_before"),
+    ).where(transactional)
+    offsets_log = logs.select(
+        F.col("partition").alias("coordinator_partition"),
+        ((F.col("log_start") == 0) & F.col("whole")).alias("offsets_whole"),
+    ).where(F.col("topic") == CONSUMER_OFFSETS)
+    input_log = logs.select("topic", "partition", "log_start", "log_end", "whole", "attributed")
+    joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
+        input_log, ["topic", "partition"], "left"
+    )
+    first = F.col("applied_before") == 0
+    start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.col("log_start")))
+    reason = (
+        F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
+        .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
+        .when(start.isNull(), "RANGE_START_UNKNOWN")
+        .when(~F.col("whole"), "INPUT_NOT_WHOLE")
+        .when(~F.col("attributed"), "MARKERS_NOT_ATTRIBUTED")
+        .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),
+              "EXPORT_DOES_NOT_SPAN")
+    )  # fmt: skip
+    return joined.select("*", start.alias("range_start"), reason.alias("reason"))
+
+
+def _input_records(ranges: DataFrame, transactions: DataFrame, logs: DataFrame) -> DataFrame:
+    """The ranges with `input_records`: the data records in [range_start, committed_offset).
+
+    On a whole partition whose markers all close transactions, that is the range's offsets less
+    the markers in it and the records of the aborted transactions whose markers lie in it; an
+    aborted, undecided or open transaction that straddles an end leaves the count unknown
+    (`reason` RANGE_SPLITS_TRANSACTION). One stream per input partition: the transactions'
+    contributions at the offset after their first batch and after their marker, and the range
+    ends as queries; running sums give each query the totals below it.
+    """
+    counted = F.col("reason").isNull() & (F.col("committed_offset") >= F.col("range_start"))
+    countable = ranges.where(counted)
+    inputs = countable.select("topic", "partition").distinct()
+    not_committed = F.col("outcome") != "COMMIT"
+    txns = transactions.join(F.broadcast(inputs), ["topic", "partition"])
+    zero = F.lit(0)
+    at_marker = txns.where(F.col("marker_offset").isNotNull()).select(
+        "topic",
+        "partition",
+        (F.col("marker_offset") + 1).alias("at"),
+        F.lit(1).alias("markers"),
+        F.when(not_committed, F.coalesce("records", zero)).otherwise(zero).alias("aborted"),
+        F.when(not_committed, F.lit(-1)).otherwise(zero).alias("straddling"),
+        # An undecided marker, or an aborted transaction whose records are not known.
+        F.when((F.col("outcome") == "UNKNOWN") | (not_committed & F.col("records").isNull()), 1)
+        .otherwise(zero)
+        .alias("unknown"),
+    )
+    at_first = txns.where(not_committed & F.col("first_offset").isNotNull()).select(
+        "topic",
+        "partition",
+        (F.col("first_offset") + 1).alias("at"),
+        zero.alias("markers"),
+        zero.alias("aborted"),
+        F.lit(1).alias("straddling"),
+        zero.alias("unknown"),
+    )
+    ends = [("start", F.col("range_start")), ("end", F.col("committed_offset"))]
+    identity = ["coordinator_partition", "record_offset"]
+    queries = countable.select(
+        "topic",
+        "partition",
+        *identity,
+        F.explode(
+            F.array(*[F.struct(F.lit(n).alias("side"), c.alias("at")) for n, c in ends])
+        ).alias("q"),
+    ).select("topic", "partition", *identity, "q.side", "q.at")
+    stream = at_marker.unionByName(at_first).unionByName(queries, allowMissingColumns=True)
+    below = (
+        Window.partitionBy("topic", "partition")
+        .orderBy("at", F.col("side").isNotNull())
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    totals = (
+        stream.select(
+            "*",
+            *[
+                F.sum(c).over(below).alias(f"below_{c}")
+                for c in ("markers", "aborted", "straddling", "unknown")
+            ],
+        )
+        .where(F.col("side").isNotNull())
+        .groupBy(*identity)
+        .agg(
+            *[
+                _side(side, c)
+                for side in ("start", "end")
+                for c in ("markers", "aborted", "straddling", "unknown")
+            ]
+        )
+    )
+    splits = (
+        (F.coalesce("start_straddling", zero) > 0)
+        | (F.coalesce("end_straddling", zero) > 0)
+        | (F.coalesce("end_unknown", zero) > F.coalesce("start_unknown", zero))
+    )
+    data = (
+        F.col("committed_offset")
+        - F.col("range_start")
+        - (F.coalesce("end_markers", zero) - F.coalesce("start_markers", zero))
+        - (F.coalesce("end_aborted", zero) - F.coalesce("start_aborted", zero))
+    )
+    with_totals = ranges.join(totals, identity, "left")
+    reason = F.when(counted & splits, F.lit("RANGE_SPLITS_TRANSACTION")).otherwise(F.col("reason"))
+    return with_totals.select(
+        *[c for c in ranges.columns if c != "reason"],
+        reason.alias("reason"),
+        F.when(counted & ~splits, data).alias("input_records"),
+    )
+
+
+def _side(side: str, column: str) -> Column:
+    return F.max(F.when(F.col("side") == side, F.col(f"below_{column}"))).alias(f"{side}_{column}")
+
+
+def _outputs(
+    records: DataFrame, transactions: DataFrame, logs: DataFrame, skew_ms: int
+) -> DataFrame:
+    """Each transaction's committed output records, by its `__consumer_offsets` marker.
+
+    The transaction is its `__transaction_state` prepare record; its offsets' marker is the one
+    its `__consumer_offsets` partition got, its outputs the records of the transactions its
+    other partitions' COMMIT markers closed. `outputs_known` is false where a partition is not
+    exported, or its marker's type or records are not shown.
+    """
+    matched = matched_markers(prepared_partitions(records, skew_ms), transactions).join(
+        logs.select("topic", "partition", F.lit(True).alias("exported")),
+        ["topic", "partition"],
+        "left",
+    )
+    marker = F.col("marker")
+    offsets = F.col("topic") == CONSUMER_OFFSETS
+    known = (
+        F.col("exported").isNotNull()
+        & (marker.isNull() | marker["outcome"].isin("COMMIT", "ABORT"))
+        & (marker.isNull() | marker["records"].isNotNull())
+    )
+    committed = F.when(marker["outcome"] == "COMMIT", marker["records"]).otherwise(F.lit(0))
+    tx = ["transaction_log_partition", "transaction_log_offset"]
+    written = (
+        matched.where(~offsets)
+        .groupBy(*tx)
+        .agg(
+            F.sum(committed).alias("output_records"),
+            F.min(known).alias("outputs_known"),
+        )
+    )
+    # A transaction may commit offsets of groups in several __consumer_offsets partitions: each
+    # of its markers there decided some of them.
+    deciding = matched.where(offsets & marker.isNotNull()).select(
+        F.col("partition").alias("coordinator_partition"),
+        marker["marker_offset"].alias("marker_offset"),
+        "transactional_id",
+        *tx,
+    )
+    return deciding.join(written, tx, "left").select(
+        "coordinator_partition",
+        "marker_offset",
+        "transactional_id",
+        *tx,
+        # A transaction with no other partition wrote no output.
+        F.coalesce("output_records", F.lit(0)).alias("output_records"),
+        F.coalesce("outputs_known", F.lit(True)).alias("outputs_known"),
+    )
+
+
+def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """OVERLAPPING_RANGE and RANGE_GAP: a range against what earlier transactions covered."""
+    start, covered = F.col("range_start"), F.col("covered_to")
+    judgeable = judged.where(F.col("reason").isNull() & covered.isNotNull() & (start != covered))
+    overlap = start < covered
+    repeated_to = F.least(covered, F.col("committed_offset"))
+    values = {
+        **_common(F.when(overlap, "OVERLAPPING_RANGE").otherwise("RANGE_GAP")),
+        "processed_twice": F.format_string(
+            "it processed [%d, %d) from offset %d, and offsets [%d, %d) of it an earlier "
+            "committed transaction of the group had processed",
+            start, F.col("committed_offset"), start, start, repeated_to,
+        ),
+        "never_processed": F.format_string(
+            "it processed [%d, %d), and no committed transaction of the group processed "
+            "offsets [%d, %d) before it",
+            start, F.col("committed_offset"), covered, start,
+        ),
+    }  # fmt: skip
+    code = F.when(overlap, REGISTRY["DUPLICATE_PROCESSING"].code).otherwise(
+        REGISTRY["SKIPPED_INPUT"].code
+    )
+    identity = [F.col("coordinator_partition"), F.col("record_offset"), F.lit("range")]
+    finding = coded_finding_struct(
+        code, ONE_TO_ONE_TYPES, config, run_id,
+        identity=identity, values=values, type_values=lambda _kind: {},
+    )  # fmt: skip
+    return judgeable.select(finding.alias("f")).select("f.*")
+
+
+def _count_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """MORE_OUTPUT_THAN_INPUT and LESS_OUTPUT_THAN_INPUT: a transaction's records, in and out.
+
+    One finding per transaction and group, at its first offset commit; the input is the sum
+    over the input partitions it committed.
+    """
+    by_transaction = Window.partitionBy(*_TRANSACTION)
+    first = Window.partitionBy(*_TRANSACTION).orderBy("record_offset")
+    whole = judged.select(
+        "*",
+        F.sum("input_records").over(by_transaction).alias("transaction_input"),
+        F.count(F.lit(1)).over(by_transaction).alias("commits"),
+        F.count("input_records").over(by_transaction).alias("counted"),
+        F.row_number().over(first).alias("nth"),
+    ).where(
+        (F.col("nth") == 1)
+        & (F.col("commits") == F.col("counted"))
+        & F.col("outputs_known")
+        & (F.col("transaction_input") != F.col("output_records"))
+    )
+    more = F.col("output_records") > F.col("transaction_input")
+    values = {
+        **_common(F.when(more, "MORE_OUTPUT_THAN_INPUT").otherwise("LESS_OUTPUT_THAN_INPUT")),
+        "input_records": F.col("transaction_input"),
+        "processed_twice": F.format_string(
+            "it wrote %d committed output records for %d input data records of the offsets it "
+            "committed: %d more than one each",
+            "output_records", "transaction_input",
+            F.col("output_records") - F.col("transaction_input"),
+        ),
+        "never_processed": F.format_string(
+            "it wrote %d committed output records for %d input data records of the offsets it "
+            "committed: %d of them produced no output",
+            "output_records", "transaction_input",
+            F.col("transaction_input") - F.col("output_records"),
+        ),
+    }  # fmt: skip
+    code = F.when(more, REGISTRY["DUPLICATE_PROCESSING"].code).otherwise(
+        REGISTRY["SKIPPED_INPUT"].code
+    )
+    identity = [F.col("coordinator_partition"), F.col("marker_offset"), F.col("group_id")]
+    finding = coded_finding_struct(
+        code, ONE_TO_ONE_TYPES, config, run_id,
+        identity=identity, values=values, type_values=lambda _kind: {},
+    )  # fmt: skip
+    return whole.select(finding.alias("f")).select("f.*")
+
+
+def _common(cause: Column) -> dict[str, Column]:
+    return {
+        **commit_record_values(F.col),
+        "cause": cause,
+        "previous_committed_offset": F.col("previous_committed_offset"),
+        "marker_offset": F.col("marker_offset"),
+        "range_start": F.col("range_start"),
+        "range_end": F.col("committed_offset"),
+        "input_records": F.col("input_records"),
+        "output_records": F.col("output_records"),
+        "transactional_id": F.coalesce(F.col("transactional_id"), F.lit("unknown")),
+    }
+
+
+def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """One UNVERIFIABLE finding per group, input partition and reason."""
+    reason = (
+        F.when(F.col("reason").isNotNull(), F.col("reason"))
+        .when(F.col("transaction_log_offset").isNull(), "NO_TRANSACTION_LOG_RECORD")
+        .when(~F.col("outputs_known"), "OUTPUTS_NOT_COUNTED")
+    )
+    rows = judged.withColumn("verdict", reason).where(F.col("verdict").isNotNull())
+    grouped = rows.groupBy(*KEY, "verdict").agg(
+        F.count(F.lit(1)).alias("transactions"),
+        F.min_by(F.struct("transactional_id", "transaction_log_partition",
+                          "transaction_log_offset", "producer_id", "producer_epoch"),
+                 F.struct("coordinator_partition", "record_offset")).alias("first"),
+    )  # fmt: skip
+    values = {
+        "cause": F.col("verdict"),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "producer_id": F.col("first.producer_id"),
+        "producer_epoch": F.col("first.producer_epoch"),
+        "base_offset": F.lit(-1),
+        "last_offset": F.lit(-1),
+        "check": F.lit("ONE_TO_ONE"),
+        "reason": lookup(F.col("verdict"), _REASONS),
+        "group_id": F.col("group_id"),
+        "transactional_id": F.coalesce(F.col("first.transactional_id"), F.lit("unknown")),
+        "transactions": F.col("transactions"),
+        "transaction_log_partition": F.coalesce(F.col("first.transaction_log_partition"),
+                                                F.lit(-1)),
+        "transaction_log_offset": F.coalesce(F.col("first.transaction_log_offset"), F.lit(-1)),
+    }  # fmt: skip
+    identity = [F.col("group_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
+    finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)
+    return grouped.select(finding.alias("f")).select("f.*")

@@ -1,0 +1,260 @@
+"""DUPLICATE_PROCESSING and SKIPPED_INPUT: a one-to-one processor's transactions against its input.
+
+One export, Kafka's bytes (`segment_builder`), transactions v2 epochs. A copier (group `copy`,
+transactional id `copy-tx`) copies `src` to `dst` one record per record; a second processor
+(group `split`, `split-tx`) copies `src2` to `dst2`. Both groups are declared one-to-one.
+
+`src`: 0-3 plain records, 4-5 an upstream transaction that aborts (marker at 6), 7-23 plain.
+
+| transaction | commits `src` | reads | data records | writes | finding |
+|---|---|---|---|---|---|
+| T1 | 7 | [0, 7) | 4 (a marker and 2 aborted records) | 4 | none |
+| T2 | 11 | [7, 11) | 4 | 4 | none |
+| | an operator commits 7 (plain) | | | | |
+| T3 | 11 | [7, 11) again | 4 | 4 | DUPLICATE_PROCESSING OVERLAPPING_RANGE |
+| | an operator commits 15 (plain) | | | | |
+| T4 | 20 | [15, 20) | 5 | 6 | SKIPPED_INPUT RANGE_GAP [11, 15), |
+| | | | | | DUPLICATE_PROCESSING MORE_OUTPUT_THAN_INPUT |
+| T5 | 24 | [20, 24) | 4 | 3 | SKIPPED_INPUT LESS_OUTPUT_THAN_INPUT |
+
+`src2`: 0-1 plain, 2 an upstream transaction's record, 3 plain, 4 its ABORT marker. `split`
+commits 3 and then 5: the aborted transaction straddles both ranges' ends, so neither count can
+be decided (UNVERIFIABLE, RANGE_SPLITS_TRANSACTION).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from eos_audit.audit.pipeline import AuditInputs, run_audit
+from eos_audit.config import AuditConfig
+from eos_audit.processing.one_to_one import send_offsets_to_transaction
+from eos_audit.sources.kafka.coordinator_keys import partition_for
+from tests.fixtures.segment_builder import (
+    BASE_TS,
+    control_batch,
+    data_batch,
+    record_batch,
+    write_partition_dir,
+)
+from tests.sources.test_coordinator_records import (
+    offset_commit_key,
+    offset_commit_value,
+    txn_key,
+    txn_value,
+)
+
+pytestmark = pytest.mark.slow
+
+CO, TS_TOPIC = "__consumer_offsets", "__transaction_state"
+ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT = 1, 2, 4
+UPSTREAM = 7000
+
+
+def at(seconds: float) -> int:
+    return BASE_TS + int(seconds * 1000)
+
+
+class Export:
+    """Partitions of Kafka batches, each given the next offset of its partition."""
+
+    def __init__(self) -> None:
+        self.logs: dict[tuple[str, int], list[bytes]] = defaultdict(list)
+        self.next: dict[tuple[str, int], int] = defaultdict(int)
+
+    def add(self, topic: str, partition: int, build, width: int = 1) -> int:
+        offset = self.next[(topic, partition)]
+        self.logs[(topic, partition)].append(build(offset))
+        self.next[(topic, partition)] = offset + width
+        return offset
+
+    def write(self, root) -> None:
+        for (topic, partition), batches in self.logs.items():
+            write_partition_dir(root, 1, topic, partition, *batches)
+
+
+class Processor:
+    """A transactional processor: each transaction writes `dst`, commits `src`, and commits."""
+
+    def __init__(self, export: Export, group: str, pid: int, src: str, dst: str) -> None:
+        self.export, self.group, self.pid, self.src, self.dst = export, group, pid, src, dst
+        self.transactional_id = f"{group}-tx"
+        self.co = partition_for(group)
+        self.ts = partition_for(self.transactional_id)
+        self.epoch = 0
+
+    def transaction(self, when: float, outputs: int, commit_to: int) -> None:
+        e, pid, export = self.epoch, self.pid, self.export
+        both = {self.dst: [0], CO: [self.co]}
+        self._state(e, ONGOING, both, when)
+        export.add(self.dst, 0, lambda o: data_batch(
+            o, outputs, producer_id=pid, producer_epoch=e, base_sequence=0,
+            is_transactional=True, timestamp=at(when + 1)), outputs)  # fmt: skip
+        commit = (
+            offset_commit_key(self.group, self.src, 0),
+            offset_commit_value(3, commit_to, "", at(when + 2)),
+        )
+        export.add(CO, self.co, lambda o: record_batch(
+            o, [commit], producer_id=pid, producer_epoch=e, base_sequence=0,
+            is_transactional=True, timestamp=at(when + 2)))  # fmt: skip
+        self._state(e + 1, PREPARE_COMMIT, both, when + 3)
+        for topic, partition in ((self.dst, 0), (CO, self.co)):
+            export.add(topic, partition, lambda o: control_batch(
+                o, producer_id=pid, producer_epoch=e + 1, commit=True,
+                timestamp=at(when + 4)))  # fmt: skip
+        self._state(e + 1, COMPLETE_COMMIT, {}, when + 5)
+        self.epoch = e + 1
+
+    def operator_commits(self, when: float, offset: int) -> None:
+        commit = (
+            offset_commit_key(self.group, self.src, 0),
+            offset_commit_value(3, offset, "", at(when)),
+        )
+        self.export.add(CO, self.co, lambda o: record_batch(o, [commit], timestamp=at(when)))
+
+    def _state(self, epoch: int, status: int, partitions: dict, when: float) -> None:
+        value = txn_value(0, self.pid, epoch, status, partitions, at(when), at(when))
+        self.export.add(TS_TOPIC, self.ts, lambda o: record_batch(
+            o, [(txn_key(self.transactional_id), value)], timestamp=at(when)))  # fmt: skip
+
+
+def upstream_transaction(export: Export, topic: str, records: int) -> None:
+    """An upstream producer's transactional batch in `topic`-0 (`abort_marker` ends it)."""
+    export.add(topic, 0, lambda o: data_batch(
+        o, records, producer_id=UPSTREAM, producer_epoch=0, base_sequence=0,
+        is_transactional=True, timestamp=at(1)), records)  # fmt: skip
+
+
+def abort_marker(export: Export, topic: str) -> None:
+    export.add(topic, 0, lambda o: control_batch(
+        o, producer_id=UPSTREAM, producer_epoch=0, commit=False, timestamp=at(2)))  # fmt: skip
+
+
+def plain(export: Export, topic: str, records: int) -> None:
+    export.add(topic, 0, lambda o: data_batch(o, records, timestamp=at(1)), records)
+
+
+def build_export() -> Export:
+    export = Export()
+    plain(export, "src", 4)
+    upstream_transaction(export, "src", 2)
+    abort_marker(export, "src")
+    for records in (4, 4, 5, 4):
+        plain(export, "src", records)
+    copy = Processor(export, "copy", 5000, "src", "dst")
+    copy.transaction(10, outputs=4, commit_to=7)
+    copy.transaction(20, outputs=4, commit_to=11)
+    copy.operator_commits(28, 7)
+    copy.transaction(30, outputs=4, commit_to=11)
+    copy.operator_commits(38, 15)
+    copy.transaction(40, outputs=6, commit_to=20)
+    copy.transaction(50, outputs=3, commit_to=24)
+
+    plain(export, "src2", 2)
+    upstream_transaction(export, "src2", 1)
+    plain(export, "src2", 1)
+    abort_marker(export, "src2")
+    split = Processor(export, "split", 6000, "src2", "dst2")
+    split.transaction(10, outputs=2, commit_to=3)
+    split.transaction(20, outputs=2, commit_to=5)
+    return export
+
+
+EXPORT = build_export()
+COPY_CO = partition_for("copy")
+
+
+@pytest.fixture(scope="module")
+def audited(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("one-to-one")
+    EXPORT.write(root / "export")
+    warehouse = root / "warehouse"
+    config = AuditConfig().with_overrides(processing={"one_to_one_groups": ["copy", "spl*"]})
+    inputs = AuditInputs(batches=(str(root / "export"),))
+    run_audit(spark, inputs, config, str(warehouse))
+    return warehouse
+
+
+def findings(warehouse) -> list[dict]:
+    registered = QueryBuilder().register("t", DeltaTable(str(warehouse / "findings")))
+    query = (
+        "SELECT finding_type, cause, severity, topic, partition, base_offset, detail, evidence "
+        "FROM t WHERE finding_type IN ('DUPLICATE_PROCESSING', 'SKIPPED_INPUT') "
+        "OR (finding_type = 'UNVERIFIABLE' AND evidence['check'] = 'ONE_TO_ONE') "
+        "ORDER BY finding_type, cause, base_offset"
+    )
+    return pa.table(registered.execute(query).read_all()).to_pylist()
+
+
+def commit_record(n: int) -> int:
+    """The offset of `copy`'s n-th offset commit record (1-based) in its partition.
+
+    Each transaction adds its commit and its marker; the operator's commits come after T2 and
+    T3. Only `copy`'s records are counted, so the two groups must not share a partition.
+    """
+    assert partition_for("split") != COPY_CO
+    return {1: 0, 2: 2, 3: 5, 4: 8, 5: 10}[n]
+
+
+def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
+    assert [
+        (f["finding_type"], f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"])
+        for f in findings(audited)
+    ] == [
+        ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO,
+         commit_record(4)),
+        ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, COPY_CO, commit_record(3)),
+        ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
+        ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
+        ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
+    ]  # fmt: skip
+
+
+def test_the_findings_say_what_was_processed_twice_or_never(audited):
+    by = {(f["finding_type"], f["cause"]): f for f in findings(audited)}
+    overlap = by[("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE")]
+    assert overlap["detail"] == (
+        "Transaction of copy-tx (producer 5000, epoch 2) committed group copy's offset of src-0 "
+        f"at 11 (record {commit_record(3)}): it processed [7, 11) from offset 7, and offsets "
+        "[7, 11) of it an earlier committed transaction of the group had processed."
+    )
+    gap = by[("SKIPPED_INPUT", "RANGE_GAP")]
+    assert "no committed transaction of the group processed offsets [11, 15)" in gap["detail"]
+    more = dict(by[("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT")]["evidence"])
+    assert (more["input_records"], more["output_records"]) == ("5", "6")
+    assert (more["range_start"], more["range_end"], more["transactional_id"]) == (
+        "15",
+        "20",
+        "copy-tx",
+    )
+    less = by[("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT")]
+    assert "it wrote 3 committed output records for 4 input data records" in less["detail"]
+    unverifiable = dict(by[("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION")]["evidence"])
+    assert (unverifiable["group_id"], unverifiable["transactions"]) == ("split", "2")
+
+
+def test_the_partition_counts_that_the_check_relies_on(audited):
+    """`src`'s aborted records and marker are in the transactions table and the statistics."""
+    registered = (
+        QueryBuilder()
+        .register("s", DeltaTable(str(audited / "partition_summary")))
+        .register("t", DeltaTable(str(audited / "transactions")))
+    )
+    summary = registered.execute(
+        "SELECT records, markers, first_offset, last_offset FROM s WHERE topic = 'src'"
+    ).read_all()
+    assert pa.table(summary).to_pylist() == [
+        {"records": 24, "markers": 1, "first_offset": 0, "last_offset": 23}
+    ]
+    aborted = registered.execute(
+        "SELECT first_offset, marker_offset, records FROM t WHERE topic = 'src'"
+    ).read_all()
+    assert pa.table(aborted).to_pylist() == [{"first_offset": 4, "marker_offset": 6, "records": 2}]
+
+
+def test_no_group_declared_means_no_check():
+    assert send_offsets_to_transaction(None, None, None, None, AuditConfig(), "r") is None
