@@ -541,12 +541,10 @@ _TYPES += [
         "INFO",
         "unverifiable",
         "The export cannot decide a processing check: it neither passes nor fails.",
-        "{check} cannot be decided for {topic}-{partition} ({transactions} transaction(s) of "
-        "{transactional_id}, the first at __transaction_state-{transaction_log_partition} "
-        "offset {transaction_log_offset}): {reason}.",
+        "{check} cannot be decided for {topic}-{partition} ({scope}): {reason}.",
         evidence=(
             "check", "transactional_id", "transactions", "transaction_log_partition",
-            "transaction_log_offset", "group_id",
+            "transaction_log_offset", "group_id", "groups",
         ),
         raised_by=PROCESSING,
         offsets_in_log=False,

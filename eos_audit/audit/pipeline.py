@@ -341,6 +341,7 @@ def _stage_processing(
         transaction_log_table,
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
+    from eos_audit.processing.exported_logs import cleaned_offset_partitions
     from eos_audit.processing.hanging_offsets import find_hanging_transactions
     from eos_audit.processing.one_to_one import send_offsets_to_transaction
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
@@ -366,6 +367,7 @@ def _stage_processing(
         .unionByName(offset_out_of_range(history, partitions, config, run_id))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(find_hanging_transactions(history, records, config, run_id, as_of_ms))
+        .unionByName(cleaned_offset_partitions(history, records, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id

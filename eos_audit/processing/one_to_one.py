@@ -38,7 +38,12 @@ from pyspark.sql import functions as F
 from eos_audit.config import glob_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
-from eos_audit.processing.transaction_markers import matched_markers, prepared_partitions
+from eos_audit.processing.exported_logs import exported_logs, offsets_logs
+from eos_audit.processing.transaction_markers import (
+    matched_markers,
+    prepared_partitions,
+    transactions_scope,
+)
 from eos_audit.sinks.finding_rows import coded_finding_struct, finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -102,8 +107,8 @@ def send_offsets_to_transaction(
     if not groups:
         return None
     pattern = "|".join(f"(?:{glob_to_java_regex(g)})" for g in groups)
-    logs = _logs(partitions, transactions)
-    ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), logs)
+    logs = exported_logs(partitions, transactions)
+    ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), records, logs)
     counted = _input_records(ranges, transactions, logs)
     outputs = _outputs(records, transactions, logs, config.processing.clock_skew_ms)
     judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
@@ -114,39 +119,7 @@ def send_offsets_to_transaction(
     )
 
 
-def _logs(partitions: DataFrame, transactions: DataFrame) -> DataFrame:
-    """Each exported partition's offsets, and whether its records can be counted by offset.
-
-    `whole`: every offset from the first to the last holds a record (the batches' records add
-    up to the span); `attributed`: every marker closes a transaction of the transactions table
-    (a marker of a transaction without data there closes none, and would count as a record).
-    """
-    closed = (
-        transactions.where(F.col("marker_offset").isNotNull())
-        .groupBy("topic", "partition")
-        .agg(F.count(F.lit(1)).alias("closed"))
-    )
-    stats = partitions.groupBy("topic", "partition").agg(
-        F.min("first_offset").alias("log_start"),
-        (F.max("last_offset") + 1).alias("log_end"),
-        F.sum("records").alias("records"),
-        F.sum("markers").alias("markers"),
-    )
-    return stats.join(closed, ["topic", "partition"], "left").select(
-        "topic",
-        "partition",
-        "log_start",
-        "log_end",
-        F.coalesce(F.col("records") == F.col("log_end") - F.col("log_start"), F.lit(False)).alias(
-            "whole"
-        ),
-        F.coalesce(F.col("markers") == F.coalesce("closed", F.lit(0)), F.lit(False)).alias(
-            "attributed"
-        ),
-    )
-
-
-def _ranges(history: DataFrame, logs: DataFrame) -> DataFrame:
+def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFrame:
     """Each applied transactional commit with the input range its transaction processed.
 
     `range_start` is the group's offset it replaced (the input's first exported offset for the
@@ -166,10 +139,7 @@ def _ranges(history: DataFrame, logs: DataFrame) -> DataFrame:
         F.max(F.when(transactional, F.col("committed_offset"))).over(earlier).alias("covered_to"),
         F.count(F.lit(1)).over(earlier).alias("applied_before"),
     ).where(transactional)
-    offsets_log = logs.select(
-        F.col("partition").alias("coordinator_partition"),
-        ((F.col("log_start") == 0) & F.col("whole")).alias("offsets_whole"),
-    ).where(F.col("topic") == CONSUMER_OFFSETS)
+    offsets_log = offsets_logs(records).select("coordinator_partition", "offsets_whole")
     input_log = logs.select("topic", "partition", "log_start", "log_end", "whole", "attributed")
     joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
         input_log, ["topic", "partition"], "left"
@@ -434,28 +404,35 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
         .when(~F.col("outputs_known"), "OUTPUTS_NOT_COUNTED")
     )
     rows = judged.withColumn("verdict", reason).where(F.col("verdict").isNotNull())
-    grouped = rows.groupBy(*KEY, "verdict").agg(
-        F.count(F.lit(1)).alias("transactions"),
-        F.min_by(F.struct("transactional_id", "transaction_log_partition",
-                          "transaction_log_offset", "producer_id", "producer_epoch"),
-                 F.struct("coordinator_partition", "record_offset")).alias("first"),
-    )  # fmt: skip
+    first = ["transactional_id", "transaction_log_partition", "transaction_log_offset",
+             "producer_id", "producer_epoch"]  # fmt: skip
+    grouped = (
+        rows.groupBy(*KEY, "verdict")
+        .agg(
+            F.count(F.lit(1)).alias("transactions"),
+            F.min_by(F.struct(*first), F.struct("coordinator_partition", "record_offset")).alias(
+                "first"
+            ),
+        )
+        .select(*KEY, "verdict", "transactions", "first.*")
+    )
+    counted = F.when(
+        F.col("transactional_id").isNull(), F.format_string("%d transaction(s)", "transactions")
+    ).otherwise(transactions_scope())
     values = {
         "cause": F.col("verdict"),
         "topic": F.col("topic"),
         "partition": F.col("partition"),
-        "producer_id": F.col("first.producer_id"),
-        "producer_epoch": F.col("first.producer_epoch"),
+        "producer_id": F.col("producer_id"),
+        "producer_epoch": F.col("producer_epoch"),
         "base_offset": F.lit(-1),
         "last_offset": F.lit(-1),
         "check": F.lit("ONE_TO_ONE"),
         "reason": lookup(F.col("verdict"), _REASONS),
-        "group_id": F.col("group_id"),
-        "transactional_id": F.coalesce(F.col("first.transactional_id"), F.lit("unknown")),
-        "transactions": F.col("transactions"),
-        "transaction_log_partition": F.coalesce(F.col("first.transaction_log_partition"),
-                                                F.lit(-1)),
-        "transaction_log_offset": F.coalesce(F.col("first.transaction_log_offset"), F.lit(-1)),
+        "scope": F.concat(F.lit("group "), F.col("group_id"), F.lit(", "), counted),
+        "groups": F.lit(None).cast("long"),
+        **{c: F.col(c) for c in ("group_id", "transactional_id", "transactions",
+                                 "transaction_log_partition", "transaction_log_offset")},
     }  # fmt: skip
     identity = [F.col("group_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
     finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)

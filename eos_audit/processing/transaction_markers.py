@@ -314,6 +314,18 @@ _REASONS = {
 }
 
 
+def transactions_scope() -> Column:
+    """What an UNVERIFIABLE finding about transactions covers, for its `detail`.
+
+    From the columns `transactions`, `transactional_id`, `transaction_log_partition` and
+    `transaction_log_offset` (the first transaction's `__transaction_state` record).
+    """
+    return F.format_string(
+        "%d transaction(s) of %s, the first at __transaction_state-%d offset %d",
+        "transactions", "transactional_id", "transaction_log_partition", "transaction_log_offset",
+    )  # fmt: skip
+
+
 def _unverifiable_findings(rows: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
     grouped = rows.groupBy(
         "transactional_id", "transaction_log_partition", "topic", "partition", "verdict"
@@ -333,11 +345,14 @@ def _unverifiable_findings(rows: DataFrame, config: AuditConfig, run_id: str) ->
         "last_offset": F.lit(-1),
         "check": F.lit("TORN_TRANSACTION"),
         "reason": lookup(F.col("verdict"), _REASONS),
+        "scope": transactions_scope(),
         "transactional_id": F.col("transactional_id"),
         "transactions": F.col("transactions"),
         "transaction_log_partition": F.col("transaction_log_partition"),
         "transaction_log_offset": F.col("transaction_log_offset"),
-        "group_id": F.lit(None).cast("string"),  # the one-to-one checks' findings name theirs
+        # The one-to-one checks' findings name their group, the rewind check's their groups.
+        "group_id": F.lit(None).cast("string"),
+        "groups": F.lit(None).cast("long"),
     }
     identity = [F.col("transactional_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
     finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)

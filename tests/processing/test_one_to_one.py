@@ -20,6 +20,10 @@ transactional id `copy-tx`) copies `src` to `dst` one record per record; a secon
 `src2`: 0-1 plain, 2 an upstream transaction's record, 3 plain, 4 its ABORT marker. `split`
 commits 3 and then 5: the aborted transaction straddles both ranges' ends, so neither count can
 be decided (UNVERIFIABLE, RANGE_SPLITS_TRANSACTION).
+
+A third one-to-one group, `gappy`, commits in a `__consumer_offsets` partition whose offset 0 the
+export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
+OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
 """
 
 from __future__ import annotations
@@ -161,6 +165,12 @@ def build_export() -> Export:
     split = Processor(export, "split", 6000, "src2", "dst2")
     split.transaction(10, outputs=2, commit_to=3)
     split.transaction(20, outputs=2, commit_to=5)
+
+    plain(export, "src3", 2)
+    gappy = Processor(export, "gappy", 6100, "src3", "dst3")
+    assert len({gappy.co, split.co, copy.co}) == 3
+    export.next[(CO, gappy.co)] = 1  # offset 0 is not in the export
+    gappy.transaction(10, outputs=2, commit_to=2)
     return export
 
 
@@ -173,7 +183,9 @@ def audited(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("one-to-one")
     EXPORT.write(root / "export")
     warehouse = root / "warehouse"
-    config = AuditConfig().with_overrides(processing={"one_to_one_groups": ["copy", "spl*"]})
+    config = AuditConfig().with_overrides(
+        processing={"one_to_one_groups": ["copy", "spl*", "gap?y"]}
+    )
     inputs = AuditInputs(batches=(str(root / "export"),))
     run_audit(spark, inputs, config, str(warehouse))
     return warehouse
@@ -184,8 +196,9 @@ def findings(warehouse) -> list[dict]:
     query = (
         "SELECT finding_type, cause, severity, topic, partition, base_offset, detail, evidence "
         "FROM t WHERE finding_type IN ('DUPLICATE_PROCESSING', 'SKIPPED_INPUT') "
-        "OR (finding_type = 'UNVERIFIABLE' AND evidence['check'] = 'ONE_TO_ONE') "
-        "ORDER BY finding_type, cause, base_offset"
+        "OR (finding_type = 'UNVERIFIABLE' AND evidence['check'] IN ('ONE_TO_ONE', "
+        "'OFFSET_REWIND')) "
+        "ORDER BY finding_type, cause, topic, base_offset"
     )
     return pa.table(registered.execute(query).read_all()).to_pylist()
 
@@ -210,6 +223,8 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, COPY_CO, commit_record(3)),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
+        ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
+        ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
         ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
     ]  # fmt: skip
 
@@ -233,8 +248,22 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
     )
     less = by[("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT")]
     assert "it wrote 3 committed output records for 4 input data records" in less["detail"]
-    unverifiable = dict(by[("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION")]["evidence"])
-    assert (unverifiable["group_id"], unverifiable["transactions"]) == ("split", "2")
+    split = by[("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION")]
+    assert split["detail"] == (
+        "ONE_TO_ONE cannot be decided for src2-0 (group split, 2 transaction(s) of split-tx, the "
+        f"first at __transaction_state-{partition_for('split-tx')} offset 1): an aborted, "
+        "undecided or open transaction of the input straddles an end of the range."
+    )
+    assert dict(split["evidence"])["group_id"] == "split"
+    cleaned = [
+        f for f in findings(audited) if (f["finding_type"], f["topic"]) == ("UNVERIFIABLE", CO)
+    ]
+    assert [f["detail"] for f in cleaned] == [
+        f"OFFSET_REWIND cannot be decided for {CO}-{partition_for('gappy')} (1 group(s) "
+        "committed there): the export holds records from offset 1 to 2 of it, not one at every "
+        "offset (the cleaner keeps a key's last commit only): a rewind among commits it removed "
+        "cannot be seen."
+    ]
 
 
 def test_the_partition_counts_that_the_check_relies_on(audited):
