@@ -1,13 +1,15 @@
 """Exactly-once processing on real brokers: the coordinator readers on logs Kafka wrote.
 
 The processing scenarios (`tests/kafka/processing.py`) run Kafka's own TransactionalMessageCopier
-(bounced with SIGTERM and SIGKILL), an operator's offset reset and a plain consumer on a Kafka 4.x
-cluster (transactions v2) and a 3.9 one (v1). One export per release (`Built.processing`) holds
-their input and output topics and every partition of `__consumer_offsets` and
-`__transaction_state`, as segments and as `kafka-dump-log.sh --offsets-decoder` /
-`--transaction-log-decoder` text. The coordinator readers (`coordinator_segments`,
-`coordinator_dump_log`) decode both forms; what they decode must agree between the forms, with the
-transaction markers the batch readers read, and with what Kafka did and reported.
+(bounced with SIGTERM and SIGKILL), operators' offset resets (back to the start, and forward past
+unread input), plain consumers (one of them committing beyond its input's end, one whose offset
+DeleteRecords passed) and librdkafka transactions on a Kafka 4.x cluster (transactions v2) and a
+3.9 one (v1). One export per release (`Built.processing`) holds their input and output topics and
+every partition of `__consumer_offsets` and `__transaction_state`, as segments and as
+`kafka-dump-log.sh --offsets-decoder` / `--transaction-log-decoder` text. The coordinator readers
+(`coordinator_segments`, `coordinator_dump_log`) decode both forms; what they decode must agree
+between the forms, with the transaction markers the batch readers read, and with what Kafka did
+and reported.
 
 `replay` is a reference written for these tests: Kafka's rule for which offset a group has
 committed (eos_processing.md §1.3, `OffsetMetadataManager.replay` and
@@ -274,9 +276,13 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         play = plays[r["group_id"]]
         assert r["committed_topic"] == play.input_topic, r
         assert 0 <= r["committed_partition"] < play.partitions, r
-        # At most the input's log end: its records, and its markers where transactions wrote it.
+        # At most the input's log end: its records, and its markers where transactions wrote it;
+        # beyond it only where the scenario committed there on purpose.
         end = play.log_end.get(f"{play.input_topic}:{r['committed_partition']}")
-        assert 0 <= r["committed_offset"] <= (end or play.input_records // play.partitions), r
+        if play.scenario == "commit_beyond_log":
+            assert r["committed_offset"] > end, r
+        else:
+            assert 0 <= r["committed_offset"] <= (end or play.input_records // play.partitions), r
         assert (r["metadata"], r["expire_timestamp_ms"], r["topic_id"]) == ("", None, None), r
         assert 0 <= r["timestamp"] - r["commit_timestamp_ms"] < 60_000, r
     # The transactions of the scenarios' producers: the timeout they asked for, and times that
@@ -291,7 +297,8 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     # Group metadata for the groups that had members: not those whose consumers are assigned
     # their partition and commit for a group they never join.
     groups = found.records(CO, record_type_name="GroupMetadata")
-    assigned = ("copier", "aborted_read", "two_owners")
+    assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
+                "commit_below_log_start")  # fmt: skip
     joined = {group for group, play in plays.items() if play.scenario not in assigned}
     assert {r["group_id"] for r in groups} == joined
     for r in groups:
@@ -618,9 +625,10 @@ def test_an_abort_marker_rewritten_to_commit_makes_the_aborted_offset_committed(
 @pytest.mark.cost(20)
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_batch_audit_finds_no_fault_in_the_processing_logs(spark, processing, release):
-    # The copier's bounces, aborts and fencing, an operator's reset and mixed commits are no
-    # fault of the log: every partition, the coordinator ones too, is as a broker writes it. One
-    # release at a time: the two clusters' coordinator partitions have the same names.
+    # The copier's bounces, aborts and fencing, an operator's resets, mixed commits and commits
+    # outside the input's log are no fault of the log: every partition, the coordinator ones
+    # too, is as a broker writes it. One release at a time: the two clusters' coordinator
+    # partitions have the same names.
     from tests.integration.test_real_kafka import above_info, audit
 
     export = processing[release]

@@ -125,7 +125,8 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
             ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL")
         ]
     # Nothing else: every processing finding above INFO is one of the faults above.
-    faulty = ("auto_commit", "aborted_read", "two_owners")
+    faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
+              "commit_below_log_start")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(
