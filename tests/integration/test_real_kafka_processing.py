@@ -41,7 +41,7 @@ from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, parse_segment
 from tests.jars import KAFKA_3, KAFKA_4
 from tests.kafka import tamper
 from tests.kafka.cluster import BROKER_SETTINGS
-from tests.kafka.processing import TRANSACTION_TIMEOUT_MS, Played
+from tests.kafka.processing import SHIFT_BY, TRANSACTION_TIMEOUT_MS, Played
 from tests.kafka.scenarios import Export
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -552,6 +552,46 @@ def test_a_plain_consumer_commits_after_the_copier_in_the_same_group(processing,
     assert by_source == {True: copied[f"{play.input_topic}:0"], False: play.input_records}
     member = next(r for r in found.records(CO, group_id=play.group) if r["member_count"])
     assert member["leader"].startswith("rdkafka-")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_forward_reset_moves_the_group_past_input_no_copier_read(processing, release):
+    export = processing[release]
+    play = played(export, "forward_reset")
+    ((_, reset),) = happened(play, "offsets reset")
+    ((key, (first, end)),) = reset["skipped"].items()
+    assert key == f"{play.input_topic}:0" and end - first == SHIFT_BY
+    # The first copier copied what the input held then; the operator's one plain commit moved
+    # the group past part of what was written after; the second copier went on from there to
+    # the end.
+    written = [details["records"] for _, details in happened(play, "input written")]
+    applied = [a for a in replay(decoded(export, "segments")) if a.key[0] == play.group]
+    (plain,) = [a for a in applied if not a.transactional]
+    before = [a.offset for a in applied if a.at < plain.at]
+    after = [a.offset for a in applied if a.at > plain.at]
+    assert (before[-1], plain.offset) == (first, end) and first == written[0]
+    assert after == sorted(after) and after[0] > end and after[-1] == sum(written)
+    # GROUP TOPIC PARTITION NEW-OFFSET: the offset kafka-consumer-groups committed.
+    words = play.tool_output["reset"].split()
+    assert words[4:] == [play.group, play.input_topic, "0", str(end)]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_deleted_records_leave_the_export_starting_at_the_new_log_start(processing, release):
+    export = processing[release]
+    play = played(export, "commit_below_log_start")
+    ((_, deleted),) = happened(play, "records deleted")
+    low = deleted["low_watermark"]
+    assert low == deleted["before"] > play.committed[f"{play.input_topic}:0"]
+    # Retention deleted the segments below the new log start before the export: both forms'
+    # first batch of the input starts there. The log directory's checkpoint does not name the
+    # partition: a broker checkpoints a log start only above its first segment's base offset
+    # (`LogManager.checkpointLogStartOffsetsInDir`), and reads it from that segment otherwise.
+    for form in FORMS:
+        batches = [b for b in decoded(export, form).batches if b["topic"] == play.input_topic]
+        assert min(b["base_offset"] for b in batches) == low, form
+    checkpoint = _first_replica(export.segments) / "log-start-offset-checkpoint"
+    assert f"{play.input_topic} 0 " not in checkpoint.read_text()
 
 
 # --- a tampered copy -----------------------------------------------------------------------------
