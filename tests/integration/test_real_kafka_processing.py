@@ -1,13 +1,15 @@
 """Exactly-once processing on real brokers: the coordinator readers on logs Kafka wrote.
 
 The processing scenarios (`tests/kafka/processing.py`) run Kafka's own TransactionalMessageCopier
-(bounced with SIGTERM and SIGKILL), an operator's offset reset and a plain consumer on a Kafka 4.x
-cluster (transactions v2) and a 3.9 one (v1). One export per release (`Built.processing`) holds
-their input and output topics and every partition of `__consumer_offsets` and
-`__transaction_state`, as segments and as `kafka-dump-log.sh --offsets-decoder` /
-`--transaction-log-decoder` text. The coordinator readers (`coordinator_segments`,
-`coordinator_dump_log`) decode both forms; what they decode must agree between the forms, with the
-transaction markers the batch readers read, and with what Kafka did and reported.
+(bounced with SIGTERM and SIGKILL), operators' offset resets (back to the start, and forward past
+unread input), plain consumers (one of them committing beyond its input's end, one whose offset
+DeleteRecords passed) and librdkafka transactions on a Kafka 4.x cluster (transactions v2) and a
+3.9 one (v1). One export per release (`Built.processing`) holds their input and output topics and
+every partition of `__consumer_offsets` and `__transaction_state`, as segments and as
+`kafka-dump-log.sh --offsets-decoder` / `--transaction-log-decoder` text. The coordinator readers
+(`coordinator_segments`, `coordinator_dump_log`) decode both forms; what they decode must agree
+between the forms, with the transaction markers the batch readers read, and with what Kafka did
+and reported.
 
 `replay` is a reference written for these tests: Kafka's rule for which offset a group has
 committed (eos_processing.md §1.3, `OffsetMetadataManager.replay` and
@@ -39,7 +41,7 @@ from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, parse_segment
 from tests.jars import KAFKA_3, KAFKA_4
 from tests.kafka import tamper
 from tests.kafka.cluster import BROKER_SETTINGS
-from tests.kafka.processing import TRANSACTION_TIMEOUT_MS, Played
+from tests.kafka.processing import SHIFT_BY, TRANSACTION_TIMEOUT_MS, Played
 from tests.kafka.scenarios import Export
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -274,9 +276,13 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         play = plays[r["group_id"]]
         assert r["committed_topic"] == play.input_topic, r
         assert 0 <= r["committed_partition"] < play.partitions, r
-        # At most the input's log end: its records, and its markers where transactions wrote it.
+        # At most the input's log end: its records, and its markers where transactions wrote it;
+        # beyond it only where the scenario committed there on purpose.
         end = play.log_end.get(f"{play.input_topic}:{r['committed_partition']}")
-        assert 0 <= r["committed_offset"] <= (end or play.input_records // play.partitions), r
+        if play.scenario == "commit_beyond_log":
+            assert r["committed_offset"] > end, r
+        else:
+            assert 0 <= r["committed_offset"] <= (end or play.input_records // play.partitions), r
         assert (r["metadata"], r["expire_timestamp_ms"], r["topic_id"]) == ("", None, None), r
         assert 0 <= r["timestamp"] - r["commit_timestamp_ms"] < 60_000, r
     # The transactions of the scenarios' producers: the timeout they asked for, and times that
@@ -291,7 +297,8 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     # Group metadata for the groups that had members: not those whose consumers are assigned
     # their partition and commit for a group they never join.
     groups = found.records(CO, record_type_name="GroupMetadata")
-    assigned = ("copier", "aborted_read", "two_owners")
+    assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
+                "commit_below_log_start")  # fmt: skip
     joined = {group for group, play in plays.items() if play.scenario not in assigned}
     assert {r["group_id"] for r in groups} == joined
     for r in groups:
@@ -547,6 +554,46 @@ def test_a_plain_consumer_commits_after_the_copier_in_the_same_group(processing,
     assert member["leader"].startswith("rdkafka-")
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_forward_reset_moves_the_group_past_input_no_copier_read(processing, release):
+    export = processing[release]
+    play = played(export, "forward_reset")
+    ((_, reset),) = happened(play, "offsets reset")
+    ((key, (first, end)),) = reset["skipped"].items()
+    assert key == f"{play.input_topic}:0" and end - first == SHIFT_BY
+    # The first copier copied what the input held then; the operator's one plain commit moved
+    # the group past part of what was written after; the second copier went on from there to
+    # the end.
+    written = [details["records"] for _, details in happened(play, "input written")]
+    applied = [a for a in replay(decoded(export, "segments")) if a.key[0] == play.group]
+    (plain,) = [a for a in applied if not a.transactional]
+    before = [a.offset for a in applied if a.at < plain.at]
+    after = [a.offset for a in applied if a.at > plain.at]
+    assert (before[-1], plain.offset) == (first, end) and first == written[0]
+    assert after == sorted(after) and after[0] > end and after[-1] == sum(written)
+    # GROUP TOPIC PARTITION NEW-OFFSET: the offset kafka-consumer-groups committed.
+    words = play.tool_output["reset"].split()
+    assert words[4:] == [play.group, play.input_topic, "0", str(end)]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_deleted_records_leave_the_export_starting_at_the_new_log_start(processing, release):
+    export = processing[release]
+    play = played(export, "commit_below_log_start")
+    ((_, deleted),) = happened(play, "records deleted")
+    low = deleted["low_watermark"]
+    assert low == deleted["before"] > play.committed[f"{play.input_topic}:0"]
+    # Retention deleted the segments below the new log start before the export: both forms'
+    # first batch of the input starts there. The log directory's checkpoint does not name the
+    # partition: a broker checkpoints a log start only above its first segment's base offset
+    # (`LogManager.checkpointLogStartOffsetsInDir`), and reads it from that segment otherwise.
+    for form in FORMS:
+        batches = [b for b in decoded(export, form).batches if b["topic"] == play.input_topic]
+        assert min(b["base_offset"] for b in batches) == low, form
+    checkpoint = _first_replica(export.segments) / "log-start-offset-checkpoint"
+    assert f"{play.input_topic} 0 " not in checkpoint.read_text()
+
+
 # --- a tampered copy -----------------------------------------------------------------------------
 
 
@@ -618,9 +665,10 @@ def test_an_abort_marker_rewritten_to_commit_makes_the_aborted_offset_committed(
 @pytest.mark.cost(20)
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_batch_audit_finds_no_fault_in_the_processing_logs(spark, processing, release):
-    # The copier's bounces, aborts and fencing, an operator's reset and mixed commits are no
-    # fault of the log: every partition, the coordinator ones too, is as a broker writes it. One
-    # release at a time: the two clusters' coordinator partitions have the same names.
+    # The copier's bounces, aborts and fencing, an operator's resets, mixed commits and commits
+    # outside the input's log are no fault of the log: every partition, the coordinator ones
+    # too, is as a broker writes it. One release at a time: the two clusters' coordinator
+    # partitions have the same names.
     from tests.integration.test_real_kafka import above_info, audit
 
     export = processing[release]

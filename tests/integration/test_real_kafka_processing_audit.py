@@ -9,8 +9,12 @@ listed; an operator's reset of the emptied group is an OFFSET_REWIND of cause AD
 a consumer committing plainly in a group a copier commits transactionally is a
 MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing past a transaction that then
 commits is READ_PAST_LSO, past one that then aborts ABORTED_READ; two processors of one input
-for one group, both pending before either commits, are CONCURRENT_OFFSET_OWNERS. No other
-processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's
+for one group, both pending before either commits, are CONCURRENT_OFFSET_OWNERS; a commit far
+beyond the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset
+below the log start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an
+operator's reset of an emptied group forward past input no copier read raises nothing (yet: the
+offsets table shows the skipped range). No other processing finding above INFO is raised on any
+of it. A copy of the 4.x export whose copier's
 abort marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
 """
 
@@ -76,6 +80,14 @@ def _processing_findings(warehouse: str, group: str) -> list[tuple]:
     )
 
 
+def _evidence(warehouse: str, group: str, finding_type: str) -> list[dict]:
+    """The evidence of each finding `finding_type` of `group`."""
+    rows = _sql(warehouse, "findings",
+                f"SELECT evidence FROM t WHERE finding_type = '{finding_type}'")  # fmt: skip
+    evidence = [dict(r["evidence"]) for r in rows]
+    return [e for e in evidence if e.get("group_id") == group]
+
+
 @pytest.mark.parametrize("release", [RELEASE_4, RELEASE_3])
 def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     warehouse, status, error = audited[release]
@@ -124,8 +136,53 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert _processing_findings(warehouse, owners.group) == [
             ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL")
         ]
+    # A consumer's commit far beyond its input's end, which later input passed: the group
+    # claims the offsets those records took.
+    beyond = facts.get("commit_beyond_log")
+    if beyond is not None:
+        assert _processing_findings(warehouse, beyond.group) == [
+            ("COMMIT_BEYOND_LOG", None, "CRITICAL")
+        ]
+        (evidence,) = _evidence(warehouse, beyond.group, "COMMIT_BEYOND_LOG")
+        key = f"{beyond.input_topic}:0"
+        assert (int(evidence["committed_offset"]), int(evidence["log_end_offset"])) == (
+            beyond.committed[key], beyond.log_end[key]
+        )  # fmt: skip
+    # A group's offset below the log start that DeleteRecords set and retention made the
+    # export's first offset.
+    below = facts.get("commit_below_log_start")
+    if below is not None:
+        assert _processing_findings(warehouse, below.group) == [
+            ("COMMIT_BELOW_LOG_START", None, "WARNING")
+        ]
+        (evidence,) = _evidence(warehouse, below.group, "COMMIT_BELOW_LOG_START")
+        (deleted,) = [d for _, what, d in below.events if what == "records deleted"]
+        key = f"{below.input_topic}:0"
+        assert (int(evidence["committed_offset"]), int(evidence["log_start_offset"])) == (
+            below.committed[key], deleted["low_watermark"]
+        )  # fmt: skip
+    # An operator's reset of the emptied group forward, past input no copier read: a plain
+    # commit while the group is Empty, its offset going up, is no finding today. The offsets
+    # the group had show the range it skipped.
+    forward = facts.get("forward_reset")
+    if forward is not None:
+        assert _processing_findings(warehouse, forward.group) == []
+        (reset,) = [d for _, what, d in forward.events if what == "offsets reset"]
+        ((key, (first, end)),) = reset["skipped"].items()
+        applied = _sql(
+            warehouse, "consumer_offsets",
+            f"SELECT topic, partition, committed_offset, kind FROM t WHERE group_id = "
+            f"'{forward.group}' AND outcome = 'APPLIED' ORDER BY record_offset",
+        )  # fmt: skip
+        assert {f"{r['topic']}:{r['partition']}" for r in applied} == {key}
+        kinds = [r["kind"] for r in applied]
+        at = kinds.index("PLAIN")
+        assert kinds.count("PLAIN") == 1 and "TRANSACTIONAL" in kinds[:at] + kinds[at + 1 :]
+        assert [r["committed_offset"] for r in applied[at - 1 : at + 1]] == [first, end]
+        assert applied[-1]["committed_offset"] == forward.committed[key]
     # Nothing else: every processing finding above INFO is one of the faults above.
-    faulty = ("auto_commit", "aborted_read", "two_owners")
+    faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
+              "commit_below_log_start")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(

@@ -22,12 +22,20 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | still open, which then commits, and past one which then aborts |
 | `two_owners` | two librdkafka processors with different transactional ids copy one input |
 | | partition's records at once for one group; both add its offset, then both commit |
+| `commit_beyond_log` | a librdkafka consumer reads its input to the end and commits an offset |
+| | 1000 beyond it (the coordinator does not check); more input is written after |
+| `commit_below_log_start` | a librdkafka consumer commits 10; delete_records moves the input's |
+| | log start past it, to a segment's base, and retention deletes the segments before |
+| `forward_reset` | a copier in group mode copies its input to the end and leaves; more input |
+| | comes; `kafka-consumer-groups --reset-offsets --shift-by 20 --execute` skips part of it; |
+| | a copier with the same transactional.id copies the rest |
 
-Each scenario has its own topics, group and transactional.id, named after it and the release. A
-cluster's `__consumer_offsets` and `__transaction_state` are shared by everything on it, so a
-release's scenarios play on one cluster and one export holds them all (`processing-<release>`):
-their input and output topics and every partition of the two coordinator topics, copied once at
-the end; no other export holds a coordinator partition. Its `facts` say which group, ids and
+Each scenario has its own topics, group and transactional.id, named after it and the release (one
+that only consumes has its input and no transactional.id). A cluster's `__consumer_offsets` and
+`__transaction_state` are shared by everything on it, so a release's scenarios play on one
+cluster and one export holds them all (`processing-<release>`): their input and output topics and
+every partition of the two coordinator topics, copied once at the end; no other export holds a
+coordinator partition. Its `facts` say which group, ids and
 topics belong to which scenario (`Played`), and what Kafka answered at the end of each.
 """
 
@@ -208,15 +216,27 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _start(cluster: Cluster, scenario: str, partitions: int, records: int) -> Played:
-    """The scenario's topics, and its input written by an idempotent producer (librdkafka)."""
+def _start(
+    cluster: Cluster, scenario: str, partitions: int, records: int, output: bool = True,
+    **input_configs: str,
+) -> Played:  # fmt: skip
+    """The scenario's topics (the input's with topic configs `input_configs`), and its input
+    written by an idempotent producer (librdkafka).
+
+    Without `output` the scenario only consumes: its input is its one topic (an empty output
+    topic would be a partition folder with no batch in the export) and it has no
+    transactional.id.
+    """
     named = names(scenario, cluster.jars.name)
     transactional_id = named.pop("transactional_id")
-    played = Played(scenario, transactional_ids=[transactional_id], partitions=partitions,
-                    input_records=records, **named)  # fmt: skip
+    if not output:
+        named["output_topic"] = named["input_topic"]
+    played = Played(scenario, transactional_ids=[transactional_id] if output else [],
+                    partitions=partitions, input_records=records, **named)  # fmt: skip
     # The copier writes each record to its input partition's number in the output topic.
-    cluster.create_topic(played.input_topic, partitions=partitions)
-    cluster.create_topic(played.output_topic, partitions=partitions)
+    cluster.create_topic(played.input_topic, partitions=partitions, **input_configs)
+    if output:
+        cluster.create_topic(played.output_topic, partitions=partitions)
     producer = rdkafka_producer(cluster.bootstrap)
     per_partition, per_batch = records // partitions, 30
     for partition in range(partitions):
@@ -528,7 +548,167 @@ def two_owners(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+def _consume_until(consumer, position: int, timeout: float = 30.0) -> int:
+    """Poll `consumer` until its position reaches `position`; the records it read."""
+    read, at, deadline = 0, -1, time.monotonic() + timeout
+    while at < position:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the consumer read to {at} of {position} in {timeout:.0f} s")
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read, at = read + 1, message.offset() + 1
+    return read
+
+
+def _commit(consumer, topic: str, offset: int) -> None:
+    """A plain, synchronous OffsetCommit of `offset` for `topic`'s partition 0."""
+    from confluent_kafka import TopicPartition
+
+    consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+
+
+# How far beyond the input's log end `commit_beyond_log` commits: the records that later take
+# those offsets are the ones its group would skip.
+BEYOND_BY = 1000
+# How long after a commit a scenario writes again: beyond the audit's default clock skew
+# (processing.clock_skew_ms, 1 s), so that the batch shows the partition written after it.
+WRITTEN_AFTER_COMMIT_S = 2.0
+
+
+def commit_beyond_log(cluster: Cluster) -> Played:
+    """A consumer of the group reads its input to the end and commits an offset far beyond it;
+    more input is written after.
+
+    The group coordinator stores an OffsetCommit without looking at the partition's log (only
+    the leader of the partition knows its end), so librdkafka's commit of an explicit offset
+    is accepted as it is. The later input shows that the export of the partition was taken
+    after the commit.
+    """
+    played = _start(cluster, "commit_beyond_log", partitions=1, records=40, output=False)
+    key = f"{played.input_topic}:0"
+    end = log_ends(cluster, played.input_topic, 1)[key]
+    consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
+    try:
+        consumed = _consume_until(consumer, end)
+        _commit(consumer, played.input_topic, end + BEYOND_BY)
+    finally:
+        consumer.close()
+    played.event("committed beyond the log end", consumed=consumed, offset=end + BEYOND_BY,
+                 log_end=end)  # fmt: skip
+    time.sleep(WRITTEN_AFTER_COMMIT_S)
+    more = 20
+    rdkafka_send(rdkafka_producer(cluster.bootstrap), played.input_topic, 0, more)
+    played.input_records += more
+    played.event("input written", records=more)
+    return _settle(cluster, played)
+
+
+# The input's segment.ms in `commit_below_log_start`: its second write, this much later, starts
+# a segment, which lets retention delete the first one whole once the log start passes it.
+SEGMENT_MS = 1000
+
+
+def _segment_bases(cluster: Cluster, partition: str) -> list[int]:
+    """The base offsets of the segments of `partition` (`topic-N`) on the first broker."""
+    folder = cluster.brokers[0].log_dir / partition
+    return sorted(int(path.stem) for path in folder.glob("*.log"))
+
+
+def commit_below_log_start(cluster: Cluster) -> Played:
+    """A group commits an offset, then the records below a higher offset are deleted
+    (DeleteRecords), and retention deletes the segment they were in.
+
+    The input is written in two parts a segment.ms apart, so that the second starts a
+    segment. A librdkafka consumer of the group reads the first records and commits the
+    position after them; the admin API's delete_records then moves the log start to the base
+    offset of the second part's segment, and the broker's retention check deletes the segments
+    before it (every offset of them is below the log start:
+    `UnifiedLog.deleteLogStartOffsetBreachedSegments`). The export copies the partition's folder
+    as it is then: its first batch is at the new log start. The log-start-offset checkpoint
+    beside it does not name the partition: a broker checkpoints a log start only above the
+    first segment's base offset.
+    """
+    from confluent_kafka import TopicPartition
+
+    played = _start(cluster, "commit_below_log_start", partitions=1, records=40, output=False,
+                    segment_ms=str(SEGMENT_MS), file_delete_delay_ms="0")  # fmt: skip
+    partition = f"{played.input_topic}-0"
+    # Where the second write starts, and so its segment.
+    second = log_ends(cluster, played.input_topic, 1)[f"{played.input_topic}:0"]
+    time.sleep(SEGMENT_MS / 1000 + 0.5)
+    more = 40
+    rdkafka_send(rdkafka_producer(cluster.bootstrap), played.input_topic, 0, more)
+    played.input_records += more
+    bases = _segment_bases(cluster, partition)
+    played.event("input written", records=more, segments=bases)
+    if second not in bases:
+        raise RuntimeError(f"the second write did not start a segment of {partition}: {bases}")
+    consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
+    committed = 10
+    try:
+        _consume_until(consumer, committed)
+        _commit(consumer, played.input_topic, committed)
+    finally:
+        consumer.close()
+    played.event("committed", offset=committed)
+    # Every record of the first write deleted: the log start at the second write's segment.
+    deleted_before = second
+    admin = _admin(cluster)
+    answers = admin.delete_records(
+        [TopicPartition(played.input_topic, 0, deleted_before)], request_timeout=30
+    )
+    (answer,) = answers.values()
+    low_watermark = answer.result(30).low_watermark
+    played.event("records deleted", before=deleted_before, low_watermark=low_watermark)
+    deadline = time.monotonic() + 30
+    while _segment_bases(cluster, partition)[0] < deleted_before:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"retention did not delete the first segment of {partition}")
+        time.sleep(0.1)
+    played.event("segment deleted", segments=_segment_bases(cluster, partition))
+    return _settle(cluster, played)
+
+
+# How far `forward_reset`'s operator moves the group's offset forward (--shift-by).
+SHIFT_BY = 20
+
+
+def forward_reset(cluster: Cluster) -> Played:
+    """A copier in group mode copies its input to the end and leaves; more input comes; an
+    operator shifts the group's offset forward, past input nobody copied; a copier with the same
+    transactional.id copies from there to the end.
+
+    The records between the offset the first copier committed and the reset one are never
+    copied: the "offsets reset" event holds that range for each partition (`skipped`:
+    "topic:partition" -> [first, end)).
+    """
+    played = _start(cluster, "forward_reset", partitions=1, records=50)
+    (transactional_id,) = played.transactional_ids
+    # The first copier copies what the input holds when it is assigned the partition (in group
+    # mode the copier counts the records to copy then, whatever --max-messages says).
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
+    copied = committed_offsets(cluster, played.group)
+    played.event("copied", committed=copied)
+    more = 50
+    rdkafka_send(rdkafka_producer(cluster.bootstrap), played.input_topic, 0, more)
+    played.input_records += more
+    played.event("input written", records=more)
+    # kafka-consumer-groups.sh on the Empty group (the copier's consumer left it): it commits
+    # each partition's offset plus SHIFT_BY and prints the new offsets.
+    played.tool_output["reset"] = cluster.tool(
+        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+        "--topic", played.input_topic, "--reset-offsets", "--shift-by", str(SHIFT_BY),
+        "--execute",
+    )  # fmt: skip
+    reset = committed_offsets(cluster, played.group)
+    skipped = {key: [copied[key], offset] for key, offset in reset.items()}
+    played.event("offsets reset", shift_by=SHIFT_BY, committed=reset, skipped=skipped)
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
-    copier, admin_reset, auto_commit, aborted_read, two_owners,
-)
+    copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
+    commit_below_log_start, forward_reset,
+)  # fmt: skip

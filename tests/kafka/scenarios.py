@@ -23,9 +23,10 @@ scenarios share two clusters, and one audit can read every export at once:
 | `compacted` | 4.x | transactions on a compacted topic, after the cleaner ran |
 | `failover` | 4.x, two brokers of their own | an unclean leader election (`failover`) |
 | `processing` | both (4.x: a broker of its | consume-transform-produce with Kafka's transactional |
-| | own; 3.9: after `zombie`) | copier, an offset reset, a plain consumer |
-| | | (`processing.py`): one export per release with the |
-| | | coordinator topics, in `Built.processing` |
+| | own; 3.9: after `zombie`) | copier, offset resets, plain consumers, commits outside |
+| | | the input's log (`processing.py`): one export per |
+| | | release with the coordinator topics, in |
+| | | `Built.processing` |
 
 The processing export's dump folders also hold the coordinator partitions printed with
 `--offsets-decoder` and `--transaction-log-decoder` (`DUMP_FILES`).
