@@ -335,6 +335,7 @@ PARTITION_STATS = T.StructType(
         T.StructField("batches_with_producer_id", T.LongType(), False),
         T.StructField("records", T.LongType(), True),
         T.StructField("markers", T.LongType(), True),
+        T.StructField("log_start_offset", T.LongType(), True),
         T.StructField("max_timestamp", T.LongType(), True),
         T.StructField("batches_skipped", T.LongType(), False),
     ]

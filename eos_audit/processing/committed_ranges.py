@@ -12,9 +12,9 @@ docs/rules.md#commit-below-log-start).
 
 The log end is the export's: a commit is judged against it only where the partition holds a
 batch written after the commit (so the export of the partition was taken later, and its end is
-at least the end the group saw). The log start is the export's first offset, and only the
-group's last applied offset is judged against it: an older commit may have been above the log
-start of its time.
+at least the end the group saw). The log start is the export's first offset, or the broker's
+`log-start-offset-checkpoint` where that is higher, and only the group's last applied offset is
+judged against it: an older commit may have been above the log start of its time.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def offset_out_of_range(
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
         partitions: the audit's partition statistics (topic, partition, first_offset,
-            last_offset, max_timestamp) of every exported partition.
+            last_offset, log_start_offset, max_timestamp) of every exported partition.
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
 
@@ -54,7 +54,9 @@ def offset_out_of_range(
     logs = partitions.select(
         "topic",
         "partition",
-        F.col("first_offset").alias("log_start_offset"),
+        # DeleteRecords or retention may have moved the log start inside the first exported
+        # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes).
+        F.greatest("first_offset", "log_start_offset").alias("log_start_offset"),
         (F.col("last_offset") + 1).alias("log_end_offset"),
         F.col("max_timestamp").alias("written_until"),
     )

@@ -49,6 +49,7 @@ from eos_audit.replay.basics import (
     SEED_STATE,
     STATE_COVERAGE,
     TRANSACTIONS,
+    log_start_of,
     max_or_null,
 )
 from eos_audit.replay.emit import (
@@ -114,6 +115,7 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row,
         p.batches_with_producer_id = part.batches_with_producer_id
         p.records = part.records if part.batches > 0 else NULL
         p.markers = part.markers if part.batches > 0 else NULL
+        p.log_start_offset = log_start_of(part)
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
         p.batches_skipped = part.skipped_batches

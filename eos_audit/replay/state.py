@@ -272,6 +272,7 @@ PARTITION_EVENT = np.dtype(
         ("batches_with_producer_id", np.int64),
         ("records", np.int64),
         ("markers", np.int64),
+        ("log_start_offset", np.int64),  # basics.log_start_of: checkpoints included
         ("max_timestamp", np.int64),
         ("producers", np.int64),
         ("batches_skipped", np.int64),

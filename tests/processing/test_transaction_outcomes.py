@@ -22,6 +22,8 @@ at read_uncommitted, committing plainly.
 | | that never ends: at the export's time (2000) it hangs |
 
 `input` is exported from offset 100: `proc`'s standing offset, 4, is below its log start.
+`trimmed` holds offsets 0-2, but its `log-start-offset-checkpoint` says DeleteRecords moved its
+start to 2: `down`'s offset 1 there (time 39) is below it too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.fixtures.segment_builder import (
     BASE_TS,
+    checkpoint_text,
     control_batch,
     data_batch,
     record_batch,
@@ -54,7 +57,7 @@ from tests.sources.test_coordinator_records import (
 pytestmark = pytest.mark.slow
 
 PROCESSOR, DOWNSTREAM, TXN_ID = "proc", "down", "proc-tx"
-INPUT, OUTPUT, ELSEWHERE, ZOMBIE = "input", "out", "elsewhere", "zombie"
+INPUT, OUTPUT, ELSEWHERE, ZOMBIE, TRIMMED = "input", "out", "elsewhere", "zombie", "trimmed"
 CO = "__consumer_offsets"
 PROC_CO, DOWN_CO, TS = partition_for(PROCESSOR), partition_for(DOWNSTREAM), partition_for(TXN_ID)
 PID, UNKNOWN_PID = 4000, 4001
@@ -115,7 +118,7 @@ PROCESSOR_OFFSETS = [
 DOWNSTREAM_OFFSETS = [
     plain(i, when, commit(DOWNSTREAM, OUTPUT, offset, when))
     for i, (offset, when) in enumerate([(2, 15), (4, 22), (6, 31), (50, 38)])
-]
+] + [plain(4, 39, commit(DOWNSTREAM, TRIMMED, 1, 39))]
 TRANSACTION_LOG = [
     state(0, 0, ONGOING, BOTH, 9), state(1, 1, PREPARE_COMMIT, BOTH, 12),
     state(2, 1, COMPLETE_COMMIT, {}, 14),
@@ -134,6 +137,8 @@ def write_export(root) -> None:
     write_partition_dir(root, 1, CO, DOWN_CO, *DOWNSTREAM_OFFSETS)
     write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
     write_partition_dir(root, 1, ZOMBIE, 0, output(0, 1, 44), marker(1, 1, 45, True))
+    write_partition_dir(root, 1, TRIMMED, 0, data_batch(0, 3, timestamp=at(1)))
+    (root / "1" / "log-start-offset-checkpoint").write_text(checkpoint_text([(TRIMMED, 0, 2)]))
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +169,7 @@ def test_each_rule_finds_its_fault_at_its_evidence(audited):
         for f in findings(audited)
     ] == [
         ("ABORTED_READ", None, "CRITICAL", CO, DOWN_CO, 1),
+        ("COMMIT_BELOW_LOG_START", None, "WARNING", CO, DOWN_CO, 4),
         ("COMMIT_BELOW_LOG_START", None, "WARNING", CO, PROC_CO, 2),
         ("COMMIT_BEYOND_LOG", None, "CRITICAL", CO, DOWN_CO, 3),
         ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", "ERROR", CO, PROC_CO, 4),
