@@ -123,9 +123,9 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
     """Each applied transactional commit with the input range its transaction processed.
 
     `range_start` is the group's offset it replaced (the input's first exported offset for the
-    group's first commit); `covered_to` the highest offset an earlier committed transaction of
-    the key reached, against which the range overlaps or leaves a gap. `reason` says why the
-    range cannot be judged.
+    group's first commit); `resumed_from` the previous committed transaction's offset;
+    `covered_to` the highest offset an earlier committed transaction of the key reached, against
+    which the range overlaps or leaves a gap. `reason` says why the range cannot be judged.
     """
     applied = history.where(F.col("outcome") == "APPLIED")
     # The order the coordinator applied them: a transactional commit at its marker.
@@ -138,6 +138,9 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         "*",
         F.max(F.when(transactional, F.col("committed_offset"))).over(earlier).alias("covered_to"),
         F.count(F.lit(1)).over(earlier).alias("applied_before"),
+        F.last(F.when(transactional, F.col("committed_offset")), ignorenulls=True)
+        .over(earlier)
+        .alias("resumed_from"),
     ).where(transactional)
     offsets_log = offsets_logs(records).select("coordinator_partition", "offsets_whole")
     input_log = logs.select("topic", "partition", "log_start", "log_end", "whole", "attributed")
@@ -305,17 +308,25 @@ def _outputs(
 
 
 def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
-    """OVERLAPPING_RANGE and RANGE_GAP: a range against what earlier transactions covered."""
+    """OVERLAPPING_RANGE and RANGE_GAP: a range against what earlier transactions covered.
+
+    Once per rewind: a transaction that starts where the group's previous transaction ended
+    continues a run of reprocessing the first one of which was reported (with the whole range
+    the group's transactions had covered), so a replay of a million transactions is one finding.
+    """
     start, covered = F.col("range_start"), F.col("covered_to")
-    judgeable = judged.where(F.col("reason").isNull() & covered.isNotNull() & (start != covered))
+    resumed = F.coalesce(start == F.col("resumed_from"), F.lit(False))
     overlap = start < covered
+    judgeable = judged.where(
+        F.col("reason").isNull() & covered.isNotNull() & (start != covered) & ~(overlap & resumed)
+    )
     repeated_to = F.least(covered, F.col("committed_offset"))
     values = {
         **_common(F.when(overlap, "OVERLAPPING_RANGE").otherwise("RANGE_GAP")),
         "processed_twice": F.format_string(
-            "it processed [%d, %d) from offset %d, and offsets [%d, %d) of it an earlier "
-            "committed transaction of the group had processed",
-            start, F.col("committed_offset"), start, start, repeated_to,
+            "it processed [%d, %d), and offsets [%d, %d) of it an earlier committed transaction "
+            "of the group had processed (the group's transactions had reached offset %d)",
+            start, F.col("committed_offset"), start, repeated_to, covered,
         ),
         "never_processed": F.format_string(
             "it processed [%d, %d), and no committed transaction of the group processed "
