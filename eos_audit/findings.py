@@ -663,8 +663,8 @@ _TYPES += [
         "{committed_offset} (record {base_offset}): {processed_twice}.",
         evidence=(
             "group_id", "committed_topic", "committed_partition", "committed_offset",
-            "range_start", "range_end", "input_records", "output_records", "transactional_id",
-            "marker_offset",
+            "range_start", "range_end", "covered_to", "input_records", "output_records",
+            "transactional_id", "marker_offset",
         ),
         raised_by=PROCESSING,
     ),
@@ -680,8 +680,8 @@ _TYPES += [
         "{committed_offset} (record {base_offset}): {never_processed}.",
         evidence=(
             "group_id", "committed_topic", "committed_partition", "committed_offset",
-            "range_start", "range_end", "input_records", "output_records", "transactional_id",
-            "marker_offset",
+            "range_start", "range_end", "covered_to", "input_records", "output_records",
+            "transactional_id", "marker_offset",
         ),
         raised_by=PROCESSING,
     ),

@@ -401,6 +401,7 @@ def _common(cause: Column) -> dict[str, Column]:
         "marker_offset": F.col("marker_offset"),
         "range_start": F.col("range_start"),
         "range_end": F.col("committed_offset"),
+        "covered_to": F.col("covered_to"),
         "input_records": F.col("input_records"),
         "output_records": F.col("output_records"),
         "transactional_id": F.coalesce(F.col("transactional_id"), F.lit("unknown")),

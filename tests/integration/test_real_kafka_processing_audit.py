@@ -3,19 +3,20 @@
 One run per release audits that release's processing export (`tests/kafka/processing.py`): the
 4.x one from its segments, the 3.9 one from its `kafka-dump-log.sh --deep-iteration` text printed
 with the decoder flags, so both coordinator readers feed the replay and both show the markers'
-types. Kafka's own copier, bounced with SIGTERM and SIGKILL and aborting at random, must give no
-finding above INFO, and its group's last committed offsets must be the ones Kafka's admin API
-listed; an operator's reset of the emptied group is an OFFSET_REWIND of cause ADMIN_RESET (INFO);
-a consumer committing plainly in a group a copier commits transactionally is a
-MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing past a transaction that then
-commits is READ_PAST_LSO, past one that then aborts ABORTED_READ; two processors of one input
-for one group, both pending before either commits, are CONCURRENT_OFFSET_OWNERS; a commit far
-beyond the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset
-below the log start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an
-operator's reset of an emptied group forward past input no copier read raises nothing (yet: the
-offsets table shows the skipped range). No other processing finding above INFO is raised on any
-of it. A copy of the 4.x export whose copier's
-abort marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
+types; the copiers' groups are declared one-to-one. Kafka's own copier, bounced with SIGTERM and
+SIGKILL and aborting at random, must give no processing finding at all, and its group's last
+committed offsets must be the ones Kafka's admin API listed; an operator's reset of the emptied
+group is an OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a group a
+copier commits transactionally is a MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer
+committing past a transaction that then commits is READ_PAST_LSO, past one that then aborts
+ABORTED_READ; two processors of one input for one group, both pending before either commits, are
+CONCURRENT_OFFSET_OWNERS, and the second one's outputs DUPLICATE_PROCESSING; a commit far beyond
+the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset below the
+log start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operator's reset of
+an emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest
+offset with the input copied again DUPLICATE_PROCESSING. No other processing finding above INFO
+is raised on any of it. A copy of the 4.x export whose copier's abort marker in
+`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.jars import KAFKA_3, KAFKA_4
 from tests.kafka import tamper
 from tests.kafka.cluster import BROKER_SETTINGS
+from tests.kafka.processing import ONE_TO_ONE
 from tests.run_once import once_per_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -43,6 +45,10 @@ RELEASE_3 = f"kafka-{KAFKA_3}"
 # Which form of each release's export the run reads.
 FORM = {RELEASE_4: "segments", RELEASE_3: "dump_deep"}
 ABOVE_INFO = ("WARNING", "ERROR", "CRITICAL")
+# The copiers' groups write one output record per input record: declared one-to-one.
+ONE_TO_ONE_CONFIG = AuditConfig().with_overrides(
+    processing={"one_to_one_groups": [f"{scenario}-group-*" for scenario in ONE_TO_ONE]}
+)
 
 
 def _sql(warehouse: str, table: str, query: str) -> list[dict]:
@@ -60,7 +66,7 @@ def audited(spark, real_kafka, tmp_path_factory) -> dict[str, tuple[str, str, st
             export = real_kafka.processing[release]
             warehouse = str(folder / release)
             inputs = AuditInputs(batches=(getattr(export, form),))
-            result = run_audit(spark, inputs, AuditConfig(), warehouse)
+            result = run_audit(spark, inputs, ONE_TO_ONE_CONFIG, warehouse)
             runs[release] = (warehouse, result.status, result.error)
         return runs
 
@@ -95,7 +101,8 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     assert status == "SUCCEEDED", error
     # The bounced copier: aborts, a clean stop, a kill inside a transaction, restarts.
     copier = facts["copier"]
-    assert [f for f in _processing_findings(warehouse, copier.group) if f[2] in ABOVE_INFO] == []
+    # No finding at all, INFO included: the one-to-one checks could count every transaction.
+    assert _processing_findings(warehouse, copier.group) == []
     last = _sql(
         warehouse, "consumer_offsets",
         f"SELECT topic, partition, committed_offset, kind, record_offset FROM t "
@@ -130,11 +137,13 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
             ("ABORTED_READ", None, "CRITICAL"), ("READ_PAST_LSO", None, "WARNING")
         ]
     # Two processors of one input for one group, at once: both transactions' offset commits of
-    # the one key were pending together, and both committed.
+    # the one key were pending together, and both committed; the second one's outputs copied
+    # input the first one's commit had already covered.
     owners = facts.get("two_owners")
     if owners is not None:
         assert _processing_findings(warehouse, owners.group) == [
-            ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL")
+            ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL"),
+            ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL"),
         ]
     # A consumer's commit far beyond its input's end, which later input passed: the group
     # claims the offsets those records took.
@@ -161,14 +170,18 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert (int(evidence["committed_offset"]), int(evidence["log_start_offset"])) == (
             below.committed[key], deleted["low_watermark"]
         )  # fmt: skip
-    # An operator's reset of the emptied group forward, past input no copier read: a plain
-    # commit while the group is Empty, its offset going up, is no finding today. The offsets
-    # the group had show the range it skipped.
+    # An operator's reset of the emptied group forward, past input no copier read: the
+    # copier's next transaction left the range between unprocessed. The offsets the group had
+    # show that range too.
     forward = facts.get("forward_reset")
     if forward is not None:
-        assert _processing_findings(warehouse, forward.group) == []
+        assert _processing_findings(warehouse, forward.group) == [
+            ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL")
+        ]
         (reset,) = [d for _, what, d in forward.events if what == "offsets reset"]
         ((key, (first, end)),) = reset["skipped"].items()
+        (gap,) = _evidence(warehouse, forward.group, "SKIPPED_INPUT")
+        assert (int(gap["covered_to"]), int(gap["range_start"])) == (first, end)
         applied = _sql(
             warehouse, "consumer_offsets",
             f"SELECT topic, partition, committed_offset, kind FROM t WHERE group_id = "
@@ -180,9 +193,22 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert kinds.count("PLAIN") == 1 and "TRANSACTIONAL" in kinds[:at] + kinds[at + 1 :]
         assert [r["committed_offset"] for r in applied[at - 1 : at + 1]] == [first, end]
         assert applied[-1]["committed_offset"] == forward.committed[key]
+    # An operator's reset of the emptied group to the earliest offset, and the whole input
+    # copied again: one rewind, and its first transaction reported as reprocessing what the
+    # group's transactions had covered.
+    again = facts.get("rewind_reprocess")
+    if again is not None:
+        assert _processing_findings(warehouse, again.group) == [
+            ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL"),
+            ("OFFSET_REWIND", "ADMIN_RESET", "INFO"),
+        ]
+        (reset,) = [d for _, what, d in again.events if what == "offsets reset"]
+        ((key, (first, end)),) = reset["reprocessed"].items()
+        (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
+        assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
-              "commit_below_log_start")  # fmt: skip
+              "commit_below_log_start", "forward_reset", "rewind_reprocess")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(
@@ -222,7 +248,7 @@ def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
     )  # fmt: skip
     tamper.rewrite_marker(log, position, "COMMIT")
     warehouse = str(root / "warehouse")
-    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), AuditConfig(), warehouse)
+    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), ONE_TO_ONE_CONFIG, warehouse)
     return warehouse, partition, view["base_offset"]
 
 
@@ -240,3 +266,28 @@ def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transactio
         f"has a COMMIT marker at offset {at}: offsets committed for outputs that aborted: that "
         "input is lost."
     )
+
+
+def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(torn, real_kafka):
+    """The aborted transaction's offsets now commit with no output: its input is skipped; the
+    copier retried that input after the abort, in a transaction whose offsets started where the
+    forged commit left them."""
+    warehouse, _, at = torn
+    group = real_kafka.processing[RELEASE_4].facts["copier"].group
+    found = _sql(
+        warehouse, "findings",
+        "SELECT finding_type, cause, evidence FROM t "
+        "WHERE finding_type IN ('SKIPPED_INPUT', 'DUPLICATE_PROCESSING')",
+    )  # fmt: skip
+    by_type = {f["finding_type"]: (f["cause"], dict(f["evidence"])) for f in found}
+    assert len(found) == 2 and sorted(by_type) == ["DUPLICATE_PROCESSING", "SKIPPED_INPUT"]
+    cause, skipped = by_type["SKIPPED_INPUT"]
+    assert (cause, skipped["group_id"], skipped["marker_offset"]) == (
+        "LESS_OUTPUT_THAN_INPUT", group, str(at)
+    )  # fmt: skip
+    assert skipped["output_records"] == "0" and int(skipped["input_records"]) > 0
+    cause, retried = by_type["DUPLICATE_PROCESSING"]
+    assert (cause, retried["group_id"], retried["range_start"]) == (
+        "MORE_OUTPUT_THAN_INPUT", group, skipped["range_end"]
+    )  # fmt: skip
+    assert retried["output_records"] == skipped["input_records"]

@@ -29,6 +29,9 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | `forward_reset` | a copier in group mode copies its input to the end and leaves; more input |
 | | comes; `kafka-consumer-groups --reset-offsets --shift-by 20 --execute` skips part of it; |
 | | a copier with the same transactional.id copies the rest |
+| `rewind_reprocess` | a copier in group mode copies its input to the end and leaves; |
+| | `kafka-consumer-groups --reset-offsets --to-earliest --execute`; a copier with the same |
+| | transactional.id copies the whole input again |
 
 Each scenario has its own topics, group and transactional.id, named after it and the release (one
 that only consumes has its input and no transactional.id). A cluster's `__consumer_offsets` and
@@ -707,8 +710,31 @@ def forward_reset(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+def rewind_reprocess(cluster: Cluster) -> Played:
+    """A copier in group mode copies its input to the end and leaves; an operator resets the
+    emptied group to the earliest offset; a copier with the same transactional.id copies the
+    whole input again (what an offset reset after expiry does to a live pipeline).
+    """
+    played = _start(cluster, "rewind_reprocess", partitions=1, records=60)
+    (transactional_id,) = played.transactional_ids
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
+    copied = committed_offsets(cluster, played.group)
+    played.event("copied", committed=copied)
+    played.tool_output["reset"] = cluster.tool(
+        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
+    )  # fmt: skip
+    played.event("offsets reset", to="earliest", reprocessed={k: [0, v] for k, v in copied.items()})
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
-    commit_below_log_start, forward_reset,
+    commit_below_log_start, forward_reset, rewind_reprocess,
 )  # fmt: skip
+# The scenarios whose processors write one output record per input record, in the transaction
+# that commits its offset: the audit declares their groups one-to-one.
+ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "forward_reset",
+              "rewind_reprocess")  # fmt: skip
