@@ -16,12 +16,15 @@ log start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an op
 an emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest
 offset with the input copied again DUPLICATE_PROCESSING. No other processing finding above INFO
 is raised on any of it. A copy of the 4.x export whose copier's abort marker in
-`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there.
+`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that transaction
+SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; a copy whose copier's last marker there is cut
+out leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE.
 """
 
 from __future__ import annotations
 
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -222,22 +225,29 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     assert set(copier.transactional_ids) <= {r["transactional_id"] for r in ids}
 
 
-@pytest.fixture(scope="module")
-def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
-    """The 4.x copier's partitions and the transaction log, copied, with the first ABORT marker
-    of a copier's offset commit in `__consumer_offsets` rewritten to COMMIT (its CRC computed
-    again), audited: (warehouse, that partition, the marker's offset)."""
+def _copier_copy(real_kafka, root: Path) -> tuple[int, Path]:
+    """The 4.x copier's input and output partitions, its group's `__consumer_offsets` partition
+    and `__transaction_state`, copied under `root/export`: (that partition, the broker folder)."""
     export = real_kafka.processing[RELEASE_4]
     copier = export.facts["copier"]
     partition = partition_for(copier.group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
     replica = min(p for p in Path(export.segments).iterdir() if p.is_dir())
-    root = tmp_path_factory.mktemp("torn")
     wanted = (f"__consumer_offsets-{partition}", "__transaction_state-", copier.input_topic,
               copier.output_topic)  # fmt: skip
     copy = root / "export" / replica.name
     for folder in replica.iterdir():
         if folder.is_dir() and folder.name.startswith(wanted):
             shutil.copytree(folder, copy / folder.name)
+    return partition, copy
+
+
+@pytest.fixture(scope="module")
+def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
+    """The 4.x copier's partitions and the transaction log, copied, with the first ABORT marker
+    of a copier's offset commit in `__consumer_offsets` rewritten to COMMIT (its CRC computed
+    again), audited: (warehouse, that partition, the marker's offset)."""
+    root = tmp_path_factory.mktemp("torn")
+    partition, copy = _copier_copy(real_kafka, root)
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     batches = tamper.batches(log)
     position, view = next(
@@ -291,3 +301,60 @@ def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(tor
         "MORE_OUTPUT_THAN_INPUT", group, skipped["range_end"]
     )  # fmt: skip
     assert retried["output_records"] == skipped["input_records"]
+
+
+@pytest.fixture(scope="module")
+def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
+    """The 4.x copier's copy (as `torn`'s) with its producer's last marker in
+    `__consumer_offsets` cut out (as a cleaner bug that drops markers would), audited at the
+    time of the test with a 1 s maximum transaction timeout: (warehouse, what was changed)."""
+    root = tmp_path_factory.mktemp("lost")
+    partition, copy = _copier_copy(real_kafka, root)
+    copier = real_kafka.processing[RELEASE_4].facts["copier"]
+    (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
+    views = tamper.batches(log)
+    pid = next(v["producer_id"] for _, _, v in views if v["is_transactional"]
+               and not v["is_control"] and v["producer_id"] >= 0)  # fmt: skip
+    cut, _, view = [b for b in views if b[2]["is_control"] and b[2]["producer_id"] == pid][-1]
+    tamper.remove_batch(log, cut)
+    warehouse = str(root / "warehouse")
+    config = ONE_TO_ONE_CONFIG.with_overrides(transactions={"max_timeout_ms": 1000})
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    inputs = AuditInputs(batches=(str(root / "export"),), export_time=now)
+    run_audit(spark, inputs, config, warehouse)
+    return warehouse, {"partition": partition, "cut": view["base_offset"], "group": copier.group}
+
+
+def test_a_lost_offsets_marker_leaves_the_commit_hanging_and_the_partition_unverifiable(lost):
+    """The commit the cut marker decided stays pending, and the transaction log's current
+    transaction of the copier's id no longer lists the partition: find-hanging's rule. The
+    partition has an offset no record holds: the rewind and one-to-one checks cannot be decided
+    on it. The other scenarios' outputs are not in the copy: their transactions' markers cannot
+    be checked."""
+    warehouse, changed = lost
+    types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
+    found = _sql(
+        warehouse, "findings",
+        f"SELECT finding_type, cause, severity, topic, partition, base_offset, evidence FROM t "
+        f"WHERE finding_type IN ({types})",
+    )  # fmt: skip
+    serious = [f for f in found if f["severity"] in ABOVE_INFO]
+    assert [(f["finding_type"], f["cause"], f["severity"]) for f in serious] == [
+        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", "ERROR")
+    ]
+    (hanging,) = serious
+    assert (hanging["partition"], dict(hanging["evidence"])["group_id"]) == (
+        changed["partition"], changed["group"]
+    )  # fmt: skip
+    assert hanging["base_offset"] < changed["cut"]
+    unverifiable = {
+        (f["cause"], dict(f["evidence"])["check"], f["topic"] == "__consumer_offsets")
+        for f in found
+        if f["finding_type"] == "UNVERIFIABLE"
+    }
+    assert unverifiable == {
+        ("OFFSETS_NOT_WHOLE", "OFFSET_REWIND", True),
+        ("OFFSETS_NOT_WHOLE", "ONE_TO_ONE", False),
+        ("PARTITION_NOT_EXPORTED", "TORN_TRANSACTION", True),
+        ("PARTITION_NOT_EXPORTED", "TORN_TRANSACTION", False),
+    }
