@@ -73,6 +73,8 @@ _REASONS = {
     "straddles an end of the range",
     "OUTPUTS_NOT_COUNTED": "an output partition of the transaction is not exported, or its "
     "marker's type or records are not shown",
+    "OUTPUTS_SHARED": "the transaction committed offsets of more than one group, so its "
+    "outputs are not one group's",
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
     "outputs are unknown",
 }
@@ -110,7 +112,7 @@ def send_offsets_to_transaction(
     logs = exported_logs(partitions, transactions)
     ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), records, logs)
     counted = _input_records(ranges, transactions, logs)
-    outputs = _outputs(records, transactions, logs, config.processing.clock_skew_ms)
+    outputs = _outputs(records, history, transactions, logs, config.processing.clock_skew_ms)
     judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
     return (
         _range_findings(judged, config, run_id)
@@ -257,14 +259,19 @@ def _side(side: str, column: str) -> Column:
 
 
 def _outputs(
-    records: DataFrame, transactions: DataFrame, logs: DataFrame, skew_ms: int
+    records: DataFrame,
+    history: DataFrame,
+    transactions: DataFrame,
+    logs: DataFrame,
+    skew_ms: int,
 ) -> DataFrame:
     """Each transaction's committed output records, by its `__consumer_offsets` marker.
 
     The transaction is its `__transaction_state` prepare record; its offsets' marker is the one
     its `__consumer_offsets` partition got, its outputs the records of the transactions its
     other partitions' COMMIT markers closed. `outputs_known` is false where a partition is not
-    exported, or its marker's type or records are not shown.
+    exported, or its marker's type or records are not shown; `shared` is true where the
+    transaction committed offsets of more than one group, whose inputs its outputs mix.
     """
     matched = matched_markers(prepared_partitions(records, skew_ms), transactions).join(
         logs.select("topic", "partition", F.lit(True).alias("exported")),
@@ -296,14 +303,29 @@ def _outputs(
         "transactional_id",
         *tx,
     )
-    return deciding.join(written, tx, "left").select(
-        "coordinator_partition",
-        "marker_offset",
-        "transactional_id",
-        *tx,
-        # A transaction with no other partition wrote no output.
-        F.coalesce("output_records", F.lit(0)).alias("output_records"),
-        F.coalesce("outputs_known", F.lit(True)).alias("outputs_known"),
+    # A group's offsets are in one __consumer_offsets partition: the groups each marker decided
+    # add up to the transaction's.
+    decided = (
+        history.where(F.col("marker_offset").isNotNull())
+        .groupBy("coordinator_partition", "marker_offset")
+        .agg(F.count_distinct("group_id").alias("groups"))
+    )
+    with_groups = deciding.join(decided, ["coordinator_partition", "marker_offset"], "left")
+    groups = with_groups.groupBy(*tx).agg(F.sum("groups").alias("groups"))
+    return (
+        with_groups.drop("groups")
+        .join(written, tx, "left")
+        .join(groups, tx, "left")
+        .select(
+            "coordinator_partition",
+            "marker_offset",
+            "transactional_id",
+            *tx,
+            # A transaction with no other partition wrote no output.
+            F.coalesce("output_records", F.lit(0)).alias("output_records"),
+            F.coalesce("outputs_known", F.lit(True)).alias("outputs_known"),
+            (F.coalesce("groups", F.lit(0)) > 1).alias("shared"),
+        )
     )
 
 
@@ -363,6 +385,7 @@ def _count_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
         (F.col("nth") == 1)
         & (F.col("commits") == F.col("counted"))
         & F.col("outputs_known")
+        & ~F.col("shared")
         & (F.col("transaction_input") != F.col("output_records"))
     )
     more = F.col("output_records") > F.col("transaction_input")
@@ -414,6 +437,7 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
         F.when(F.col("reason").isNotNull(), F.col("reason"))
         .when(F.col("transaction_log_offset").isNull(), "NO_TRANSACTION_LOG_RECORD")
         .when(~F.col("outputs_known"), "OUTPUTS_NOT_COUNTED")
+        .when(F.col("shared"), "OUTPUTS_SHARED")
     )
     rows = judged.withColumn("verdict", reason).where(F.col("verdict").isNotNull())
     first = ["transactional_id", "transaction_log_partition", "transaction_log_offset",

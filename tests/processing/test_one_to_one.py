@@ -22,7 +22,10 @@ transactional id `copy-tx`) copies `src` to `dst` one record per record; a secon
 commits 3 and then 5: the aborted transaction straddles both ranges' ends, so neither count can
 be decided (UNVERIFIABLE, RANGE_SPLITS_TRANSACTION).
 
-A third one-to-one group, `gappy`, commits in a `__consumer_offsets` partition whose offset 0 the
+Two one-to-one groups, `shared-a` and `shared-b`, commit their offsets of `src4` in one
+transaction, whose outputs therefore are not one group's (UNVERIFIABLE, OUTPUTS_SHARED).
+
+A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
 """
@@ -92,22 +95,27 @@ class Processor:
         self.ts = partition_for(self.transactional_id)
         self.epoch = 0
 
-    def transaction(self, when: float, outputs: int, commit_to: int) -> None:
+    def transaction(
+        self, when: float, outputs: int, commit_to: int, also: tuple[str, ...] = ()
+    ) -> None:
+        """One committed transaction; `also` names more groups whose offsets it commits."""
         e, pid, export = self.epoch, self.pid, self.export
-        both = {self.dst: [0], CO: [self.co]}
+        groups = {self.co: self.group, **{partition_for(g): g for g in also}}
+        both = {self.dst: [0], CO: sorted(groups)}
         self._state(e, ONGOING, both, when)
         export.add(self.dst, 0, lambda o: data_batch(
             o, outputs, producer_id=pid, producer_epoch=e, base_sequence=0,
             is_transactional=True, timestamp=at(when + 1)), outputs)  # fmt: skip
-        commit = (
-            offset_commit_key(self.group, self.src, 0),
-            offset_commit_value(3, commit_to, "", at(when + 2)),
-        )
-        export.add(CO, self.co, lambda o: record_batch(
-            o, [commit], producer_id=pid, producer_epoch=e, base_sequence=0,
-            is_transactional=True, timestamp=at(when + 2)))  # fmt: skip
+        for co, group in groups.items():
+            commit = (
+                offset_commit_key(group, self.src, 0),
+                offset_commit_value(3, commit_to, "", at(when + 2)),
+            )
+            export.add(CO, co, lambda o, commit=commit: record_batch(
+                o, [commit], producer_id=pid, producer_epoch=e, base_sequence=0,
+                is_transactional=True, timestamp=at(when + 2)))  # fmt: skip
         self._state(e + 1, PREPARE_COMMIT, both, when + 3)
-        for topic, partition in ((self.dst, 0), (CO, self.co)):
+        for topic, partition in ((self.dst, 0), *((CO, co) for co in groups)):
             export.add(topic, partition, lambda o: control_batch(
                 o, producer_id=pid, producer_epoch=e + 1, commit=True,
                 timestamp=at(when + 4)))  # fmt: skip
@@ -173,6 +181,11 @@ def build_export() -> Export:
     assert len({gappy.co, split.co, copy.co}) == 3
     export.next[(CO, gappy.co)] = 1  # offset 0 is not in the export
     gappy.transaction(10, outputs=2, commit_to=2)
+
+    plain(export, "src4", 2)
+    shared = Processor(export, "shared-a", 6200, "src4", "dst4")
+    assert partition_for("shared-b") not in {gappy.co, split.co, copy.co, shared.co}
+    shared.transaction(10, outputs=4, commit_to=2, also=("shared-b",))
     return export
 
 
@@ -186,7 +199,7 @@ def audited(spark, tmp_path_factory):
     EXPORT.write(root / "export")
     warehouse = root / "warehouse"
     config = AuditConfig().with_overrides(
-        processing={"one_to_one_groups": ["copy", "spl*", "gap?y"]}
+        processing={"one_to_one_groups": ["copy", "spl*", "gap?y", "shared-*"]}
     )
     inputs = AuditInputs(batches=(str(root / "export"),))
     run_audit(spark, inputs, config, str(warehouse))
@@ -226,6 +239,8 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
+        ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
+        ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
     ]  # fmt: skip
 
