@@ -38,7 +38,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_keys import partition_for
@@ -193,17 +192,13 @@ EXPORT = build_export()
 COPY_CO = partition_for("copy")
 
 
+# The groups the audit declares one-to-one (conftest.timelines).
+DECLARED = ("copy", "spl*", "gap?y", "shared-*")
+
+
 @pytest.fixture(scope="module")
-def audited(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("one-to-one")
-    EXPORT.write(root / "export")
-    warehouse = root / "warehouse"
-    config = AuditConfig().with_overrides(
-        processing={"one_to_one_groups": ["copy", "spl*", "gap?y", "shared-*"]}
-    )
-    inputs = AuditInputs(batches=(str(root / "export"),))
-    run_audit(spark, inputs, config, str(warehouse))
-    return warehouse
+def audited(timelines):
+    return timelines
 
 
 def findings(warehouse) -> list[dict]:

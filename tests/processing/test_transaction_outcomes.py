@@ -34,7 +34,6 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
 from eos_audit.processing.downstream_reads import last_stable_offset
@@ -142,14 +141,16 @@ def write_export(root) -> None:
 
 
 @pytest.fixture(scope="module")
-def audited(spark, tmp_path_factory):
+def audited(timelines):
     assert len({PROC_CO, DOWN_CO}) == 2
-    root = tmp_path_factory.mktemp("outcomes")
-    write_export(root / "export")
-    warehouse = root / "warehouse"
-    inputs = AuditInputs(batches=(str(root / "export"),), export_time=EXPORT_TIME)
-    run_audit(spark, inputs, AuditConfig(), str(warehouse))
-    return warehouse
+    return timelines
+
+
+# This timeline's partitions: the run audits `test_one_to_one`'s too (conftest.timelines).
+OWN_PARTITIONS = (
+    f"topic IN ('{INPUT}', '{OUTPUT}', '{ELSEWHERE}', '{ZOMBIE}', '{TRIMMED}') "
+    f"OR (topic = '{CO}' AND partition IN ({PROC_CO}, {DOWN_CO}))"
+)
 
 
 def findings(warehouse) -> list[dict]:
@@ -157,7 +158,7 @@ def findings(warehouse) -> list[dict]:
     registered = QueryBuilder().register("t", DeltaTable(str(warehouse / "findings")))
     query = (
         "SELECT finding_type, cause, severity, topic, partition, base_offset, producer_id, "
-        f"detail, evidence FROM t WHERE finding_type IN ({types}) "
+        f"detail, evidence FROM t WHERE finding_type IN ({types}) AND ({OWN_PARTITIONS}) "
         "ORDER BY finding_type, topic, partition, base_offset"
     )
     return pa.table(registered.execute(query).read_all()).to_pylist()
