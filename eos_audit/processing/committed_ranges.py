@@ -72,8 +72,12 @@ def offset_out_of_range(
         F.col("coordinator_partition"),
         F.coalesce("marker_offset", "record_offset").desc(),
     )
+    # A key's rows all share its partition: those of partitions the export does not hold are left
+    # out before the window's shuffle, by the partitions' few keys.
+    exported = F.broadcast(logs.select("topic", "partition"))
     standing = (
         history.where(F.col("outcome").isin("APPLIED", "DELETED"))
+        .join(exported, ["topic", "partition"], "left_semi")
         .withColumn("rank", F.row_number().over(last))
         .where((F.col("rank") == 1) & (F.col("outcome") == "APPLIED"))
         .withColumn("committed_at", F.coalesce("commit_timestamp_ms", "timestamp"))

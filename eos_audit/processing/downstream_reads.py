@@ -79,6 +79,10 @@ def last_stable_offset(
         F.lit(1).alias("order"),
         open_then.alias("t"),
     )
+    # Only a partition with a transaction has an LSO a commit can pass: the commits of the others
+    # (most of them, where the export holds few of the groups' input partitions) are left out
+    # before the shuffle, by the few keys of the partitions with one.
+    commits = commits.join(F.broadcast(spans.select(*key).distinct()), key, "left_semi")
     stream = commits.unionByName(spans, allowMissingColumns=True)
     # A transaction starting at the committed offset itself is not passed: commits sort first.
     below = (

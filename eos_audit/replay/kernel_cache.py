@@ -1,8 +1,9 @@
 """Where numba caches the compiled code: by what its source is, not where it lies.
 
-The library compiles two programs with numba: the replay kernel (`eos_audit.replay.kernel` and the
-modules it is made of, `KERNEL_MODULES`, through `compile_program`) and the segment reader's
-header walk (`eos_audit.sources.kafka.segment_walk`, through `compile_in_place`).
+The library compiles three programs with numba: the replay kernel (`eos_audit.replay.kernel` and
+the modules it is made of, `KERNEL_MODULES`, through `compile_program`), the segment reader's
+header walk (`eos_audit.sources.kafka.segment_walk`) and the group coordinator's offset replay
+(`eos_audit.processing.offset_kernel`), both through `compile_in_place`.
 
 numba keys its on-disk cache by the source file's path. Shipped with `spark-submit --py-files`,
 the library is a zip in a new directory per application and per executor, so every executor
@@ -43,9 +44,17 @@ KERNEL_MODULES = tuple(
 )  # fmt: skip
 COMPILED_FROM = (*KERNEL_MODULES, "eos_audit.findings", "eos_audit.replay.wire",
                  "eos_audit.replay.state", __name__)  # fmt: skip
-# Every compiled module, with the modules its compiled code is made of (the walk imports none).
+# Every compiled module, with the modules its compiled code is made of (the walk imports none;
+# the offset kernel freezes its reference's names and codes, `offset_metadata_manager`).
 WALK_MODULE = "eos_audit.sources.kafka.segment_walk"
-COMPILED_MODULES = {KERNEL_MODULE: COMPILED_FROM, WALK_MODULE: (WALK_MODULE, __name__)}
+OFFSET_KERNEL_MODULE = "eos_audit.processing.offset_kernel"
+OFFSET_KERNEL_FROM = (OFFSET_KERNEL_MODULE, "eos_audit.processing.offset_metadata_manager",
+                      __name__)  # fmt: skip
+COMPILED_MODULES = {
+    KERNEL_MODULE: COMPILED_FROM,
+    WALK_MODULE: (WALK_MODULE, __name__),
+    OFFSET_KERNEL_MODULE: OFFSET_KERNEL_FROM,
+}
 # The last directory of the cache's path: one per content key.
 CACHE_SUBDIR = "eos_audit_kernel"
 

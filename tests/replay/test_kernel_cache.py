@@ -20,18 +20,18 @@ REPO = Path(__file__).resolve().parents[2]
 # Where a process that imported the kernel would cache it: the locator numba chose for one of its
 # functions (choosing it compiles nothing).
 WHERE = """
-import json, sys
+import importlib, json, sys
 sys.path.insert(0, sys.argv[1])
-from eos_audit.replay import kernel
+kernel = importlib.import_module(sys.argv[2])
 locator = kernel.replay._cache._impl.locator
 print(json.dumps([kernel.__file__, type(locator).__name__, locator.get_cache_path()]))
 """
 
 
-def _where(path: Path, cache_dir: Path) -> list[str]:
+def _where(path: Path, cache_dir: Path, module: str = kernel_cache.KERNEL_MODULE) -> list[str]:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir), "EOS_AUDIT_JIT": "1"}
-    done = subprocess.run([sys.executable, "-c", WHERE, str(path)], env=env, cwd=path.parent,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", WHERE, str(path), module], env=env,
+                          cwd=path.parent, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -55,6 +55,18 @@ def test_the_key_covers_every_module_of_the_library_the_kernel_imports():
     assert imported == set(kernel_cache.COMPILED_FROM)
 
 
+def test_the_offset_kernels_key_covers_the_modules_of_the_library_it_imports():
+    name = kernel_cache.OFFSET_KERNEL_MODULE
+    tree = ast.parse((REPO / (name.replace(".", "/") + ".py")).read_text())
+    imported = {name}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("eos_audit"):
+            modules = [f"{node.module}.{alias.name}" for alias in node.names]
+            found = [m for m in modules if (REPO / (m.replace(".", "/") + ".py")).exists()]
+            imported.update(found or [node.module])
+    assert imported == set(kernel_cache.COMPILED_MODULES[name])
+
+
 def test_the_kernels_modules_are_the_replay_folders_compiled_modules():
     # A module added to the kernel and not listed would run uncompiled, and not key the cache.
     compiled = {"basics", "unpack", "producer_entry", "emit", "lookups", "append_info",
@@ -73,6 +85,17 @@ def test_a_zip_shipped_kernel_finds_what_the_installed_one_compiled(tmp_path):
     assert installed[1] == shipped[1] == "SourceKeyedLocator"
     assert installed[2] == shipped[2]
     assert Path(installed[2]).is_relative_to(cache)
+
+
+def test_a_zip_shipped_offset_kernel_finds_what_the_installed_one_compiled(tmp_path):
+    # The processing audit's executors, under --py-files, as the broker kernel's above.
+    cache = tmp_path / "numba-cache"
+    module = kernel_cache.OFFSET_KERNEL_MODULE
+    installed = _where(REPO, cache, module)
+    shipped = _where(_zipped(REPO / "eos_audit", tmp_path / "app-1"), cache, module)
+    assert installed[1] == shipped[1] == "SourceKeyedLocator"
+    assert installed[2] == shipped[2]
+    assert installed[2] != _where(REPO, cache)[2]  # not the broker kernel's cache
 
 
 def test_another_release_of_the_kernel_is_another_cache(tmp_path):
