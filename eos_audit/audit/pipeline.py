@@ -338,6 +338,7 @@ def _stage_processing(
         offset_events,
         processing_findings,
         replay_offsets,
+        staged_records,
         transaction_log_table,
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
@@ -345,7 +346,7 @@ def _stage_processing(
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
 
-    records = checked_once(spark, coordinator, stage.subdir("coordinator_records"))
+    records = checked_once(spark, staged_records(coordinator), stage.subdir("coordinator_records"))
     history = checked_once(
         spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets")
     )

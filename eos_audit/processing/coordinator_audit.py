@@ -91,6 +91,20 @@ _HISTORY = T.StructType(
     ]
 )
 _HISTORY_ARROW = to_arrow_schema(_HISTORY)
+# The coordinator records' columns that nothing reads after the records are staged (the replay's
+# events, the transaction log, the rules over `__transaction_state`, the quarantine): the stage
+# leaves them out, as it writes every other column of every record. A rule that reads one of
+# them takes it off this list.
+UNREAD_COLUMNS = frozenset(
+    {"base_offset", "is_transactional", "record_type_name", "value_version",
+     "expire_timestamp_ms", "topic_id", "protocol_type", "generation", "protocol", "leader",
+     "current_state_timestamp_ms"}
+)  # fmt: skip
+
+
+def staged_records(records: DataFrame) -> DataFrame:
+    """The coordinator records as the processing audit stages them: without `UNREAD_COLUMNS`."""
+    return records.select(*[name for name in records.columns if name not in UNREAD_COLUMNS])
 
 
 def offset_events(records: DataFrame) -> DataFrame:
