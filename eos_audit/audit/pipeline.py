@@ -213,7 +213,9 @@ def read_acks_input(spark: SparkSession, inputs: AuditInputs) -> DataFrame | Non
     return read_acks(spark, list(inputs.acks), fmt=inputs.acks_format)
 
 
-def checked_once(spark: SparkSession, evidence: DataFrame, path: str) -> DataFrame:
+def checked_once(
+    spark: SparkSession, evidence: DataFrame, path: str, options: dict[str, str] | None = None
+) -> DataFrame:
     """An evidence input parsed and checked by one job, staged as Parquet and read back.
 
     A contract reader's `_source_error` is one wide expression over every column (all of a row's
@@ -229,11 +231,12 @@ def checked_once(spark: SparkSession, evidence: DataFrame, path: str) -> DataFra
         spark: the session.
         evidence: a contract reader's output (its columns and `_source_error`).
         path: where to stage it, inside the run's staging folder.
+        options: the Parquet writer's options, if any.
 
     Returns:
         The same rows and columns, read from the stage.
     """
-    evidence.write.mode("overwrite").parquet(path)
+    evidence.write.mode("overwrite").options(**(options or {})).parquet(path)
     return spark.read.schema(evidence.schema).parquet(path)
 
 
@@ -334,10 +337,13 @@ def _stage_processing(
     from eos_audit.processing.committed_ranges import offset_out_of_range
     from eos_audit.processing.coordinator_audit import (
         SOURCE_ERROR,
+        STAGED_HISTORY_OPTIONS,
+        STAGED_RECORDS_OPTIONS,
         consumer_offsets_table,
         offset_events,
         processing_findings,
         replay_offsets,
+        staged_records,
         transaction_log_table,
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
@@ -347,10 +353,14 @@ def _stage_processing(
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
 
-    records = checked_once(spark, coordinator, stage.subdir("coordinator_records"))
+    records = checked_once(
+        spark, staged_records(coordinator), stage.subdir("coordinator_records"),
+        STAGED_RECORDS_OPTIONS,
+    )  # fmt: skip
     history = checked_once(
-        spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets")
-    )
+        spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets"),
+        STAGED_HISTORY_OPTIONS,
+    )  # fmt: skip
     rejected = records.where(F.col(SOURCE_ERROR).isNotNull()).select(
         F.lit(COORDINATOR_INPUT).alias("input"),
         F.coalesce(F.col("source"), F.col("coordinator_topic")).alias("source"),

@@ -218,3 +218,11 @@ def test_records_handed_in_as_parquet_give_the_same_history(audited, from_parque
     }
     assert result.status == "QUARANTINE_EXCEEDED"
     assert "quarantined 1 record(s) of __consumer_offsets" in result.error
+
+
+def test_the_stage_leaves_out_contract_columns_only():
+    # A misspelt name would stage a column nothing reads, silently.
+    from eos_audit.processing.coordinator_audit import UNREAD_COLUMNS
+    from eos_audit.schemas import COORDINATOR_RECORDS_COLUMNS
+
+    assert UNREAD_COLUMNS.issubset({c.name for c in COORDINATOR_RECORDS_COLUMNS})
