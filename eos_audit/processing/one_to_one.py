@@ -111,7 +111,7 @@ def send_offsets_to_transaction(
     pattern = "|".join(f"(?:{glob_to_java_regex(g)})" for g in groups)
     logs = exported_logs(partitions, transactions)
     ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), records, logs)
-    counted = _input_records(ranges, transactions, logs)
+    counted = _input_records(ranges, transactions)
     outputs = _outputs(records, history, transactions, logs, config.processing.clock_skew_ms)
     judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
     return (
@@ -163,7 +163,7 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
     return joined.select("*", start.alias("range_start"), reason.alias("reason"))
 
 
-def _input_records(ranges: DataFrame, transactions: DataFrame, logs: DataFrame) -> DataFrame:
+def _input_records(ranges: DataFrame, transactions: DataFrame) -> DataFrame:
     """The ranges with `input_records`: the data records in [range_start, committed_offset).
 
     On a whole partition whose markers all close transactions, that is the range's offsets less
