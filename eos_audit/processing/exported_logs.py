@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from eos_audit.findings import REGISTRY
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -63,6 +64,37 @@ def exported_logs(partitions: DataFrame, transactions: DataFrame) -> DataFrame:
             "attributed"
         ),
     )
+
+
+def unverifiable_finding(
+    check: str,
+    values: dict[str, Column],
+    identity: list[Column],
+    config: AuditConfig,
+    run_id: str,
+) -> Column:
+    """One UNVERIFIABLE finding of `check`, as a FINDINGS struct.
+
+    It names no batch (`base_offset` -1); the evidence a check does not know (its transactions,
+    its group) stays out.
+
+    Args:
+        check: the check that cannot be decided (`evidence.check`).
+        values: the finding's columns and evidence: `cause`, `topic`, `partition`, `reason`,
+            `scope` (what the finding covers, for its `detail`), and what else the check knows.
+        identity: what makes the finding unique and stable across runs.
+        config: the run configuration (severities).
+        run_id: the run id.
+    """
+    unknown = {name: F.lit(None) for name in REGISTRY["UNVERIFIABLE"].evidence}
+    filled = {
+        **unknown,
+        "base_offset": F.lit(-1),
+        "last_offset": F.lit(-1),
+        "check": F.lit(check),
+        **values,
+    }
+    return finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=filled)
 
 
 def offsets_logs(records: DataFrame) -> DataFrame:
@@ -120,9 +152,6 @@ def cleaned_offset_partitions(
         "cause": F.lit("OFFSETS_NOT_WHOLE"),
         "topic": F.lit(CONSUMER_OFFSETS),
         "partition": F.col("coordinator_partition"),
-        "base_offset": F.lit(-1),
-        "last_offset": F.lit(-1),
-        "check": F.lit("OFFSET_REWIND"),
         "reason": F.format_string(
             "the export holds records from offset %d to %d of it, not one at every offset (the "
             "cleaner keeps a key's last commit only): a rewind among commits it removed cannot "
@@ -131,9 +160,7 @@ def cleaned_offset_partitions(
         ),
         "scope": F.format_string("%d group(s) committed there", "groups"),
         "groups": F.col("groups"),
-        **{c: F.lit(None) for c in ("group_id", "transactional_id", "transactions",
-                                    "transaction_log_partition", "transaction_log_offset")},
     }  # fmt: skip
     identity = [F.col("coordinator_partition"), F.lit("OFFSETS_NOT_WHOLE")]
-    finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)
+    finding = unverifiable_finding("OFFSET_REWIND", values, identity, config, run_id)
     return judged.select(finding.alias("f")).select("f.*")

@@ -38,13 +38,17 @@ from pyspark.sql import functions as F
 from eos_audit.config import glob_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
-from eos_audit.processing.exported_logs import exported_logs, offsets_logs
+from eos_audit.processing.exported_logs import (
+    exported_logs,
+    offsets_logs,
+    unverifiable_finding,
+)
 from eos_audit.processing.transaction_markers import (
     matched_markers,
     prepared_partitions,
     transactions_scope,
 )
-from eos_audit.sinks.finding_rows import coded_finding_struct, finding_struct
+from eos_audit.sinks.finding_rows import coded_finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
@@ -461,15 +465,11 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
         "partition": F.col("partition"),
         "producer_id": F.col("producer_id"),
         "producer_epoch": F.col("producer_epoch"),
-        "base_offset": F.lit(-1),
-        "last_offset": F.lit(-1),
-        "check": F.lit("ONE_TO_ONE"),
         "reason": lookup(F.col("verdict"), _REASONS),
         "scope": F.concat(F.lit("group "), F.col("group_id"), F.lit(", "), counted),
-        "groups": F.lit(None).cast("long"),
         **{c: F.col(c) for c in ("group_id", "transactional_id", "transactions",
                                  "transaction_log_partition", "transaction_log_offset")},
     }  # fmt: skip
     identity = [F.col("group_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
-    finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)
+    finding = unverifiable_finding("ONE_TO_ONE", values, identity, config, run_id)
     return grouped.select(finding.alias("f")).select("f.*")

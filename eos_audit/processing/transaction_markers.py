@@ -29,6 +29,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
+from eos_audit.processing.exported_logs import unverifiable_finding
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -341,19 +342,13 @@ def _unverifiable_findings(rows: DataFrame, config: AuditConfig, run_id: str) ->
         "partition": F.col("partition"),
         "producer_id": F.col("producer_id"),
         "producer_epoch": F.col("producer_epoch"),
-        "base_offset": F.lit(-1),
-        "last_offset": F.lit(-1),
-        "check": F.lit("TORN_TRANSACTION"),
         "reason": lookup(F.col("verdict"), _REASONS),
         "scope": transactions_scope(),
         "transactional_id": F.col("transactional_id"),
         "transactions": F.col("transactions"),
         "transaction_log_partition": F.col("transaction_log_partition"),
         "transaction_log_offset": F.col("transaction_log_offset"),
-        # The one-to-one checks' findings name their group, the rewind check's their groups.
-        "group_id": F.lit(None).cast("string"),
-        "groups": F.lit(None).cast("long"),
     }
     identity = [F.col("transactional_id"), F.col("topic"), F.col("partition"), F.col("verdict")]
-    finding = finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=values)
+    finding = unverifiable_finding("TORN_TRANSACTION", values, identity, config, run_id)
     return grouped.select(finding.alias("f")).select("f.*")
