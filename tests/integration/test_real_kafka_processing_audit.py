@@ -17,13 +17,16 @@ an emptied group forward past input no copier read is SKIPPED_INPUT, one back to
 offset with the input copied again DUPLICATE_PROCESSING. No other processing finding above INFO
 is raised on any of it. A copy of the 4.x export whose copier's abort marker in
 `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that transaction
-SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; a copy whose copier's last marker there is cut
+SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also gives
+`aborted_read`'s producer a higher epoch while its first transaction is open, and that
+transaction's COMMIT marker is a ZOMBIE_COMMIT; a copy whose copier's last marker there is cut
 out leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE.
 """
 
 from __future__ import annotations
 
 import shutil
+import struct
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -225,15 +228,16 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     assert set(copier.transactional_ids) <= {r["transactional_id"] for r in ids}
 
 
-def _copier_copy(real_kafka, root: Path) -> tuple[int, Path]:
-    """The 4.x copier's input and output partitions, its group's `__consumer_offsets` partition
-    and `__transaction_state`, copied under `root/export`: (that partition, the broker folder)."""
+def _copier_copy(real_kafka, root: Path, *topics: str) -> tuple[int, Path]:
+    """The 4.x copier's input and output partitions, its group's `__consumer_offsets` partition,
+    `__transaction_state` and the partitions of `topics`, copied under `root/export`: (that
+    partition, the broker folder)."""
     export = real_kafka.processing[RELEASE_4]
     copier = export.facts["copier"]
     partition = partition_for(copier.group, int(BROKER_SETTINGS["offsets.topic.num.partitions"]))
     replica = min(p for p in Path(export.segments).iterdir() if p.is_dir())
     wanted = (f"__consumer_offsets-{partition}", "__transaction_state-", copier.input_topic,
-              copier.output_topic)  # fmt: skip
+              copier.output_topic, *(f"{topic}-" for topic in topics))  # fmt: skip
     copy = root / "export" / replica.name
     for folder in replica.iterdir():
         if folder.is_dir() and folder.name.startswith(wanted):
@@ -241,13 +245,45 @@ def _copier_copy(real_kafka, root: Path) -> tuple[int, Path]:
     return partition, copy
 
 
+def _fence_before_first_commit(copy: Path, transactional_id: str, output_topic: str) -> dict:
+    """Raise the producer epoch of `transactional_id`'s first Ongoing record in the copied
+    `__transaction_state` above the epoch of the first COMMIT marker its producer wrote in
+    `output_topic`-0: a transaction log saying the coordinator fenced the producer while that
+    transaction was open. What was changed, by name."""
+    (output,) = sorted((copy / f"{output_topic}-0").glob("*.log"))
+    marker = next(v for _, _, v in tamper.batches(output) if v["control_type"] == "COMMIT")
+    for log in sorted(copy.glob("__transaction_state-*/*.log")):
+        for batch, value, key, record in tamper.record_values(log):
+            # Key: version int16, transactional id (int16 length); value: version int16,
+            # producer id int64, epoch int16, timeout int32, status int8 (1 Ongoing).
+            length = struct.unpack_from(">h", key, 2)[0]
+            producer_id, _, _, status = struct.unpack_from(">qhib", record, 2)
+            if key[4 : 4 + length].decode() == transactional_id and status == 1:
+                assert producer_id == marker["producer_id"]
+                forged = marker["producer_epoch"] + 1
+                tamper.rewrite_transaction_epoch(log, batch, value, forged)
+                return {
+                    "topic": output_topic, "marker": marker["base_offset"],
+                    "epoch": marker["producer_epoch"], "forged_epoch": forged,
+                    "log_partition": int(log.parent.name.rsplit("-", 1)[1]),
+                    "log_offset": next(v["base_offset"] for p, _, v in tamper.batches(log)
+                                       if p == batch),
+                }  # fmt: skip
+    raise AssertionError(f"no Ongoing record of {transactional_id} in the transaction log")
+
+
 @pytest.fixture(scope="module")
-def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
-    """The 4.x copier's partitions and the transaction log, copied, with the first ABORT marker
-    of a copier's offset commit in `__consumer_offsets` rewritten to COMMIT (its CRC computed
-    again), audited: (warehouse, that partition, the marker's offset)."""
-    root = tmp_path_factory.mktemp("torn")
-    partition, copy = _copier_copy(real_kafka, root)
+def forged(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int, dict]:
+    """The 4.x copier's partitions and the transaction log, copied, with two lies, audited:
+    (warehouse, the copier group's partition, the rewritten marker's offset, the fencing).
+
+    The first ABORT marker of a copier's offset commit in `__consumer_offsets` says COMMIT (its
+    CRC computed again). The `aborted_read` scenario's output partition is copied too, and its
+    producer's first Ongoing record in the transaction log has an epoch above the one its first
+    COMMIT marker has: that transaction was held open 2.5 s, beyond the audit's clock skew."""
+    root = tmp_path_factory.mktemp("forged")
+    reader = real_kafka.processing[RELEASE_4].facts["aborted_read"]
+    partition, copy = _copier_copy(real_kafka, root, reader.output_topic)
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     batches = tamper.batches(log)
     position, view = next(
@@ -257,13 +293,15 @@ def torn(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int]:
         and before["is_transactional"] and before["producer_id"] == view["producer_id"]
     )  # fmt: skip
     tamper.rewrite_marker(log, position, "COMMIT")
+    (transactional_id,) = reader.transactional_ids
+    fenced = _fence_before_first_commit(copy, transactional_id, reader.output_topic)
     warehouse = str(root / "warehouse")
     run_audit(spark, AuditInputs(batches=(str(root / "export"),)), ONE_TO_ONE_CONFIG, warehouse)
-    return warehouse, partition, view["base_offset"]
+    return warehouse, partition, view["base_offset"], fenced | {"id": transactional_id}
 
 
-def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transaction(torn):
-    warehouse, partition, at = torn
+def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transaction(forged):
+    warehouse, partition, at, _ = forged
     found = _sql(
         warehouse, "findings",
         "SELECT cause, severity, topic, partition, base_offset, detail FROM t "
@@ -278,11 +316,11 @@ def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transactio
     )
 
 
-def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(torn, real_kafka):
+def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(forged, real_kafka):
     """The aborted transaction's offsets now commit with no output: its input is skipped; the
     copier retried that input after the abort, in a transaction whose offsets started where the
     forged commit left them."""
-    warehouse, _, at = torn
+    warehouse, _, at, _ = forged
     group = real_kafka.processing[RELEASE_4].facts["copier"].group
     found = _sql(
         warehouse, "findings",
@@ -303,11 +341,37 @@ def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(tor
     assert retried["output_records"] == skipped["input_records"]
 
 
+def test_a_commit_after_the_transaction_log_fenced_its_producer_is_a_zombie_commit(forged):
+    """The COMMIT marker of the transaction whose Ongoing record now gives the producer a higher
+    epoch: a fenced producer's outputs became visible. The marker is judged against the log's
+    record before it (less the clock skew): the forged one, two seconds older."""
+    warehouse, _, _, fenced = forged
+    found = _sql(
+        warehouse, "findings",
+        "SELECT cause, severity, topic, partition, base_offset, producer_epoch, evidence FROM t "
+        "WHERE finding_type = 'ZOMBIE_COMMIT'",
+    )  # fmt: skip
+    assert [
+        (f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"],
+         f["producer_epoch"]) for f in found
+    ] == [("EPOCH_FENCED", "CRITICAL", fenced["topic"], 0, fenced["marker"], fenced["epoch"])]
+    evidence = dict(found[0]["evidence"])
+    assert {key: evidence[key] for key in (
+        "transactional_id", "current_producer_epoch", "current_state",
+        "transaction_log_partition", "transaction_log_offset",
+    )} == {
+        "transactional_id": fenced["id"], "current_producer_epoch": str(fenced["forged_epoch"]),
+        "current_state": "Ongoing", "transaction_log_partition": str(fenced["log_partition"]),
+        "transaction_log_offset": str(fenced["log_offset"]),
+    }  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
-    """The 4.x copier's copy (as `torn`'s) with its producer's last marker in
-    `__consumer_offsets` cut out (as a cleaner bug that drops markers would), audited at the
-    time of the test with a 1 s maximum transaction timeout: (warehouse, what was changed)."""
+    """The 4.x copier's copy (as `forged`'s, without `aborted_read`) with its producer's last
+    marker in `__consumer_offsets` cut out (as a cleaner bug that drops markers would), audited
+    at the time of the test with a 1 s maximum transaction timeout: (warehouse, what was
+    changed)."""
     root = tmp_path_factory.mktemp("lost")
     partition, copy = _copier_copy(real_kafka, root)
     copier = real_kafka.processing[RELEASE_4].facts["copier"]

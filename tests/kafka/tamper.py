@@ -72,3 +72,56 @@ def rewrite_marker(segment: Path, position: int, control_type: str) -> None:
     base_offset = struct.unpack_from(">q", entry, 0)[0]
     data[position : position + size] = restamped(bytes(entry), base_offset)
     segment.write_bytes(bytes(data))
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    """The zigzag varint at `at` of `data` and the position after it (the records' encoding)."""
+    shift = raw = 0
+    while True:
+        byte = data[at]
+        raw, at, shift = raw | (byte & 0x7F) << shift, at + 1, shift + 7
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+
+
+def record_values(segment: Path) -> list[tuple[int, int, bytes, bytes]]:
+    """(batch position, value position, key, value) of each record with a value in the
+    uncompressed data batches of `segment`, positions in the file: coordinator records, which
+    the coordinators write uncompressed."""
+    data = segment.read_bytes()
+    out = []
+    for position, entry in split_entries(data):
+        attributes = struct.unpack_from(">h", entry, 21)[0]
+        if attributes & 0x20 or attributes & 0x07:
+            continue  # a control batch, or a compressed one: no coordinator record
+        at = 61
+        for _ in range(struct.unpack_from(">i", entry, 57)[0]):
+            length, at = _varint(entry, at)
+            end = at + length
+            at += 1  # attributes
+            for _field in range(2):  # timestamp delta, offset delta
+                _, at = _varint(entry, at)
+            key_length, at = _varint(entry, at)
+            key = entry[at : at + max(key_length, 0)]
+            value_length, at = _varint(entry, at + max(key_length, 0))
+            if value_length >= 0:
+                out.append((position, position + at, key, entry[at : at + value_length]))
+            at = end
+    return out
+
+
+# A `__transaction_state` value (TransactionLogValue, every version): its version int16, then the
+# producer id int64 and the producer epoch int16.
+TRANSACTION_PRODUCER_EPOCH_AT = 2 + 8
+
+
+def rewrite_transaction_epoch(segment: Path, batch: int, value: int, epoch: int) -> None:
+    """Give the `__transaction_state` record whose value starts at byte `value` of `segment` (in
+    the batch at byte `batch`) the producer epoch `epoch`, its batch's CRC computed again: a
+    transaction log that says its producer was given another epoch than it was."""
+    data = bytearray(segment.read_bytes())
+    struct.pack_into(">h", data, value + TRANSACTION_PRODUCER_EPOCH_AT, epoch)
+    size = 12 + struct.unpack_from(">i", data, batch + 8)[0]
+    entry = bytes(data[batch : batch + size])
+    data[batch : batch + size] = restamped(entry, struct.unpack_from(">q", entry, 0)[0])
+    segment.write_bytes(bytes(data))
