@@ -298,7 +298,7 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     # their partition and commit for a group they never join.
     groups = found.records(CO, record_type_name="GroupMetadata")
     assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
-                "commit_below_log_start")  # fmt: skip
+                "commit_below_log_start", "transactional_rewind", "aborted_range")  # fmt: skip
     joined = {group for group, play in plays.items() if play.scenario not in assigned}
     assert {r["group_id"] for r in groups} == joined
     for r in groups:

@@ -1,26 +1,28 @@
 """The processing audit of logs real brokers wrote: consume-transform-produce, faults made for real.
 
-One run per release audits that release's processing export (`tests/kafka/processing.py`): the
-4.x one from its segments, the 3.9 one from its `kafka-dump-log.sh --deep-iteration` text printed
-with the decoder flags, so both coordinator readers feed the replay and both show the markers'
-types; the copiers' groups are declared one-to-one. Kafka's own copier, bounced with SIGTERM and
-SIGKILL and aborting at random, must give no processing finding at all, and its group's last
-committed offsets must be the ones Kafka's admin API listed; an operator's reset of the emptied
-group is an OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a group a
-copier commits transactionally is a MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer
-committing past a transaction that then commits is READ_PAST_LSO, past one that then aborts
-ABORTED_READ; two processors of one input for one group, both pending before either commits, are
+One run per release audits that release's processing export (`tests/kafka/processing.py`): the 4.x
+one from its segments, the 3.9 one from its `kafka-dump-log.sh --deep-iteration` text printed with
+the decoder flags, so both coordinator readers feed the replay and both show the markers' types;
+the copiers' groups are declared one-to-one. Kafka's own copier, bounced with SIGTERM and SIGKILL
+and aborting at random, must give no processing finding at all, and its group's last committed
+offsets must be the ones Kafka's admin API listed; an operator's reset of the emptied group is an
+OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a group a copier
+commits transactionally is a MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing
+past a transaction that then commits is READ_PAST_LSO, past one that then aborts ABORTED_READ; two
+processors of one input for one group, both pending before either commits, are
 CONCURRENT_OFFSET_OWNERS, and the second one's outputs DUPLICATE_PROCESSING; a commit far beyond
-the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset below the
-log start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operator's reset of
-an emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest
-offset with the input copied again DUPLICATE_PROCESSING. No other processing finding above INFO
-is raised on any of it. A copy of the 4.x export whose copier's abort marker in
-`__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that transaction
-SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also gives
-`aborted_read`'s producer a higher epoch while its first transaction is open, and that
-transaction's COMMIT marker is a ZOMBIE_COMMIT; a copy whose copier's last marker there is cut
-out leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE.
+the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset below the log
+start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operator's reset of an
+emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest offset
+with the input copied again DUPLICATE_PROCESSING; a member's commit lower than the group's offset
+is an OFFSET_REWIND of cause LATE_COMMIT, a transaction's TRANSACTIONAL; a plain commit past the
+input of an aborted transaction is MIXED_OFFSET_COMMITS of cause ABORTED_RANGE_COMMITTED. No other
+processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's abort
+marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that
+transaction SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also
+gives `aborted_read`'s producer a higher epoch while its first transaction is open, and that
+transaction's COMMIT marker is a ZOMBIE_COMMIT; a copy whose copier's last marker there is cut out
+leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE.
 """
 
 from __future__ import annotations
@@ -212,9 +214,20 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         ((key, (first, end)),) = reset["reprocessed"].items()
         (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
         assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
+    # A member's commit below the group's offset; a transaction committing a lower offset; a
+    # plain commit past the input of an aborted transaction.
+    for scenario, expected in (
+        ("late_commit", ("OFFSET_REWIND", "LATE_COMMIT", "ERROR")),
+        ("transactional_rewind", ("OFFSET_REWIND", "TRANSACTIONAL", "CRITICAL")),
+        ("aborted_range", ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL")),
+    ):
+        play = facts.get(scenario)
+        if play is not None:
+            assert _processing_findings(warehouse, play.group) == [expected], scenario
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
-              "commit_below_log_start", "forward_reset", "rewind_reprocess")  # fmt: skip
+              "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
+              "transactional_rewind", "aborted_range")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(

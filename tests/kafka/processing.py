@@ -32,6 +32,12 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | `rewind_reprocess` | a copier in group mode copies its input to the end and leaves; |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute`; a copier with the same |
 | | transactional.id copies the whole input again |
+| `late_commit` | a librdkafka consumer, the group's member, commits its input's end, then |
+| | half of it |
+| `transactional_rewind` | a librdkafka processor commits half its input in a transaction, is |
+| | put back to a quarter and commits a transaction from there |
+| `aborted_range` | a librdkafka processor commits a transaction, aborts the next, and its |
+| | consumer commits plainly past the aborted one's input |
 
 Each scenario has its own topics, group and transactional.id, named after it and the release (one
 that only consumes has its input and no transactional.id). A cluster's `__consumer_offsets` and
@@ -729,10 +735,112 @@ def rewind_reprocess(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+def late_commit(cluster: Cluster) -> Played:
+    """A member of the group commits its input's end, then a lower offset, still a member.
+
+    A librdkafka consumer subscribes (the classic group's member: the coordinator stores a
+    GroupMetadata record that lists it), reads the input to its end and commits it, then
+    commits the offset half-way down, as a member that lost the partition and commits late
+    would. The coordinator stores an OffsetCommit as it comes: the group's offset goes down.
+    """
+    from confluent_kafka import Consumer
+
+    played = _start(cluster, "late_commit", partitions=1, records=40, output=False)
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.subscribe([played.input_topic])
+    try:
+        _consume_until(consumer, played.input_records)
+        _commit(consumer, played.input_topic, played.input_records)
+        _commit(consumer, played.input_topic, played.input_records // 2)
+    finally:
+        consumer.close()
+    played.event("committed lower while a member", offset=played.input_records // 2)
+    return _settle(cluster, played)
+
+
+def _copy_in_transaction(producer, consumer, played: Played, records: int, outcome: str) -> int:
+    """One consume-transform-produce transaction by hand: `records` input records read and
+    copied, the position after them added for the group, and the transaction ended with
+    `outcome` (commit or abort). The offset it added."""
+    from confluent_kafka import TopicPartition
+
+    producer.begin_transaction()
+    read, position, deadline = 0, -1, time.monotonic() + 30
+    while read < records:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {read} of {records} records")
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            producer.produce(played.output_topic, value=message.value(), partition=0)
+            read, position = read + 1, message.offset() + 1
+    producer.send_offsets_to_transaction(
+        [TopicPartition(played.input_topic, 0, position)], consumer.consumer_group_metadata(), 30
+    )
+    if outcome == "commit":
+        producer.commit_transaction(30)
+    else:
+        producer.abort_transaction(30)
+    played.event("transaction committed" if outcome == "commit" else "transaction aborted",
+                 offset=position)  # fmt: skip
+    return position
+
+
+def transactional_rewind(cluster: Cluster) -> Played:
+    """A processor commits half its input in a transaction, then is put back a quarter (as one
+    restored from an older checkpoint) and commits a transaction that processed from there: its
+    offset goes down with a COMMIT.
+
+    A librdkafka consumer (assigned the partition, read_committed) and transactional producer
+    copying by hand, as `two_owners`' processors do.
+    """
+    from confluent_kafka import TopicPartition
+
+    played = _start(cluster, "transactional_rewind", partitions=1, records=40)
+    producer = _transactional_producer(cluster, played, played.transactional_ids[0])
+    consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
+    half, quarter = played.input_records // 2, played.input_records // 4
+    try:
+        _copy_in_transaction(producer, consumer, played, half, "commit")
+        consumer.seek(TopicPartition(played.input_topic, 0, quarter))
+        played.event("put back", offset=quarter)
+        _copy_in_transaction(producer, consumer, played, quarter // 2, "commit")
+    finally:
+        consumer.close()
+    return _settle(cluster, played)
+
+
+def aborted_range(cluster: Cluster) -> Played:
+    """A processor's transaction aborts, and a plain commit of its group passes the input that
+    transaction had read before any transaction read it again.
+
+    A librdkafka processor (as `transactional_rewind`'s) commits the first quarter of its input
+    in a transaction and aborts the second quarter's; the same consumer reads on and commits
+    the offset after the third quarter plainly (as an auto-commit left on would): the second
+    quarter's outputs were never written, and the group's offset has passed it.
+    """
+    played = _start(cluster, "aborted_range", partitions=1, records=40)
+    producer = _transactional_producer(cluster, played, played.transactional_ids[0])
+    consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
+    quarter = played.input_records // 4
+    try:
+        _copy_in_transaction(producer, consumer, played, quarter, "commit")
+        _copy_in_transaction(producer, consumer, played, quarter, "abort")
+        _consume_until(consumer, 3 * quarter)
+        _commit(consumer, played.input_topic, 3 * quarter)
+    finally:
+        consumer.close()
+    played.event("committed past the aborted range", offset=3 * quarter)
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
-    commit_below_log_start, forward_reset, rewind_reprocess,
+    commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
+    aborted_range,
 )  # fmt: skip
 # The scenarios whose processors write one output record per input record, in the transaction
 # that commits its offset: the audit declares their groups one-to-one.
