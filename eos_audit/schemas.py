@@ -623,7 +623,8 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "record_type",
         T.IntegerType(),
         True,
-        "the key's int16 prefix (0/1 OffsetCommit, 2 GroupMetadata, 3+ other group records; 0 in "
+        "the key's int16 prefix (0/1 OffsetCommit, 2 GroupMetadata, 5 ConsumerGroupMemberMetadata, "
+        "3, 4, 6+ other group records; 0 in "
         "__transaction_state); null only for a tombstone printed without key (kafka-dump-log 2.4 "
         "and older)",
     ),
@@ -644,9 +645,15 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "is_skipped",
         T.BooleanType(),
         False,
-        "a record type not decoded (consumer, share, streams group records, unknown types)",
+        "a record type not decoded (consumer group records other than members, share and "
+        "streams group records, unknown types)",
     ),
-    Column("group_id", T.StringType(), True, "group of an OffsetCommit or GroupMetadata record"),
+    Column(
+        "group_id",
+        T.StringType(),
+        True,
+        "group of an OffsetCommit, GroupMetadata or ConsumerGroupMemberMetadata record",
+    ),
     Column("committed_topic", T.StringType(), True, "topic whose offset is committed"),
     Column("committed_partition", T.IntegerType(), True, "partition whose offset is committed"),
     Column("committed_offset", T.LongType(), True, "the committed offset (the next to read)"),
@@ -682,6 +689,14 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         T.IntegerType(),
         True,
         "GroupMetadata: number of members (0: the group is Empty); null when the text hides it",
+    ),
+    Column(
+        "member_id",
+        T.StringType(),
+        True,
+        "ConsumerGroupMemberMetadata (type 5, KIP-848 consumer groups): the member the record "
+        "is about, there while it has a value, gone at its tombstone; such a record that is not "
+        "skipped needs it and group_id",
     ),
     Column("transactional_id", T.StringType(), True, "TransactionLog: the transactional.id"),
     Column("producer_id", T.LongType(), True, "TransactionLog: the producer id in use"),

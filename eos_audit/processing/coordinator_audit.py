@@ -56,6 +56,7 @@ _EVENTS = T.StructType(
         T.StructField("metadata", T.StringType()),
         T.StructField("commit_timestamp_ms", T.LongType()),
         T.StructField("member_count", T.IntegerType()),
+        T.StructField("member_id", T.StringType()),
         T.StructField("timestamp", T.LongType()),
         T.StructField("source", T.StringType()),
     ]
@@ -137,7 +138,7 @@ def offset_events(records: DataFrame) -> DataFrame:
     """
     wanted = F.col("control_type").isin("COMMIT", "ABORT") | (
         F.col("control_type").isNull()
-        & F.col("record_type").isin(0, 1, 2)
+        & F.col("record_type").isin(0, 1, 2, 5)
         & ~F.coalesce(F.col("is_skipped"), F.lit(False))
     )
     usable = records.where(

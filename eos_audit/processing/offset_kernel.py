@@ -23,12 +23,16 @@ Kafka's state, by the names of the reference:
   `overlapping` set is a list of `OVERLAP` nodes sorted by producer id, and `passed_by` its
   `passed_*` fields;
 - `_committed_overlaps[(producer, key)]`: a list of `OWNED` nodes per key (`owned_head`);
-- `_members[group]`: `members[group]`, -1 for a group without a GroupMetadata record.
+- `_members[group]`: `members[group]`, -1 for a group without a GroupMetadata record;
+- `_consumer_members[group]`: `live_members[group]`, how many members of the consumer group are
+  there (-1 for a group without a member record), and a row (group, member, there) per member in
+  `member_index`, an open-addressing table as the keys'.
 
 A function that needs room (output rows, findings, entries, nodes, keys, producers) checks for it
 before it changes anything and returns False, with what it needs in `TASK_STATE.need_*`, when
 there is not enough; the runner drains or grows the arrays and calls again from that event.
-Memory grows with the keys, the producers and the open transactions, never with the records.
+Memory grows with the keys, the producers, the open transactions and the groups' members, never
+with the records.
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ OFFSET_EVENT = np.dtype(
         ("partition", np.int64),  # 0 for null
         ("committed_offset", np.int64),  # 0 for null, as the reference compares it
         ("member_count", np.int64),  # 0 for null
+        ("member", np.int64),  # the member id's number in the task, -1 for null
     ],
     align=True,
 )
@@ -104,6 +109,7 @@ TASK_STATE = np.dtype(
         ("partition", np.int64),
         ("keys", np.int64),  # KEY_STATE slots given (task-wide: a key keeps its slot)
         ("producers", np.int64),  # PRODUCER slots given (task-wide)
+        ("member_keys", np.int64),  # member_index rows in use (this partition's members)
         ("entries_used", np.int64),
         ("entries_hwm", np.int64),
         ("entries_free", np.int64),
@@ -122,6 +128,7 @@ TASK_STATE = np.dtype(
         ("need_owned", np.int64),
         ("need_keys", np.int64),
         ("need_producers", np.int64),
+        ("need_members", np.int64),
     ],
     align=True,
 )
@@ -224,6 +231,8 @@ class State(NamedTuple):
     producers: np.ndarray  # PRODUCER by slot
     producer_index: np.ndarray  # (producer id, slot) places
     members: np.ndarray  # _members by group number, -1 for none
+    live_members: np.ndarray  # len(_consumer_members[group]) by group number, -1 for none
+    member_index: np.ndarray  # (group, member, there) places of _consumer_members
     entries: np.ndarray  # ENTRY pool
     overlaps: np.ndarray  # OVERLAP pool
     owned: np.ndarray  # OWNED pool
@@ -313,6 +322,28 @@ def reindex_producers(producer_index, producers, count):
         k = producer_position(producer_index, producers[slot].producer_id)
         producer_index[k, 0] = producers[slot].producer_id
         producer_index[k, 1] = slot
+
+
+def member_position(member_index, group, member):
+    """Where the member's row is in `member_index`, or its free place (group -1)."""
+    mask = len(member_index) - 1
+    h = group * 1_000_003 + member
+    k = (h ^ (h >> 20)) & mask
+    while member_index[k, 0] != -1 and not (
+        member_index[k, 0] == group and member_index[k, 1] == member
+    ):
+        k = (k + 1) & mask
+    return k
+
+
+def reindex_members(member_index, old_index):
+    """Fill an empty, larger `member_index` with the rows of `old_index` (the members grew)."""
+    for i in range(len(old_index)):
+        if old_index[i, 0] != -1:
+            k = member_position(member_index, old_index[i, 0], old_index[i, 1])
+            member_index[k, 0] = old_index[i, 0]
+            member_index[k, 1] = old_index[i, 1]
+            member_index[k, 2] = old_index[i, 2]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -471,8 +502,12 @@ def unlink_from_producer(state, slot):
 # ------------------------------------------------------------------------------------------------
 # Room and output
 # ------------------------------------------------------------------------------------------------
-def has_room(state, rows, found, pending, nodes, owners, new_keys, new_producers):
-    """Whether the arrays have room for what an event may write; else say what it needs."""
+def has_room(state, rows, found, pending, nodes, owners, new_keys, new_producers,
+             new_members=0):  # fmt: skip
+    """Whether the arrays have room for what an event may write; else say what it needs.
+
+    `member_index` is kept at most half full, as the lookups need.
+    """
     task = state.task[0]
     short = (
         len(state.history) - task.rows < rows
@@ -482,6 +517,7 @@ def has_room(state, rows, found, pending, nodes, owners, new_keys, new_producers
         or len(state.owned) - task.owned_used < owners
         or len(state.keys) - task.keys < new_keys
         or len(state.producers) - task.producers < new_producers
+        or len(state.member_index) // 2 - task.member_keys < new_members
     )
     if short:
         task.need_rows = rows
@@ -491,6 +527,7 @@ def has_room(state, rows, found, pending, nodes, owners, new_keys, new_producers
         task.need_owned = owners
         task.need_keys = new_keys
         task.need_producers = new_producers
+        task.need_members = new_members
     return not short
 
 
@@ -535,6 +572,42 @@ def write_entry_row(state, e, outcome, marker_offset):
 # ------------------------------------------------------------------------------------------------
 # The rules (OffsetMetadataManager's private methods)
 # ------------------------------------------------------------------------------------------------
+def is_empty_group(state, group):
+    """`_is_empty`: no member by the group's GroupMetadata count or consumer group members.
+
+    Neither shows a member, and one of them shows none (-1, no such record, shows nothing).
+    """
+    return max(state.members[group], state.live_members[group]) == 0
+
+
+def replay_member(state, event):
+    """`_replay_member`: a consumer group's member there (a value) or gone (a tombstone).
+
+    False, having changed nothing, when `member_index` lacks room for a new member.
+    """
+    index = state.member_index
+    k = member_position(index, event.group, event.member)
+    if index[k, 0] == -1:
+        if event.is_tombstone:
+            return True  # a member not known: Kafka ignores its tombstone
+        if not has_room(state, 0, 0, 0, 0, 0, 0, 0, 1):
+            return False
+        index[k, 0] = event.group
+        index[k, 1] = event.member
+        index[k, 2] = 0
+        state.task[0].member_keys += 1
+        if state.live_members[event.group] < 0:
+            state.live_members[event.group] = 0
+    there = index[k, 2] == 1
+    if event.is_tombstone and there:
+        index[k, 2] = 0
+        state.live_members[event.group] -= 1
+    elif not event.is_tombstone and not there:
+        index[k, 2] = 1
+        state.live_members[event.group] += 1
+    return True
+
+
 def note_kind(s, kind, group_is_empty):
     """`_note_kind`: whether the record gets MIXED_OFFSET_COMMITS (PLAIN_AND_TRANSACTIONAL).
 
@@ -629,6 +702,10 @@ def replay_record(state, event, row):
         if event.group >= 0:
             state.members[event.group] = 0 if event.is_tombstone else event.member_count
         return True
+    if event.record_type == 5:
+        if event.group >= 0 and event.member >= 0:
+            return replay_member(state, event)
+        return True
     if (event.record_type != 0 and event.record_type != 1) or event.group < 0:
         return True
     slot = key_slot(state, event.group, event.topic, event.partition)
@@ -640,19 +717,19 @@ def replay_record(state, event, row):
             return False
         replay_tombstone(state, s, row)
         return True
-    group_is_empty = state.members[event.group] == 0  # _is_empty
+    is_empty = is_empty_group(state, event.group)
     if event.producer_id == NO_PRODUCER_ID:
         if not has_room(state, 1, 2, 0, 0, 0, 0, 0):
             return False
-        mixed = note_kind(s, PLAIN, group_is_empty)
+        mixed = note_kind(s, PLAIN, is_empty)
         write_row(state, row, PLAIN, APPLIED, NULL, NULL)
         if mixed:
             write_finding(state, MIXED_OFFSET_COMMITS, CAUSE_PLAIN_AND_TRANSACTIONAL)
-        apply_offset(state, s, PLAIN, group_is_empty, event.committed_offset, event.offset)
+        apply_offset(state, s, PLAIN, is_empty, event.committed_offset, event.offset)
         return True
     if not has_room(state, 1, 1, 1, 2 * s.open_count, 0, 0, 1):
         return False
-    mixed = note_kind(s, TRANSACTIONAL, group_is_empty)
+    mixed = note_kind(s, TRANSACTIONAL, is_empty)
     producer = producer_slot(state, event.producer_id)
     # The same producer's pending offset of the key, which this record replaces.
     entries = state.entries
@@ -783,6 +860,11 @@ def finish_partition(state):
         clear_key(state.keys[slot])
     for group in range(len(state.members)):
         state.members[group] = -1
+        state.live_members[group] = -1
+    if task.member_keys > 0:
+        for k in range(len(state.member_index)):
+            state.member_index[k, 0] = -1
+        task.member_keys = 0
     task.entries_used = 0
     task.entries_hwm = 0
     task.entries_free = -1

@@ -18,6 +18,12 @@ The materialization rule (`OffsetMetadataManager.replay` and `replayEndTransacti
   pending does nothing;
 - a tombstone removes the stored value and every producer's pending value of the key.
 
+Whether a group is Empty, which tells an operator's reset from a member's late commit, comes from
+its membership records: a classic group's GroupMetadata record (its member count), and a KIP-848
+consumer group's ConsumerGroupMemberMetadata records, one per member, whose tombstone Kafka writes
+when the member leaves (`GroupMetadataManager.removeMember`); the group is Empty when none is
+left (`ConsumerGroup.maybeUpdateGroupState`).
+
 A plain commit's producer id is -1 (`RecordBatch.NO_PRODUCER_ID`): Kafka 4.x tells the two kinds
 by the producer id, not by the batch's transactional flag, and so does this replay.
 
@@ -64,7 +70,8 @@ class Event:
     """One entry of a `__consumer_offsets` partition, in offset order: a record or a marker.
 
     A marker (`control_type` COMMIT or ABORT) comes from the partition's control batches; a
-    record from the coordinator record decoders (`record_type` 0/1 OffsetCommit, 2 GroupMetadata).
+    record from the coordinator record decoders (`record_type` 0/1 OffsetCommit, 2 GroupMetadata,
+    5 ConsumerGroupMemberMetadata).
     """
 
     offset: int
@@ -81,6 +88,7 @@ class Event:
     metadata: str | None = None
     commit_timestamp_ms: int | None = None
     member_count: int | None = None
+    member_id: str | None = None
     timestamp: int | None = None
     source: str | None = None
 
@@ -179,6 +187,9 @@ class OffsetMetadataManager:
         self._open_by_key: dict[Key, set[int]] = {}
         # Members of each classic group by its last GroupMetadata record (0: empty or deleted).
         self._members: dict[str, int] = {}
+        # The members of each consumer group (KIP-848) that have a member record and no
+        # tombstone after it: ConsumerGroup.members, as its replay of those records keeps it.
+        self._consumer_members: dict[str, set[str]] = {}
         # The value a tombstone removed, until the key is committed again (EXPIRED_RESET).
         self._removed: dict[Key, _Stored] = {}
         # The kinds of commit each key has had (MIXED_OFFSET_COMMITS once per key).
@@ -200,6 +211,10 @@ class OffsetMetadataManager:
                 self._members[event.group_id] = (
                     0 if event.is_tombstone else int(event.member_count or 0)
                 )
+            return
+        if event.record_type == 5:
+            if event.group_id is not None and event.member_id is not None:
+                self._replay_member(event.group_id, event.member_id, event.is_tombstone)
             return
         if event.record_type not in (0, 1) or event.group_id is None:
             return
@@ -231,6 +246,17 @@ class OffsetMetadataManager:
             self.pending_transactional_offsets[other][key].overlapping.add(event.producer_id)
         owners.add(event.producer_id)
         pending[key] = entry
+
+    def _replay_member(self, group_id: str, member_id: str, is_tombstone: bool) -> None:
+        """A consumer group's member record: the member there (a value) or gone (a tombstone).
+
+        As `GroupMetadataManager.replay(ConsumerGroupMemberMetadataKey, ...)`: a tombstone of a
+        group or member not known is ignored.
+        """
+        if not is_tombstone:
+            self._consumer_members.setdefault(group_id, set()).add(member_id)
+        elif group_id in self._consumer_members:
+            self._consumer_members[group_id].discard(member_id)
 
     def _replay_tombstone(self, key: Key, event: Event) -> Iterator[OffsetRow]:
         removed = self.offsets.pop(key, None)
@@ -312,8 +338,19 @@ class OffsetMetadataManager:
         return CAUSE_ADMIN_RESET if self._is_empty(row.event.group_id or "") else CAUSE_LATE_COMMIT
 
     def _is_empty(self, group_id: str) -> bool:
-        """Whether the group's last GroupMetadata record had no member (or deleted it)."""
-        return self._members.get(group_id) == 0
+        """Whether the group had no member by its membership records, of either kind.
+
+        A classic group is Empty when its last GroupMetadata record had no member (or deleted
+        it), a consumer group when each of its members' records was followed by its tombstone.
+        Kafka holds a group as one type or the other, and a conversion between them removes the
+        old type's records first (a GroupMetadata tombstone, or every member's tombstones): the
+        group is Empty when neither kind of record shows a member, and one of them shows it has
+        none. A group without either record is not known to be Empty.
+        """
+        counts = [len(m) for m in (self._consumer_members.get(group_id),) if m is not None]
+        if group_id in self._members:
+            counts.append(self._members[group_id])
+        return bool(counts) and max(counts) == 0
 
     def _note_kind(self, key: Key, row: OffsetRow) -> None:
         """MIXED_OFFSET_COMMITS at the first commit of a key of the kind it had not had.

@@ -131,6 +131,8 @@ class OffsetReplayer:
             producers=_records(k.PRODUCER, initial),
             producer_index=_index(initial, 2),
             members=np.full(initial, -1, dtype=np.int64),
+            live_members=np.full(initial, -1, dtype=np.int64),
+            member_index=_index(initial, 3),
             entries=_records(k.ENTRY, initial),
             overlaps=_records(k.OVERLAP, initial),
             owned=_records(k.OWNED, initial),
@@ -139,6 +141,7 @@ class OffsetReplayer:
         )
         self.groups = _Numbering(null_as=None)
         self.topics = _Numbering(null_as="")
+        self.member_ids = _Numbering(null_as=None)
         # The own columns of the rows the kernel may name: the carried rows of pending records
         # first, then the batch being replayed.
         self.carried = self.own_columns(
@@ -171,10 +174,14 @@ class OffsetReplayer:
         events.partition = _filled(batch, "partition", 0)
         events.committed_offset = _filled(batch, "committed_offset", 0)
         events.member_count = _filled(batch, "member_count", 0)
+        events.member = self.member_ids.of(batch.column("member_id"))
         if len(self.groups) > len(self.state.members):
-            members = np.full(2 * len(self.groups), -1, dtype=np.int64)
-            members[: len(self.state.members)] = self.state.members
-            self.state = self.state._replace(members=members)
+            grown = {}
+            for name in ("members", "live_members"):
+                by_group = np.full(2 * len(self.groups), -1, dtype=np.int64)
+                by_group[: len(self.state.members)] = getattr(self.state, name)
+                grown[name] = by_group
+            self.state = self.state._replace(**grown)
         return events
 
     def own_columns(self, batch: pa.RecordBatch) -> pa.Table:
@@ -253,6 +260,10 @@ class OffsetReplayer:
             self.kernel.reindex_producers(
                 grown["producer_index"], grown["producers"], task.producers
             )
+        capacity = len(state.member_index) // 2
+        if capacity - task.member_keys < task.need_members:
+            grown["member_index"] = _index(2 * (capacity + int(task.need_members)), 3)
+            self.kernel.reindex_members(grown["member_index"], state.member_index)
         self.state = state._replace(**grown)
 
     # --- output ---------------------------------------------------------------------------------

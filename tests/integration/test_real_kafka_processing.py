@@ -3,8 +3,9 @@
 The processing scenarios (`tests/kafka/processing.py`) run Kafka's own TransactionalMessageCopier
 (bounced with SIGTERM and SIGKILL), operators' offset resets (back to the start, and forward past
 unread input), plain consumers (one of them committing beyond its input's end, one whose offset
-DeleteRecords passed) and librdkafka transactions on a Kafka 4.x cluster (transactions v2) and a
-3.9 one (v1). One export per release (`Built.processing`) holds their input and output topics and
+DeleteRecords passed; on 4.x one of a KIP-848 consumer group, reset once it left) and librdkafka
+transactions on a Kafka 4.x cluster (transactions v2) and a 3.9 one (v1). One export per
+release (`Built.processing`) holds their input and output topics and
 every partition of `__consumer_offsets` and `__transaction_state`, as segments and as
 `kafka-dump-log.sh --offsets-decoder` / `--transaction-log-decoder` text. The coordinator readers
 (`coordinator_segments`, `coordinator_dump_log`) decode both forms; what they decode must agree
@@ -254,12 +255,24 @@ def test_the_coordinator_readers_decode_every_record_of_real_logs(processing, re
         (r["record_type_name"], r["value_version"])
         for topic in (CO, TS) for r in decoded(export, "segments").records(topic)
     }  # fmt: skip
+    # On 4.x also the KIP-848 group's member records (value version 0, and the tombstone), and
+    # its other records, skipped: the group's epoch (3), its target assignment (6, 7), the
+    # member's assignment (8).
     assert kinds == (
-        {("OffsetCommit", 4), ("GroupMetadata", 3), ("TransactionLog", 1)}
+        {("OffsetCommit", 4), ("GroupMetadata", 3), ("TransactionLog", 1),
+         ("ConsumerGroupMemberMetadata", 0), ("ConsumerGroupMemberMetadata", None),
+         ("ConsumerGroupMetadata", None),
+         ("ConsumerGroupTargetAssignmentMetadata", None),
+         ("ConsumerGroupTargetAssignmentMember", None),
+         ("ConsumerGroupCurrentMemberAssignment", None)}
         if release == RELEASE_4
         else {("OffsetCommit", 3), ("GroupMetadata", 3), ("TransactionLog", 0)}
+    )  # fmt: skip
+    assert {r["record_type"] for r in found.rows if r["is_skipped"]} <= {3, 6, 7, 8}
+    # The only tombstones are the leaving member's: its records of types 8, 7 and 5.
+    assert {r["record_type"] for r in found.rows if r["is_tombstone"]} == (
+        {5, 7, 8} if release == RELEASE_4 else set()
     )
-    assert not any(r["is_skipped"] or r["is_tombstone"] for r in found.rows)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -294,12 +307,14 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         assert 0 <= r["timestamp"] - r["last_update_timestamp_ms"] < 60_000, r
         if r["transaction_status"] != "Empty":
             assert r["start_timestamp_ms"] <= r["last_update_timestamp_ms"], r
-    # Group metadata for the groups that had members: not those whose consumers are assigned
-    # their partition and commit for a group they never join.
+    # Group metadata for the classic groups that had members: not those whose consumers are
+    # assigned their partition and commit for a group they never join, nor the KIP-848 group,
+    # whose members have records of their own.
     groups = found.records(CO, record_type_name="GroupMetadata")
     assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
                 "commit_below_log_start", "transactional_rewind", "aborted_range")  # fmt: skip
-    joined = {group for group, play in plays.items() if play.scenario not in assigned}
+    joined = {group for group, play in plays.items()
+              if play.scenario not in (*assigned, "consumer_protocol_reset")}  # fmt: skip
     assert {r["group_id"] for r in groups} == joined
     for r in groups:
         assert 0 <= r["timestamp"] - r["current_state_timestamp_ms"] < 60_000, r
@@ -529,6 +544,27 @@ def test_an_operators_reset_is_a_plain_commit_while_the_group_is_empty(processin
     # The offsets went down from the input's end to 0: what an audit calls a rewind.
     (copied,) = [details["committed"] for _, details in happened(play, "copied")]
     assert copied == play.log_end and play.committed == dict.fromkeys(copied, 0)
+
+
+def test_a_kip_848_groups_member_leaves_by_its_records_tombstone_before_the_reset(processing):
+    export = processing[RELEASE_4]
+    play = played(export, "consumer_protocol_reset")
+    records = decoded(export, "segments").records(CO, group_id=play.group)
+    # No GroupMetadata: the group's one member is its ConsumerGroupMemberMetadata records, the
+    # last of them the tombstone Kafka writes when it leaves.
+    assert {r["record_type_name"] for r in records} == {
+        "ConsumerGroupMemberMetadata", "OffsetCommit"
+    }  # fmt: skip
+    members = [r for r in records if r["record_type_name"] == "ConsumerGroupMemberMetadata"]
+    assert len({r["member_id"] for r in members}) == 1
+    assert [r["is_tombstone"] for r in members] == [False] * (len(members) - 1) + [True]
+    # Its plain commit of what it read, then the reset of both partitions to 0, after it left.
+    commits = [r for r in records if r["record_type_name"] == "OffsetCommit"]
+    assert {(r["batch_producer_id"], r["committed_offset"]) for r in commits[-2:]} == {(-1, 0)}
+    order = [members[0], commits[0], members[-1], commits[-2]]
+    assert [r["offset"] for r in order] == sorted(r["offset"] for r in order)
+    ((_, closed),) = happened(play, "consumer closed")
+    assert closed["committed"] == play.log_end and play.committed == dict.fromkeys(play.log_end, 0)
 
 
 @pytest.mark.parametrize("release", RELEASES)

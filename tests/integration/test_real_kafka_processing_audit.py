@@ -131,6 +131,14 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         assert _processing_findings(warehouse, reset.group) == [
             ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
         ] * reset.partitions
+    # The same reset of an emptied KIP-848 consumer group (4.x): its member's tombstone, not a
+    # GroupMetadata record, says it left.
+    emptied = facts.get("consumer_protocol_reset")
+    assert (emptied is not None) == (release == RELEASE_4)
+    if emptied is not None:
+        assert _processing_findings(warehouse, emptied.group) == [
+            ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
+        ] * emptied.partitions
     # A plain consumer committing in the copier's group.
     mixed = facts.get("auto_commit")
     if mixed is not None:

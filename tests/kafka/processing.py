@@ -38,6 +38,9 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | put back to a quarter and commits a transaction from there |
 | `aborted_range` | a librdkafka processor commits a transaction, aborts the next, and its |
 | | consumer commits plainly past the aborted one's input |
+| `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
+| | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
+| | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
 
 Each scenario has its own topics, group and transactional.id, named after it and the release (one
 that only consumes has its input and no transactional.id). A cluster's `__consumer_offsets` and
@@ -46,6 +49,11 @@ cluster and one export holds them all (`processing-<release>`): their input and 
 every partition of the two coordinator topics, copied once at the end; no other export holds a
 coordinator partition. Its `facts` say which group, ids and
 topics belong to which scenario (`Played`), and what Kafka answered at the end of each.
+
+`consumer_protocol_reset` plays on 4.x only (`PROCESSING_4`): librdkafka's consumer protocol
+needs ConsumerGroupHeartbeat version 1 (Kafka 4.0's), and 3.9's KIP-848 preview
+(`group.coordinator.rebalance.protocols=classic,consumer`) has only version 0: librdkafka says
+"ConsumerGroupHeartbeatRequest not supported by broker" and never joins.
 """
 
 from __future__ import annotations
@@ -836,12 +844,54 @@ def aborted_range(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
-# The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9).
+def consumer_protocol_reset(cluster: Cluster) -> Played:
+    """A KIP-848 consumer group's member reads its input to the end, commits and leaves; an
+    operator resets the emptied group to the earliest offset.
+
+    The group writes no GroupMetadata record: its membership is its members' records
+    (ConsumerGroupMemberMetadata), and the member's leaving is their tombstones.
+    """
+    from confluent_kafka import Consumer
+
+    played = _start(cluster, "consumer_protocol_reset", partitions=2, records=40, output=False)
+    ends = log_ends(cluster, played.input_topic, played.partitions)
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "group.protocol": "consumer", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.subscribe([played.input_topic])
+    positions = dict.fromkeys(ends, 0)
+    deadline = time.monotonic() + 30
+    try:
+        while positions != ends:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the consumer read to {positions} of {ends} in 30 s")
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                positions[f"{message.topic()}:{message.partition()}"] = message.offset() + 1
+        # A plain, synchronous commit of the positions read; close() then leaves the group.
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    played.event("consumer closed", client="librdkafka", group_protocol="consumer",
+                 committed=positions)  # fmt: skip
+    played.tool_output["reset"] = cluster.tool(
+        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
+    )  # fmt: skip
+    played.event("offsets reset", to="earliest")
+    return _settle(cluster, played)
+
+
+# The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9), and
+# those of 4.x only (see the module's docstring).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
     aborted_range,
 )  # fmt: skip
+PROCESSING_4 = (*PROCESSING, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
 # that commits its offset: the audit declares their groups one-to-one.
 ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "forward_reset",

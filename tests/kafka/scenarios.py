@@ -23,7 +23,8 @@ scenarios share two clusters, and one audit can read every export at once:
 | `compacted` | 4.x | transactions on a compacted topic, after the cleaner ran |
 | `failover` | 4.x, two brokers of their own | an unclean leader election (`failover`) |
 | `processing` | both (4.x: a broker of its | consume-transform-produce with Kafka's transactional |
-| | own; 3.9: after `zombie`) | copier, offset resets, plain consumers, commits outside |
+| | own; 3.9: after `zombie`) | copier, offset resets, plain consumers (on 4.x also a |
+| | | KIP-848 consumer group's), commits outside |
 | | | the input's log (`processing.py`): one export per |
 | | | release with the coordinator topics, in |
 | | | `Built.processing` |
@@ -55,7 +56,7 @@ from tests.kafka.clients import (
     rdkafka_send,
 )
 from tests.kafka.cluster import RUNNING, Cluster, dump_log, dump_logs, export_log_dir
-from tests.kafka.processing import COORDINATOR_TOPICS, PROCESSING, Played
+from tests.kafka.processing import COORDINATOR_TOPICS, PROCESSING, PROCESSING_4, Played
 
 RUN_NAME = "real-kafka"
 
@@ -616,7 +617,7 @@ def build(folder: Path) -> Built:
         # The 4.x processing scenarios on a cluster of their own: appended to the 4.x scenarios,
         # the longest block, they would add their whole time to the build's.
         processing_4 = pool.submit(
-            _play, KAFKA_4_JARS, (), classes[KAFKA_4_JARS.name], folder, PROCESSING,
+            _play, KAFKA_4_JARS, (), classes[KAFKA_4_JARS.name], folder, PROCESSING_4,
             f"processing-{KAFKA_4_JARS.name}",
         )  # fmt: skip
         # 3.9's scenarios end early: its processing scenarios follow them on its cluster.

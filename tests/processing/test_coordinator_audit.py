@@ -178,7 +178,8 @@ def test_the_transaction_log_is_one_row_a_record_with_the_state_before(audited):
 
 @pytest.fixture(scope="module")
 def from_parquet(spark, tmp_path_factory, audited):
-    """The same coordinator records handed in as Parquet in the contract, with one bad row."""
+    """The same coordinator records handed in as Parquet in the contract, with two bad rows: one
+    of no coordinator topic, and a consumer group's member record without its member id."""
     root = tmp_path_factory.mktemp("processing-parquet")
     export = root / "export"
     write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
@@ -191,6 +192,8 @@ def from_parquet(spark, tmp_path_factory, audited):
     ]
     rows = pa.concat_tables(tables).drop_columns([SOURCE_ERROR_COL]).to_pylist()
     rows.append({**rows[0], "coordinator_topic": "orders", "source": "bad-row"})
+    rows.append({**rows[0], "record_type": 5, "record_type_name": "ConsumerGroupMemberMetadata",
+                 "member_id": None, "source": "member-without-id"})  # fmt: skip
     records = root / "records.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=tables[0].schema.remove(
         tables[0].schema.get_field_index(SOURCE_ERROR_COL))), records)  # fmt: skip
@@ -210,14 +213,21 @@ def test_records_handed_in_as_parquet_give_the_same_history(audited, from_parque
     findings = "SELECT finding_type, cause, base_offset FROM t ORDER BY base_offset, cause"
     assert sql(from_parquet[1], "findings", findings) == sql(audited[1], "findings", findings)
     result = from_parquet[0]
-    (bad,) = sql(from_parquet[1], "quarantine", "SELECT input, source, reason FROM t")
-    assert bad == {
-        "input": "coordinator_records",
-        "source": "bad-row",
-        "reason": "coordinator_topic orders is not a coordinator topic",
-    }
+    bad = sql(from_parquet[1], "quarantine", "SELECT input, source, reason FROM t ORDER BY source")
+    assert bad == [
+        {
+            "input": "coordinator_records",
+            "source": "bad-row",
+            "reason": "coordinator_topic orders is not a coordinator topic",
+        },
+        {
+            "input": "coordinator_records",
+            "source": "member-without-id",
+            "reason": "a ConsumerGroupMemberMetadata record needs group_id and member_id",
+        },
+    ]
     assert result.status == "QUARANTINE_EXCEEDED"
-    assert "quarantined 1 record(s) of __consumer_offsets" in result.error
+    assert "quarantined 2 record(s) of __consumer_offsets" in result.error
 
 
 def test_the_stage_leaves_out_contract_columns_only():

@@ -2,7 +2,8 @@
 
 Seeded random streams stand for `__consumer_offsets` partitions: plain and transactional
 commits of a few keys by several producers, tombstones, GroupMetadata records (member counts,
-deletions), COMMIT and ABORT markers (of producers with and without pending offsets), records
+deletions), consumer groups' member records (members joining, leaving, leaving unseen), COMMIT
+and ABORT markers (of producers with and without pending offsets), records
 the replay ignores, and nulls where the contract allows them. Each stream is cut into Arrow
 batches at random places and replayed by the runner (`offset_runner`, compiled and as plain
 Python, with arrays that start at one element so that every one of them grows), and row by row
@@ -107,11 +108,14 @@ PRODUCERS = [-1, 7, 8, 9, 3000000000]
 GROUPS = ["copier"] * 8 + ["reader", None]
 TOPICS = ["input"] * 8 + ["other", "", None]
 PARTITIONS = [0] * 8 + [1, None, -1]
+MEMBERS = ["m-1"] * 3 + ["m-2", "m-3", None]
 
 
 def event_values(rng: random.Random, producers: list[int], one_key: bool) -> dict:
     """One event's `_EVENTS` values (offsets and partitions set by the stream)."""
-    what = rng.choice(["commit"] * 6 + ["marker"] * 3 + ["tombstone", "members", "ignored"])
+    what = rng.choice(
+        ["commit"] * 6 + ["marker"] * 3 + ["tombstone", "members", "member", "member", "ignored"]
+    )
     values = dict.fromkeys(EVENTS_ARROW.names)
     values["is_tombstone"] = False
     if what == "marker":
@@ -126,6 +130,11 @@ def event_values(rng: random.Random, producers: list[int], one_key: bool) -> dic
         values["record_type"] = 2
         values["is_tombstone"] = rng.random() < 0.25
         values["member_count"] = rng.choice([0, 1, 2, None])
+        return values
+    if what == "member":
+        values["record_type"] = 5
+        values["is_tombstone"] = rng.random() < 0.45
+        values["member_id"] = rng.choice(MEMBERS)
         return values
     values["record_type"] = rng.choice([0, 1, 1, 1] if what != "ignored" else [3, None])
     values["topic"] = TOPICS[0] if one_key else rng.choice(TOPICS)

@@ -36,6 +36,11 @@ def members(offset: int, count: int):
     return Event(offset, record_type=2, group_id=GROUP, member_count=count)
 
 
+def member(offset: int, member_id: str, left: bool = False, group: str = GROUP):
+    """A ConsumerGroupMemberMetadata record of a KIP-848 group's member; its tombstone: it left."""
+    return Event(offset, record_type=5, is_tombstone=left, group_id=group, member_id=member_id)
+
+
 def marker(offset: int, pid: int, control_type: str = "COMMIT"):
     return Event(offset, producer_id=pid, producer_epoch=1, control_type=control_type)
 
@@ -104,6 +109,41 @@ def test_rewinds_are_classified_by_what_lowered_the_offset():
     assert transactional[-1][3] == [("OFFSET_REWIND", "TRANSACTIONAL")]
     forward = outcomes([commit(0, 50, pid=7), marker(1, 7), commit(2, 60, pid=7), marker(3, 7)])
     assert all(not r[3] for r in forward)
+
+
+def test_a_consumer_group_is_empty_once_its_last_member_left():
+    # What a 4.x coordinator writes for a KIP-848 group (tests/fixtures/consumer_group): the
+    # member joins, commits, leaves (its tombstone), and the operator's reset commits 0.
+    joined = [member(0, "m-1"), commit(1, 50)]
+    assert outcomes([*joined, member(2, "m-1", left=True), commit(3, 0)])[-1][3] == [
+        ("OFFSET_REWIND", "ADMIN_RESET")
+    ]
+    # A member still there: the lower plain commit is a member's.
+    staying = [*joined, member(2, "m-2"), member(3, "m-1", left=True), commit(4, 0)]
+    assert outcomes(staying)[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    assert outcomes([*joined, commit(2, 0)])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    # A member record written again (its subscription changed) is still one member.
+    again = [*joined, member(2, "m-1"), member(3, "m-1", left=True), commit(4, 0)]
+    assert outcomes(again)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    # Another group's members do not count, and a tombstone of a member never seen (its record
+    # compacted away, or before the export) is ignored, as Kafka's replay ignores it: the group
+    # is not known to be Empty.
+    other = [*joined, member(2, "m-9", group="other"), member(3, "m-1", left=True), commit(4, 0)]
+    assert outcomes(other)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    unseen = [commit(0, 50), member(1, "m-1", left=True), commit(2, 0)]
+    assert outcomes(unseen)[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+
+
+def test_a_group_converted_between_protocols_is_empty_by_its_current_records():
+    # Classic to consumer: Kafka deletes the classic group (a GroupMetadata tombstone, counted
+    # here as no member) before the consumer group's member records.
+    upgraded = [members(0, 1), commit(1, 50), members(2, 0), member(3, "m-1")]
+    assert outcomes([*upgraded, commit(4, 0)])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    emptied = [*upgraded, member(4, "m-1", left=True), commit(5, 0)]
+    assert outcomes(emptied)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    # Consumer to classic: every member's tombstone, then the classic group's record.
+    downgraded = [member(0, "m-1"), commit(1, 50), member(2, "m-1", left=True), members(3, 1)]
+    assert outcomes([*downgraded, commit(4, 0)])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
 
 
 def test_a_plain_commit_inside_a_transaction_that_aborts_commits_input_nobody_processed():

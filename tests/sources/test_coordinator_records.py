@@ -141,7 +141,24 @@ def group_metadata_value(version: int, members: list[bytes], generation: int = 7
     return out + (tags({}) if flexible else b"")
 
 
+def consumer_member_key(group: str, member: str) -> bytes:
+    # ConsumerGroupMemberMetadataKey.json: GroupId, MemberId (not flexible).
+    return i16(5) + string(group) + string(member)
+
+
+def consumer_member_value(
+    topics: list[str], *, instance_id: str | None = None, tagged: dict[int, bytes] | None = None
+) -> bytes:
+    # ConsumerGroupMemberMetadataValue.json v0 (flexible): what librdkafka's member sends.
+    out = i16(0) + string(instance_id, True) + string(None, True)  # InstanceId, RackId
+    out += string("rdkafka", True) + string("/127.0.0.1", True)  # ClientId, ClientHost
+    out += array([string(t, True) for t in topics], True)  # SubscribedTopicNames
+    out += string("", True) + i32(300000) + string(None, True)  # Regex, timeout, ServerAssignor
+    return out + tags(tagged or {})
+
+
 def txn_key(transactional_id: str, record_type: int = 0) -> bytes:
+
     return i16(record_type) + string(transactional_id)
 
 
@@ -361,6 +378,65 @@ def test_other_group_record_types_are_counted_and_skipped(record_type, name):
         assert decoded == DecodedRecord(
             record_type, name, is_tombstone=value is None, is_skipped=True
         )
+
+
+# A member record and its tombstone as a Kafka 4.1.1 broker wrote them (`__consumer_offsets-1`
+# of tests/fixtures/consumer_group, where kafka-dump-log printed keySize 32 and valueSize 40):
+# librdkafka's member of group.protocol=consumer, subscribed to in848; the value's tag 0
+# (ClassicMemberMetadata) is written, null, as one byte.
+REAL_4_1_MEMBER_KEY = bytes.fromhex(
+    "000500046738343800165766306b6b34624352507553306f37424b4e33766a41"
+)
+REAL_4_1_MEMBER_VALUE = bytes.fromhex(
+    "000000000872646b61666b610b2f3132372e302e302e310206696e38343801000493e00001000100"
+)
+
+
+def test_the_real_4_1_member_record_has_kafkas_sizes_and_decodes():
+    key = consumer_member_key("g848", "Wf0kk4bCRPuS0o7BKN3vjA")
+    value = consumer_member_value(["in848"], tagged={0: b"\x00"})
+    assert (key, value) == (REAL_4_1_MEMBER_KEY, REAL_4_1_MEMBER_VALUE)
+    assert (len(key), len(value)) == (32, 40)
+    there = decode_consumer_offsets(key, value)
+    assert there == DecodedRecord(
+        5, "ConsumerGroupMemberMetadata", value_version=0, group_id="g848",
+        member_id="Wf0kk4bCRPuS0o7BKN3vjA",
+    )  # fmt: skip
+    left = decode_consumer_offsets(key, None)
+    assert left == DecodedRecord(
+        5, "ConsumerGroupMemberMetadata", is_tombstone=True, group_id="g848",
+        member_id="Wf0kk4bCRPuS0o7BKN3vjA",
+    )  # fmt: skip
+
+
+def test_a_static_member_with_no_topics_and_unknown_tags_decodes():
+    value = consumer_member_value([], instance_id="instance-1", tagged={0: b"\x00", 7: b"xy"})
+    decoded = decode_consumer_offsets(consumer_member_key("g,=:", ""), value)
+    assert (decoded.group_id, decoded.member_id, decoded.is_skipped) == ("g,=:", "", False)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (consumer_member_key("g", "m"), i16(1) + bytes(20),
+         "ConsumerGroupMemberMetadata value version 1 is not one Kafka defines (0-0)"),
+        (i16(5) + string("g") + string(None), None, "non-nullable MemberId was serialized as null"),
+        (i16(5) + string("g"), None, "Metadata key: key: MemberId needs 2 bytes at byte 5"),
+        (consumer_member_key("g", "m"), i16(0) + b"\x00\x00\x00", "non-nullable ClientId"),
+    ],
+)  # fmt: skip
+def test_a_member_record_kafka_would_not_read_is_a_decode_error(key, value, reason):
+    with pytest.raises(CoordinatorRecordError, match=re.escape(reason)):
+        decode_consumer_offsets(key, value)
+
+
+def test_every_cut_of_a_member_record_is_an_error():
+    for cut in range(len(REAL_4_1_MEMBER_VALUE)):
+        with pytest.raises(CoordinatorRecordError):
+            decode_consumer_offsets(REAL_4_1_MEMBER_KEY, REAL_4_1_MEMBER_VALUE[:cut])
+    for cut in range(2, len(REAL_4_1_MEMBER_KEY)):
+        with pytest.raises(CoordinatorRecordError):
+            decode_consumer_offsets(REAL_4_1_MEMBER_KEY[:cut], None)
 
 
 def test_a_truncated_offset_commit_value_raises_the_specific_error():

@@ -3,9 +3,10 @@
 The real lines are copied as printed: fvaleri/strimzi-debugging sessions/010/README.md (3.9:
 JSON offsets, text transaction log), strimzi/strimzi.github.io
 _posts/2023-04-14-kafka-transactions.md (3.4, whose keySize was edited by hand: 26 for a
-29-byte key), apache/kafka#22615 (4.x transaction log JSON). The other lines follow the
-formatters of each tag (DumpLogSegments.scala 2.4.0, GroupMetadataManager.scala and
-TransactionLog.scala 3.7.1, DumpLogSegments of 3.8 and 4.x), as the specification's §2 table
+29-byte key), apache/kafka#22615 (4.x transaction log JSON), and tests/fixtures/consumer_group
+(a KIP-848 consumer group's records, printed by kafka-dump-log 4.1.1 and 3.9.1). The other
+lines follow the formatters of each tag (DumpLogSegments.scala 2.4.0, GroupMetadataManager.scala
+and TransactionLog.scala 3.7.1, DumpLogSegments of 3.8 and 4.x), as the specification's §2 table
 gives them.
 """
 
@@ -14,21 +15,26 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+from pathlib import Path
 
 import pytest
 
+from eos_audit.sources.kafka.coordinator_dump_log import parse_coordinator_dump_log
 from eos_audit.sources.kafka.coordinator_records import (
     CoordinatorRecordError,
     DecodedRecord,
     decode_consumer_offsets,
     decode_transaction_state,
 )
+from eos_audit.sources.kafka.coordinator_segments import parse_coordinator_segment
 from eos_audit.sources.kafka.coordinator_text import (
     DumpLogRecord,
     parse_decoder_text,
     parse_record_line,
 )
 from tests.sources.test_coordinator_records import (
+    REAL_4_1_MEMBER_KEY,
+    REAL_4_1_MEMBER_VALUE,
     i64,
     offset_commit_key,
     offset_commit_value,
@@ -313,6 +319,58 @@ def test_unknown_record_types_are_skipped_in_every_generation():
     assert json_type == DecodedRecord(
         8, "ConsumerGroupCurrentMemberAssignment", is_tombstone=True, is_skipped=True
     )
+
+
+CONSUMER_GROUP = Path(__file__).resolve().parents[1] / "fixtures" / "consumer_group"
+MEMBER = "Wf0kk4bCRPuS0o7BKN3vjA"
+
+
+@pytest.mark.parametrize("release", ["4_1_1", "3_9_1"])
+def test_a_consumer_groups_records_print_as_the_segment_decodes_them(release):
+    """A 4.1.1 broker's `__consumer_offsets` partition: a librdkafka member of a consumer group
+    (group.protocol=consumer) joins (types 5, 3, 7, 6, 8), commits (1), leaves (tombstones of
+    8, 7 and 5, and a group epoch 3), and kafka-consumer-groups resets the group (1). Printed by
+    each release's kafka-dump-log --offsets-decoder, in the 3.8-3.9 and the 4.x JSON."""
+    segment = parse_coordinator_segment(
+        (CONSUMER_GROUP / "__consumer_offsets-1.log").read_bytes(),
+        topic=CO, partition=1, path="__consumer_offsets-1/00000000000000000000.log",
+    ).to_pylist()  # fmt: skip
+    text = parse_coordinator_dump_log(
+        (CONSUMER_GROUP / f"offsets_decoder_{release}.txt").read_bytes(), path="dump.txt"
+    ).to_pylist()
+    assert [{**r, "source": None} for r in text] == [{**r, "source": None} for r in segment]
+    members = [
+        (r["offset"], r["group_id"], r["member_id"], r["is_tombstone"], r["value_version"])
+        for r in text if r["record_type"] == 5
+    ]  # fmt: skip
+    assert members == [(0, "g848", MEMBER, False, 0), (9, "g848", MEMBER, True, None)]
+    skipped = [(r["offset"], r["record_type"], r["is_tombstone"]) for r in text if r["is_skipped"]]
+    assert skipped == [(1, 3, False), (2, 7, False), (3, 6, False), (4, 8, False), (7, 8, True),
+                       (8, 7, True), (10, 3, False)]  # fmt: skip
+    assert [r["member_id"] for r in text if r["record_type"] != 5] == [None] * 11
+
+
+def test_a_json_member_line_is_what_the_binary_decoder_gives():
+    line = (CONSUMER_GROUP / "offsets_decoder_4_1_1.txt").read_text().splitlines()[3]
+    parsed = parse_record_line(line, CO)
+    assert (parsed.offset, parsed.key_size, parsed.value_size) == (0, 32, 40)
+    assert parsed.record == decode_consumer_offsets(REAL_4_1_MEMBER_KEY, REAL_4_1_MEMBER_VALUE)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('key: {"type":"5","data":{"groupId":"G"}} payload: <DELETE>',
+         "the member key has no groupId or memberId"),
+        ('key: {"type":"5","data":{"groupId":"G","memberId":7}} payload: <DELETE>',
+         "memberId is not a string"),
+        ('key: {"type":"5","data":{"groupId":"G","memberId":"m"}} payload: {"version":"0",'
+         '"data":{"clientHost":"/h"}}', "the member payload has no clientId"),
+    ],
+)  # fmt: skip
+def test_a_member_line_without_its_ids_or_client_is_an_error(text, reason):
+    with pytest.raises(CoordinatorRecordError, match=re.escape(reason)):
+        _offsets(text)
 
 
 def test_an_error_line_is_a_decode_error_with_the_tools_message():

@@ -11,13 +11,15 @@ has the "key versions" 0 and 1 and GroupMetadata's key the version 2.
 |---|---|---|
 | 0, 1 OffsetCommit (4.x: 0 `LegacyOffsetCommit`) | group, topic, partition | 0-4 (4: tag TopicId) |
 | 2 GroupMetadata (classic groups) | group | 0-4 (4 flexible) |
-| 3+ consumer, share, streams groups (KIP-848, 932, 1071) | | counted and skipped |
+| 5 ConsumerGroupMemberMetadata (KIP-848 consumer groups) | group, member | 0 (flexible) |
+| 3, 4, 6+ other consumer, share, streams group records (KIP-848, 932, 1071) | | skipped |
 
 `__transaction_state` (`transaction-coordinator/.../message/TransactionLog{Key,Value}.json`):
 type 0 only, value versions 0 and 1 (1 flexible, tags 0 PreviousProducerId, 1 NextProducerId,
 2 ClientTransactionVersion).
 
-A type the audit does not decode (3+ in `__consumer_offsets`, any but 0 in `__transaction_state`)
+A type the audit does not decode (3, 4 and 6+ in `__consumer_offsets`, any but 0 in
+`__transaction_state`)
 gives a record with `is_skipped` set, never an error: Kafka adds such types with new group
 protocols, and 3.8+ `kafka-dump-log.sh` says "Unknown record type N ..., skipping." for them too.
 Bytes that do not decode as their type and version say raise `CoordinatorRecordError`.
@@ -35,6 +37,9 @@ from eos_audit.sources.kafka.protocol import ProtocolFormatError, ProtocolReader
 # OffsetCommitValue v0). Both types are decoded here with OffsetCommitValue's versions, as 3.x did.
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA_TYPE = 2
+# A consumer group's member (ConsumerGroupMemberMetadataKey: GroupId, MemberId), its tombstone
+# written when the member leaves: the membership of a KIP-848 group, which has no GroupMetadata.
+CONSUMER_GROUP_MEMBER_TYPE = 5
 GROUP_RECORD_TYPE_NAMES: dict[int, str] = {
     0: "OffsetCommit",
     1: "OffsetCommit",
@@ -62,6 +67,7 @@ TRANSACTION_LOG_TYPE_NAME = "TransactionLog"
 
 OFFSET_COMMIT_VALUE_VERSIONS = range(0, 5)
 GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
+CONSUMER_GROUP_MEMBER_VALUE_VERSIONS = range(0, 1)
 TRANSACTION_LOG_VALUE_VERSIONS = range(0, 2)
 
 # TransactionState ids (TransactionMetadata.scala, TransactionState.java in 4.x). An id outside
@@ -104,9 +110,9 @@ class DecodedRecord:
     value_version: int | None = None
     is_tombstone: bool = False
     is_skipped: bool = False
-    """A type the audit does not decode (consumer, share and streams group records, unknown
-    types): only the type and the tombstone flag are set."""
-    # OffsetCommit (types 0, 1) and GroupMetadata (type 2)
+    """A type the audit does not decode (consumer group records other than members, share and
+    streams group records, unknown types): only the type and the tombstone flag are set."""
+    # OffsetCommit (types 0, 1), GroupMetadata (type 2) and ConsumerGroupMemberMetadata (type 5)
     group_id: str | None = None
     committed_topic: str | None = None
     committed_partition: int | None = None
@@ -122,6 +128,8 @@ class DecodedRecord:
     leader: str | None = None
     current_state_timestamp_ms: int | None = None
     member_count: int | None = None
+    member_id: str | None = None
+    """ConsumerGroupMemberMetadata: the member the record (or its tombstone) is about."""
     # TransactionLog (__transaction_state type 0)
     transactional_id: str | None = None
     producer_id: int | None = None
@@ -182,7 +190,7 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
         value: the record's value bytes; None for a tombstone.
 
     Returns:
-        The decoded record (`is_skipped` for types 3 and above and unknown types).
+        The decoded record (`is_skipped` for types 3, 4, 6 and above and unknown types).
 
     Raises:
         CoordinatorRecordError: when the key or the value does not decode (no key, truncated,
@@ -191,8 +199,15 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
     record_type, key_reader = _record_type(key, "__consumer_offsets")
     name = GROUP_RECORD_TYPE_NAMES.get(record_type)
     is_tombstone = value is None
-    if record_type not in OFFSET_COMMIT_TYPES and record_type != GROUP_METADATA_TYPE:
+    if record_type not in (*OFFSET_COMMIT_TYPES, GROUP_METADATA_TYPE, CONSUMER_GROUP_MEMBER_TYPE):
         return DecodedRecord(record_type, name, is_tombstone=is_tombstone, is_skipped=True)
+    if record_type == CONSUMER_GROUP_MEMBER_TYPE:
+        try:
+            group_id = key_reader.string("GroupId", flexible=False)
+            member_id = key_reader.string("MemberId", flexible=False)
+        except ProtocolFormatError as err:
+            raise CoordinatorRecordError(f"{name} key: {err.reason}") from None
+        return _consumer_group_member(group_id, member_id, value)
     try:
         if record_type == GROUP_METADATA_TYPE:
             group_id = key_reader.string("group", flexible=False)
@@ -305,6 +320,47 @@ def _group_metadata(record_type: int, group_id: str | None, value: bytes) -> Dec
         current_state_timestamp_ms=state_timestamp,
         member_count=len(members or ()),
     )
+
+
+def _skip_string_entry(reader: ProtocolReader) -> None:
+    reader.string("SubscribedTopicNames", flexible=True)
+
+
+def _consumer_group_member(
+    group_id: str | None, member_id: str | None, value: bytes | None
+) -> DecodedRecord:
+    """A consumer group's member (`ConsumerGroupMemberMetadataValue.json`, version 0, flexible).
+
+    The value is read to its last field, as Kafka's loader reads it, for what a record Kafka
+    would not load looks like (a decode error); the audit keeps whether the member is there (a
+    value) or left (a tombstone), not its subscription. Tag 0 (ClassicMemberMetadata, a member
+    of a group converted from the classic protocol) is skipped with the other tags.
+    """
+    name = GROUP_RECORD_TYPE_NAMES[CONSUMER_GROUP_MEMBER_TYPE]
+    if value is None:
+        return DecodedRecord(
+            CONSUMER_GROUP_MEMBER_TYPE, name, is_tombstone=True, group_id=group_id,
+            member_id=member_id,
+        )  # fmt: skip
+    version, reader = _value_version(
+        value, "ConsumerGroupMemberMetadata", CONSUMER_GROUP_MEMBER_VALUE_VERSIONS
+    )
+    try:
+        reader.string("InstanceId", flexible=True, nullable=True)
+        reader.string("RackId", flexible=True, nullable=True)
+        reader.string("ClientId", flexible=True)
+        reader.string("ClientHost", flexible=True)
+        reader.array(_skip_string_entry, "SubscribedTopicNames", flexible=True)
+        reader.string("SubscribedTopicRegex", flexible=True, nullable=True)
+        reader.int32("RebalanceTimeoutMs")
+        reader.string("ServerAssignor", flexible=True, nullable=True)
+        reader.tagged_fields({})
+    except ProtocolFormatError as err:
+        raise CoordinatorRecordError(err.reason) from None
+    return DecodedRecord(
+        CONSUMER_GROUP_MEMBER_TYPE, name, value_version=version, group_id=group_id,
+        member_id=member_id,
+    )  # fmt: skip
 
 
 def decode_transaction_state(key: bytes | None, value: bytes | None) -> DecodedRecord:

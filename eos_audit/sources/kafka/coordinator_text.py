@@ -12,7 +12,9 @@ Offsets decoder, key / payload:
 | 3.8+ | `{"type":"1","data":{..}}` / `{"version":"3","data":{..}}` | the same JSON |
 
 A tombstone's payload is `<DELETE>` from 2.5; up to 2.4 neither key nor payload is printed. 4.1+
-writes OffsetCommit value version 4, whose JSON may add `"topicId"`.
+writes OffsetCommit value version 4, whose JSON may add `"topicId"`. A KIP-848 consumer group's
+member is `{"type":"5","data":{"groupId":"G","memberId":"M"}}` / `{"version":"0","data":{..}}`
+or `<DELETE>` when it left, in 3.8+ JSON only (the older texts predate consumer groups).
 
 Transaction log decoder: ≤ 2.4 `transactionalId=X` / `producerId:P,producerEpoch:E,state=S,
 partitions=Set(t-0),txnLastUpdateTimestamp=T,txnTimeoutMs=M`; 2.5-3.9
@@ -47,6 +49,7 @@ from eos_audit.sources.kafka.coordinator_keys import (
     TRANSACTION_STATE_TOPIC,
 )
 from eos_audit.sources.kafka.coordinator_records import (
+    CONSUMER_GROUP_MEMBER_TYPE,
     GROUP_METADATA_TYPE,
     GROUP_RECORD_TYPE_NAMES,
     OFFSET_COMMIT_TYPES,
@@ -404,6 +407,8 @@ def _json_record(body: str, coordinator_topic: str) -> DecodedRecord:
         return _json_offset_commit(record_type, data, value, version, is_tombstone)
     if record_type == GROUP_METADATA_TYPE:
         return _json_group_metadata(data, value, version, is_tombstone)
+    if record_type == CONSUMER_GROUP_MEMBER_TYPE:
+        return _json_consumer_group_member(data, value, version, is_tombstone)
     return DecodedRecord(record_type, name, is_tombstone=is_tombstone, is_skipped=True)
 
 
@@ -454,6 +459,26 @@ def _json_group_metadata(
         leader=_json_string(value, "leader"),
         current_state_timestamp_ms=_json_int(value, "currentStateTimestamp"),
         member_count=len(members) if isinstance(members, list) else None,
+    )
+
+
+def _json_consumer_group_member(
+    key: dict, value: dict, version: int | None, is_tombstone: bool
+) -> DecodedRecord:
+    # ConsumerGroupMemberMetadataKeyJsonConverter: groupId, memberId (both mandatory); the value
+    # is not kept, as in the segments' decoder: a member is there or left.
+    group_id, member_id = _json_string(key, "groupId"), _json_string(key, "memberId")
+    if group_id is None or member_id is None:
+        raise CoordinatorRecordError("the member key has no groupId or memberId")
+    if not is_tombstone and "clientId" not in value:
+        raise CoordinatorRecordError("the member payload has no clientId")
+    return DecodedRecord(
+        CONSUMER_GROUP_MEMBER_TYPE,
+        GROUP_RECORD_TYPE_NAMES[CONSUMER_GROUP_MEMBER_TYPE],
+        value_version=version,
+        is_tombstone=is_tombstone,
+        group_id=group_id,
+        member_id=member_id,
     )
 
 

@@ -4,7 +4,9 @@ Users who already decode `__consumer_offsets` and `__transaction_state` (a conne
 the console consumer's formatter) give the processing audit their rows and markers in the
 contract instead of the topics' segments. The columns keep their Parquet types (any integer
 width, range-checked), missing nullable columns are null, and a row that breaks the contract is
-kept with its reasons in `_source_error`, to be quarantined.
+kept with its reasons in `_source_error`, to be quarantined: a consumer group's member record
+(record_type 5, not skipped) without its group_id or member_id breaks it, as the replay cannot
+count the group's members without them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from eos_audit.schemas import COORDINATOR_RECORDS, COORDINATOR_RECORDS_COLUMNS
+from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC
+from eos_audit.sources.kafka.coordinator_records import CONSUMER_GROUP_MEMBER_TYPE
 from eos_audit.sources.kafka.coordinator_rows import COORDINATOR_TOPICS
 from eos_audit.sources.tabular import contract_reader as cr
 
@@ -78,6 +82,20 @@ def read_coordinator_records_table(spark: SparkSession, paths: list[str]) -> Dat
         F.when(
             ~topic.isin(*COORDINATOR_TOPICS),
             F.format_string("coordinator_topic %s is not a coordinator topic", topic),
+        )
+    )
+    # The replay counts a consumer group's members by their ids: a member record it could not
+    # place would leave the group's membership wrong, so it is quarantined, not guessed.
+    is_member = (
+        (topic == CONSUMER_OFFSETS_TOPIC)
+        & values["control_type"].isNull()
+        & (values["record_type"] == CONSUMER_GROUP_MEMBER_TYPE)
+        & ~F.coalesce(values["is_skipped"], F.lit(False))
+    )
+    problems.append(
+        F.when(
+            is_member & (values["group_id"].isNull() | values["member_id"].isNull()),
+            F.lit("a ConsumerGroupMemberMetadata record needs group_id and member_id"),
         )
     )
     parsed = df.select("*", cr.upstream_reason(df))
