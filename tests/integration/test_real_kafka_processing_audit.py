@@ -16,7 +16,8 @@ start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operat
 emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest offset
 with the input copied again DUPLICATE_PROCESSING; a member's commit lower than the group's offset
 is an OFFSET_REWIND of cause LATE_COMMIT, a transaction's TRANSACTIONAL; a plain commit past the
-input of an aborted transaction is MIXED_OFFSET_COMMITS of cause ABORTED_RANGE_COMMITTED. No other
+input of an open transaction that then aborts is MIXED_OFFSET_COMMITS of cause
+ABORTED_RANGE_COMMITTED. No other
 processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's abort
 marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that
 transaction SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also
@@ -223,15 +224,17 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
         assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
     # A member's commit below the group's offset; a transaction committing a lower offset; a
-    # plain commit past the input of an aborted transaction.
+    # plain commit past the input of an open transaction that then aborted.
+    # The last: at the plain commit the mixing (WARNING), at the abort the input lost.
     for scenario, expected in (
-        ("late_commit", ("OFFSET_REWIND", "LATE_COMMIT", "ERROR")),
-        ("transactional_rewind", ("OFFSET_REWIND", "TRANSACTIONAL", "CRITICAL")),
-        ("aborted_range", ("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL")),
-    ):
+        ("late_commit", [("OFFSET_REWIND", "LATE_COMMIT", "ERROR")]),
+        ("transactional_rewind", [("OFFSET_REWIND", "TRANSACTIONAL", "CRITICAL")]),
+        ("aborted_range", [("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL"),
+                           ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")]),
+    ):  # fmt: skip
         play = facts.get(scenario)
         if play is not None:
-            assert _processing_findings(warehouse, play.group) == [expected], scenario
+            assert _processing_findings(warehouse, play.group) == expected, scenario
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
               "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
@@ -423,7 +426,9 @@ def test_a_lost_offsets_marker_leaves_the_commit_hanging_and_the_partition_unver
         f"SELECT finding_type, cause, severity, topic, partition, base_offset, evidence FROM t "
         f"WHERE finding_type IN ({types})",
     )  # fmt: skip
-    serious = [f for f in found if f["severity"] in ABOVE_INFO]
+    # The copy holds the other groups of the partition too (late_commit's rewind among them).
+    serious = [f for f in found if f["severity"] in ABOVE_INFO
+               and dict(f["evidence"]).get("group_id") in (None, changed["group"])]  # fmt: skip
     assert [(f["finding_type"], f["cause"], f["severity"]) for f in serious] == [
         ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", "ERROR")
     ]

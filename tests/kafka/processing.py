@@ -36,8 +36,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | half of it |
 | `transactional_rewind` | a librdkafka processor commits half its input in a transaction, is |
 | | put back to a quarter and commits a transaction from there |
-| `aborted_range` | a librdkafka processor commits a transaction, aborts the next, and its |
-| | consumer commits plainly past the aborted one's input |
+| `aborted_range` | a librdkafka processor commits a transaction; inside the next, its |
+| | consumer commits that one's input plainly; that one aborts |
 | `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
 | | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
@@ -769,10 +769,13 @@ def late_commit(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
-def _copy_in_transaction(producer, consumer, played: Played, records: int, outcome: str) -> int:
+def _copy_in_transaction(
+    producer, consumer, played: Played, records: int, outcome: str,
+    before_end: Callable[[int], None] | None = None,
+) -> int:  # fmt: skip
     """One consume-transform-produce transaction by hand: `records` input records read and
-    copied, the position after them added for the group, and the transaction ended with
-    `outcome` (commit or abort). The offset it added."""
+    copied, the position after them added for the group, `before_end` called with it, and the
+    transaction ended with `outcome` (commit or abort). The offset it added."""
     from confluent_kafka import TopicPartition
 
     producer.begin_transaction()
@@ -787,6 +790,8 @@ def _copy_in_transaction(producer, consumer, played: Played, records: int, outco
     producer.send_offsets_to_transaction(
         [TopicPartition(played.input_topic, 0, position)], consumer.consumer_group_metadata(), 30
     )
+    if before_end is not None:
+        before_end(position)
     if outcome == "commit":
         producer.commit_transaction(30)
     else:
@@ -821,26 +826,29 @@ def transactional_rewind(cluster: Cluster) -> Played:
 
 
 def aborted_range(cluster: Cluster) -> Played:
-    """A processor's transaction aborts, and a plain commit of its group passes the input that
-    transaction had read before any transaction read it again.
+    """A plain commit of a processor's group passes the input its open transaction read, and
+    that transaction aborts.
 
     A librdkafka processor (as `transactional_rewind`'s) commits the first quarter of its input
-    in a transaction and aborts the second quarter's; the same consumer reads on and commits
-    the offset after the third quarter plainly (as an auto-commit left on would): the second
-    quarter's outputs were never written, and the group's offset has passed it.
+    in a transaction; in the next, it reads and copies the second quarter, adds its offset, and
+    before the transaction ends its consumer commits that position plainly (as an auto-commit
+    left on would); then the transaction aborts. The second quarter's outputs were never
+    written, and the group's offset has passed its input.
     """
     played = _start(cluster, "aborted_range", partitions=1, records=40)
     producer = _transactional_producer(cluster, played, played.transactional_ids[0])
     consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
     quarter = played.input_records // 4
+
+    def commit_plainly(position: int) -> None:
+        _commit(consumer, played.input_topic, position)
+        played.event("committed plainly inside the transaction", offset=position)
+
     try:
         _copy_in_transaction(producer, consumer, played, quarter, "commit")
-        _copy_in_transaction(producer, consumer, played, quarter, "abort")
-        _consume_until(consumer, 3 * quarter)
-        _commit(consumer, played.input_topic, 3 * quarter)
+        _copy_in_transaction(producer, consumer, played, quarter, "abort", commit_plainly)
     finally:
         consumer.close()
-    played.event("committed past the aborted range", offset=3 * quarter)
     return _settle(cluster, played)
 
 
