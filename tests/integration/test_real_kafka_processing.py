@@ -257,8 +257,9 @@ def test_the_coordinator_readers_decode_every_record_of_real_logs(processing, re
     }  # fmt: skip
     # On 4.x also the KIP-848 group's member records (value version 0, and the tombstone), and
     # its other records, skipped: the group's epoch (3), its target assignment (6, 7), the
-    # member's assignment (8).
-    assert kinds == (
+    # member's assignment (8). The deleted group's tombstones have no value version.
+    deleted = {("OffsetCommit", None), ("GroupMetadata", None)}
+    assert kinds == deleted | (
         {("OffsetCommit", 4), ("GroupMetadata", 3), ("TransactionLog", 1),
          ("ConsumerGroupMemberMetadata", 0), ("ConsumerGroupMemberMetadata", None),
          ("ConsumerGroupMetadata", None),
@@ -269,8 +270,9 @@ def test_the_coordinator_readers_decode_every_record_of_real_logs(processing, re
         else {("OffsetCommit", 3), ("GroupMetadata", 3), ("TransactionLog", 0)}
     )  # fmt: skip
     assert {r["record_type"] for r in found.rows if r["is_skipped"]} <= {3, 6, 7, 8}
-    # The only tombstones are the leaving member's: its records of types 8, 7 and 5.
-    assert {r["record_type"] for r in found.rows if r["is_tombstone"]} == (
+    # The only tombstones are the deleted group's (its offset and its group metadata) and the
+    # leaving member's: its records of types 8, 7 and 5.
+    assert {r["record_type"] for r in found.rows if r["is_tombstone"]} == {1, 2} | (
         {5, 7, 8} if release == RELEASE_4 else set()
     )
 
@@ -289,6 +291,9 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
         play = plays[r["group_id"]]
         assert r["committed_topic"] == play.input_topic, r
         assert 0 <= r["committed_partition"] < play.partitions, r
+        if r["is_tombstone"]:
+            assert play.scenario == "expired_reset", r  # the deleted group's: no value
+            continue
         # At most the input's log end: its records, and its markers where transactions wrote it;
         # beyond it only where the scenario committed there on purpose.
         end = play.log_end.get(f"{play.input_topic}:{r['committed_partition']}")
@@ -317,6 +322,9 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
               if play.scenario not in (*assigned, "consumer_protocol_reset")}  # fmt: skip
     assert {r["group_id"] for r in groups} == joined
     for r in groups:
+        if r["is_tombstone"]:
+            assert plays[r["group_id"]].scenario == "expired_reset", r  # the deleted group's
+            continue
         assert 0 <= r["timestamp"] - r["current_state_timestamp_ms"] < 60_000, r
 
 

@@ -17,13 +17,14 @@ emptied group forward past input no copier read is SKIPPED_INPUT, one back to th
 with the input copied again DUPLICATE_PROCESSING; a member's commit lower than the group's offset
 is an OFFSET_REWIND of cause LATE_COMMIT, a transaction's TRANSACTIONAL; a plain commit past the
 input of an open transaction that then aborts is MIXED_OFFSET_COMMITS of cause
-ABORTED_RANGE_COMMITTED. No other
+ABORTED_RANGE_COMMITTED; a commit below the offset a deleted group had is EXPIRED_RESET. No other
 processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's abort
 marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that
 transaction SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also
 gives `aborted_read`'s producer a higher epoch while its first transaction is open, and that
 transaction's COMMIT marker is a ZOMBIE_COMMIT; a copy whose copier's last marker there is cut out
-leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE.
+leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE, and in that copy an
+output marker rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs.
 """
 
 from __future__ import annotations
@@ -224,13 +225,15 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
         assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
     # A member's commit below the group's offset; a transaction committing a lower offset; a
-    # plain commit past the input of an open transaction that then aborted.
+    # plain commit past the input of an open transaction that then aborted; a commit below the
+    # offset the deleted group had.
     # The last: at the plain commit the mixing (WARNING), at the abort the input lost.
     for scenario, expected in (
         ("late_commit", [("OFFSET_REWIND", "LATE_COMMIT", "ERROR")]),
         ("transactional_rewind", [("OFFSET_REWIND", "TRANSACTIONAL", "CRITICAL")]),
         ("aborted_range", [("MIXED_OFFSET_COMMITS", "ABORTED_RANGE_COMMITTED", "CRITICAL"),
                            ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")]),
+        ("expired_reset", [("OFFSET_REWIND", "EXPIRED_RESET", "WARNING")]),
     ):  # fmt: skip
         play = facts.get(scenario)
         if play is not None:
@@ -238,7 +241,7 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
               "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
-              "transactional_rewind", "aborted_range")  # fmt: skip
+              "transactional_rewind", "aborted_range", "expired_reset")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}
     types = ", ".join(f"'{t}'" for t in RAISED_BY_PROCESSING)
     others = _sql(
@@ -267,6 +270,18 @@ def _copier_copy(real_kafka, root: Path, *topics: str) -> tuple[int, Path]:
         if folder.is_dir() and folder.name.startswith(wanted):
             shutil.copytree(folder, copy / folder.name)
     return partition, copy
+
+
+def _first_marker_after_data(log: Path, control_type: str) -> tuple[int, dict]:
+    """(position, view) of the first `control_type` marker of `log` that ends a producer's data
+    batch just before it."""
+    batches = tamper.batches(log)
+    return next(
+        (position, view)
+        for (_, _, before), (position, _, view) in zip(batches, batches[1:], strict=False)
+        if view["control_type"] == control_type and not before["is_control"]
+        and before["is_transactional"] and before["producer_id"] == view["producer_id"]
+    )  # fmt: skip
 
 
 def _fence_before_first_commit(copy: Path, transactional_id: str, output_topic: str) -> dict:
@@ -309,13 +324,7 @@ def forged(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int, dict]:
     reader = real_kafka.processing[RELEASE_4].facts["aborted_read"]
     partition, copy = _copier_copy(real_kafka, root, reader.output_topic)
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
-    batches = tamper.batches(log)
-    position, view = next(
-        (position, view)
-        for (_, _, before), (position, _, view) in zip(batches, batches[1:], strict=False)
-        if view["control_type"] == "ABORT" and not before["is_control"]
-        and before["is_transactional"] and before["producer_id"] == view["producer_id"]
-    )  # fmt: skip
+    position, view = _first_marker_after_data(log, "ABORT")
     tamper.rewrite_marker(log, position, "COMMIT")
     (transactional_id,) = reader.transactional_ids
     fenced = _fence_before_first_commit(copy, transactional_id, reader.output_topic)
@@ -392,12 +401,19 @@ def test_a_commit_after_the_transaction_log_fenced_its_producer_is_a_zombie_comm
 
 @pytest.fixture(scope="module")
 def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
-    """The 4.x copier's copy (as `forged`'s, without `aborted_read`) with its producer's last
-    marker in `__consumer_offsets` cut out (as a cleaner bug that drops markers would), audited
-    at the time of the test with a 1 s maximum transaction timeout: (warehouse, what was
-    changed)."""
+    """The 4.x copier's copy (as `forged`'s) with three markers changed, as a cleaner bug that
+    drops markers or a bad copy would, audited at the time of the test with a 1 s maximum
+    transaction timeout: (warehouse, what was changed).
+
+    - the copier producer's last marker in `__consumer_offsets` is cut out;
+    - the copier's first COMMIT marker in its output partition says ABORT;
+    - `aborted_read`'s output partition is copied too, without the COMMIT marker of its first
+      transaction (held open 2.5 s, its data older than its prepare by more than the skew);
+      the second transaction's ABORT marker comes after it.
+    """
     root = tmp_path_factory.mktemp("lost")
-    partition, copy = _copier_copy(real_kafka, root)
+    reader = real_kafka.processing[RELEASE_4].facts["aborted_read"]
+    partition, copy = _copier_copy(real_kafka, root, reader.output_topic)
     copier = real_kafka.processing[RELEASE_4].facts["copier"]
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     views = tamper.batches(log)
@@ -405,17 +421,30 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
                and not v["is_control"] and v["producer_id"] >= 0)  # fmt: skip
     cut, _, view = [b for b in views if b[2]["is_control"] and b[2]["producer_id"] == pid][-1]
     tamper.remove_batch(log, cut)
+    (output,) = sorted((copy / f"{copier.output_topic}-0").glob("*.log"))
+    position, rewritten = _first_marker_after_data(output, "COMMIT")
+    tamper.rewrite_marker(output, position, "ABORT")
+    (read,) = sorted((copy / f"{reader.output_topic}-0").glob("*.log"))
+    position, dropped = _first_marker_after_data(read, "COMMIT")
+    tamper.remove_batch(read, position)
     warehouse = str(root / "warehouse")
     config = ONE_TO_ONE_CONFIG.with_overrides(transactions={"max_timeout_ms": 1000})
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     inputs = AuditInputs(batches=(str(root / "export"),), export_time=now)
     run_audit(spark, inputs, config, warehouse)
-    return warehouse, {"partition": partition, "cut": view["base_offset"], "group": copier.group}
+    return warehouse, {
+        "partition": partition, "cut": view["base_offset"], "group": copier.group,
+        "output": (copier.output_topic, rewritten["base_offset"]),
+        "read": (reader.output_topic, dropped["base_offset"]),
+    }  # fmt: skip
 
 
-def test_a_lost_offsets_marker_leaves_the_commit_hanging_and_the_partition_unverifiable(lost):
-    """The commit the cut marker decided stays pending, and the transaction log's current
-    transaction of the copier's id no longer lists the partition: find-hanging's rule. The
+def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(lost):
+    """The commit the cut `__consumer_offsets` marker decided stays pending, and the transaction
+    log's current transaction of the copier's id no longer lists the partition: find-hanging's
+    rule. The copier's output marker that says ABORT contradicts the PrepareCommit: its outputs
+    are lost while its offsets committed. `aborted_read`'s output has no marker for a transaction
+    the coordinator completed, though the partition goes on after it. The `__consumer_offsets`
     partition has an offset no record holds: the rewind and one-to-one checks cannot be decided
     on it. The other scenarios' outputs are not in the copy: their transactions' markers cannot
     be checked."""
@@ -427,16 +456,23 @@ def test_a_lost_offsets_marker_leaves_the_commit_hanging_and_the_partition_unver
         f"WHERE finding_type IN ({types})",
     )  # fmt: skip
     # The copy holds the other groups of the partition too (late_commit's rewind among them).
-    serious = [f for f in found if f["severity"] in ABOVE_INFO
-               and dict(f["evidence"]).get("group_id") in (None, changed["group"])]  # fmt: skip
-    assert [(f["finding_type"], f["cause"], f["severity"]) for f in serious] == [
-        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", "ERROR")
+    serious = sorted(
+        ((f["finding_type"], f["cause"], f["severity"], f["topic"]), f) for f in found
+        if f["severity"] in ABOVE_INFO
+        and dict(f["evidence"]).get("group_id") in (None, changed["group"])
+    )  # fmt: skip
+    (output, rewritten), (read, _) = changed["output"], changed["read"]
+    assert [what for what, _ in serious] == [
+        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", "ERROR", "__consumer_offsets"),
+        ("TORN_TRANSACTION", "ABORT_WHERE_COMMIT", "CRITICAL", output),
+        ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", read),
     ]
-    (hanging,) = serious
+    hanging, torn = serious[0][1], serious[1][1]
     assert (hanging["partition"], dict(hanging["evidence"])["group_id"]) == (
         changed["partition"], changed["group"]
     )  # fmt: skip
     assert hanging["base_offset"] < changed["cut"]
+    assert (torn["partition"], torn["base_offset"]) == (0, rewritten)
     unverifiable = {
         (f["cause"], dict(f["evidence"])["check"], f["topic"] == "__consumer_offsets")
         for f in found

@@ -38,6 +38,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | put back to a quarter and commits a transaction from there |
 | `aborted_range` | a librdkafka processor commits a transaction; inside the next, its |
 | | consumer commits that one's input plainly; that one aborts |
+| `expired_reset` | a librdkafka consumer commits its input's end and leaves; the group is |
+| | deleted (deleteConsumerGroups); a new consumer starts from the earliest offset and commits |
 | `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
 | | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
@@ -751,14 +753,8 @@ def late_commit(cluster: Cluster) -> Played:
     commits the offset half-way down, as a member that lost the partition and commits late
     would. The coordinator stores an OffsetCommit as it comes: the group's offset goes down.
     """
-    from confluent_kafka import Consumer
-
     played = _start(cluster, "late_commit", partitions=1, records=40, output=False)
-    consumer = Consumer({
-        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    })  # fmt: skip
-    consumer.subscribe([played.input_topic])
+    consumer = _subscribed_consumer(cluster, played)
     try:
         _consume_until(consumer, played.input_records)
         _commit(consumer, played.input_topic, played.input_records)
@@ -766,6 +762,48 @@ def late_commit(cluster: Cluster) -> Played:
     finally:
         consumer.close()
     played.event("committed lower while a member", offset=played.input_records // 2)
+    return _settle(cluster, played)
+
+
+def _subscribed_consumer(cluster: Cluster, played: Played):
+    """A librdkafka consumer of the scenario's (classic) group, subscribed to its input from the
+    earliest offset, committing only when told to."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": played.group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    consumer.subscribe([played.input_topic])
+    return consumer
+
+
+def expired_reset(cluster: Cluster) -> Played:
+    """A group's offsets are deleted, and a new member starts again from the earliest offset.
+
+    A librdkafka consumer reads the input to its end, commits it and leaves; the admin API's
+    deleteConsumerGroups removes the emptied group (the coordinator writes a tombstone for each
+    offset, as expiry after `offsets.retention.minutes` would); a new consumer of the group
+    finds no offset, starts at the earliest one (auto.offset.reset) and commits half-way.
+    """
+    played = _start(cluster, "expired_reset", partitions=1, records=40, output=False)
+    consumer = _subscribed_consumer(cluster, played)
+    try:
+        _consume_until(consumer, played.input_records)
+        _commit(consumer, played.input_topic, played.input_records)
+    finally:
+        consumer.close()
+    admin = _admin(cluster)  # kept until its answer came
+    (deleted,) = admin.delete_consumer_groups([played.group], request_timeout=30).values()
+    deleted.result(30)
+    played.event("group deleted", committed=played.input_records)
+    consumer = _subscribed_consumer(cluster, played)
+    try:
+        _consume_until(consumer, played.input_records // 2)
+        _commit(consumer, played.input_topic, played.input_records // 2)
+    finally:
+        consumer.close()
+    played.event("committed from the earliest offset", offset=played.input_records // 2)
     return _settle(cluster, played)
 
 
@@ -897,7 +935,7 @@ def consumer_protocol_reset(cluster: Cluster) -> Played:
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
-    aborted_range,
+    aborted_range, expired_reset,
 )  # fmt: skip
 PROCESSING_4 = (*PROCESSING, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
