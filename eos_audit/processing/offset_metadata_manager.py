@@ -347,7 +347,9 @@ class OffsetMetadataManager:
         group is Empty when neither kind of record shows a member, and one of them shows it has
         none. A group without either record is not known to be Empty.
         """
-        counts = [len(m) for m in (self._consumer_members.get(group_id),) if m is not None]
+        counts = []
+        if group_id in self._consumer_members:
+            counts.append(len(self._consumer_members[group_id]))
         if group_id in self._members:
             counts.append(self._members[group_id])
         return bool(counts) and max(counts) == 0
