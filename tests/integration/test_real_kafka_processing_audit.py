@@ -21,10 +21,11 @@ ABORTED_RANGE_COMMITTED; a commit below the offset a deleted group had is EXPIRE
 processing finding above INFO is raised on any of it. A copy of the 4.x export whose copier's abort
 marker in `__consumer_offsets` says COMMIT is a TORN_TRANSACTION there, with the input of that
 transaction SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the transaction log also
-gives `aborted_read`'s producer a higher epoch while its first transaction is open, and that
-transaction's COMMIT marker is a ZOMBIE_COMMIT; a copy whose copier's last marker there is cut out
-leaves its commit a HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE, and in that copy an
-output marker rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs.
+gives `aborted_read`'s producer a higher epoch while its first transaction is open, and
+`transactional_rewind`'s id another producer while its last one is, and those transactions' COMMIT
+markers are ZOMBIE_COMMITs; a copy whose copier's last marker there is cut out leaves its commit a
+HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE, and in that copy an output marker
+rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs.
 """
 
 from __future__ import annotations
@@ -284,13 +285,16 @@ def _first_marker_after_data(log: Path, control_type: str) -> tuple[int, dict]:
     )  # fmt: skip
 
 
-def _fence_before_first_commit(copy: Path, transactional_id: str, output_topic: str) -> dict:
-    """Raise the producer epoch of `transactional_id`'s first Ongoing record in the copied
-    `__transaction_state` above the epoch of the first COMMIT marker its producer wrote in
-    `output_topic`-0: a transaction log saying the coordinator fenced the producer while that
-    transaction was open. What was changed, by name."""
+def _forge_ongoing(copy: Path, transactional_id: str, output_topic: str, last: bool) -> dict:
+    """Change `transactional_id`'s first (or last) Ongoing record in the copied
+    `__transaction_state` against the first (or last) COMMIT marker its producer wrote in
+    `output_topic`-0: the first gets an epoch above the marker's (the coordinator fenced the
+    producer while that transaction was open), the last another producer id (the coordinator
+    moved the id to a new producer). What was changed, by name."""
     (output,) = sorted((copy / f"{output_topic}-0").glob("*.log"))
-    marker = next(v for _, _, v in tamper.batches(output) if v["control_type"] == "COMMIT")
+    commits = [v for _, _, v in tamper.batches(output) if v["control_type"] == "COMMIT"]
+    marker = commits[-1] if last else commits[0]
+    ongoing = []
     for log in sorted(copy.glob("__transaction_state-*/*.log")):
         for batch, value, key, record in tamper.record_values(log):
             # Key: version int16, transactional id (int16 length); value: version int16,
@@ -299,38 +303,45 @@ def _fence_before_first_commit(copy: Path, transactional_id: str, output_topic: 
             producer_id, _, _, status = struct.unpack_from(">qhib", record, 2)
             if key[4 : 4 + length].decode() == transactional_id and status == 1:
                 assert producer_id == marker["producer_id"]
-                forged = marker["producer_epoch"] + 1
-                tamper.rewrite_transaction_epoch(log, batch, value, forged)
-                return {
-                    "topic": output_topic, "marker": marker["base_offset"],
-                    "epoch": marker["producer_epoch"], "forged_epoch": forged,
-                    "log_partition": int(log.parent.name.rsplit("-", 1)[1]),
-                    "log_offset": next(v["base_offset"] for p, _, v in tamper.batches(log)
-                                       if p == batch),
-                }  # fmt: skip
-    raise AssertionError(f"no Ongoing record of {transactional_id} in the transaction log")
+                ongoing.append((log, batch, value))
+    log, batch, value = ongoing[-1] if last else ongoing[0]
+    changed = {"producer_id": marker["producer_id"] + 1000} if last else {
+        "epoch": marker["producer_epoch"] + 1
+    }  # fmt: skip
+    tamper.rewrite_transaction_state(log, batch, value, **changed)
+    return {
+        "id": transactional_id, "topic": output_topic, "marker": marker["base_offset"],
+        "epoch": marker["producer_epoch"], "cause": "PRODUCER_ID_REPLACED" if last
+        else "EPOCH_FENCED", "current": changed,
+        "log_partition": int(log.parent.name.rsplit("-", 1)[1]),
+        "log_offset": next(v["base_offset"] for p, _, v in tamper.batches(log) if p == batch),
+    }  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def forged(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int, dict]:
-    """The 4.x copier's partitions and the transaction log, copied, with two lies, audited:
-    (warehouse, the copier group's partition, the rewritten marker's offset, the fencing).
+def forged(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int, list[dict]]:
+    """The 4.x copier's partitions and the transaction log, copied, with three lies, audited:
+    (warehouse, the copier group's partition, the rewritten marker's offset, the fencings).
 
     The first ABORT marker of a copier's offset commit in `__consumer_offsets` says COMMIT (its
-    CRC computed again). The `aborted_read` scenario's output partition is copied too, and its
-    producer's first Ongoing record in the transaction log has an epoch above the one its first
-    COMMIT marker has: that transaction was held open 2.5 s, beyond the audit's clock skew."""
+    CRC computed again). The output partitions of `aborted_read` and `transactional_rewind` are
+    copied too: the first Ongoing record of `aborted_read`'s producer has an epoch above the one
+    its first COMMIT marker has, the last one of `transactional_rewind`'s another producer id.
+    Both transactions were held open 2.5 s, beyond the audit's clock skew."""
     root = tmp_path_factory.mktemp("forged")
-    reader = real_kafka.processing[RELEASE_4].facts["aborted_read"]
-    partition, copy = _copier_copy(real_kafka, root, reader.output_topic)
+    facts = real_kafka.processing[RELEASE_4].facts
+    reader, rewinder = facts["aborted_read"], facts["transactional_rewind"]
+    partition, copy = _copier_copy(real_kafka, root, reader.output_topic, rewinder.output_topic)
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     position, view = _first_marker_after_data(log, "ABORT")
     tamper.rewrite_marker(log, position, "COMMIT")
-    (transactional_id,) = reader.transactional_ids
-    fenced = _fence_before_first_commit(copy, transactional_id, reader.output_topic)
+    fenced = [
+        _forge_ongoing(copy, play.transactional_ids[0], play.output_topic, last)
+        for play, last in ((reader, False), (rewinder, True))
+    ]
     warehouse = str(root / "warehouse")
     run_audit(spark, AuditInputs(batches=(str(root / "export"),)), ONE_TO_ONE_CONFIG, warehouse)
-    return warehouse, partition, view["base_offset"], fenced | {"id": transactional_id}
+    return warehouse, partition, view["base_offset"], fenced
 
 
 def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transaction(forged):
@@ -374,29 +385,42 @@ def test_the_rewritten_transaction_skipped_its_input_and_its_retry_copied_it(for
     assert retried["output_records"] == skipped["input_records"]
 
 
-def test_a_commit_after_the_transaction_log_fenced_its_producer_is_a_zombie_commit(forged):
-    """The COMMIT marker of the transaction whose Ongoing record now gives the producer a higher
-    epoch: a fenced producer's outputs became visible. The marker is judged against the log's
-    record before it (less the clock skew): the forged one, two seconds older."""
+def test_commits_after_the_transaction_log_fenced_or_replaced_the_producer_are_zombies(forged):
+    """The COMMIT markers of the transactions whose Ongoing record now gives the producer a
+    higher epoch, or gives the id another producer: a fenced producer's outputs became visible.
+    Each marker is judged against the log's record before it (less the clock skew): the forged
+    one, two seconds older. The rewinder's marker in `__consumer_offsets`, where the copy holds
+    its group's partition, is one too."""
     warehouse, _, _, fenced = forged
     found = _sql(
         warehouse, "findings",
         "SELECT cause, severity, topic, partition, base_offset, producer_epoch, evidence FROM t "
         "WHERE finding_type = 'ZOMBIE_COMMIT'",
     )  # fmt: skip
-    assert [
-        (f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"],
-         f["producer_epoch"]) for f in found
-    ] == [("EPOCH_FENCED", "CRITICAL", fenced["topic"], 0, fenced["marker"], fenced["epoch"])]
-    evidence = dict(found[0]["evidence"])
-    assert {key: evidence[key] for key in (
-        "transactional_id", "current_producer_epoch", "current_state",
-        "transaction_log_partition", "transaction_log_offset",
-    )} == {
-        "transactional_id": fenced["id"], "current_producer_epoch": str(fenced["forged_epoch"]),
-        "current_state": "Ongoing", "transaction_log_partition": str(fenced["log_partition"]),
-        "transaction_log_offset": str(fenced["log_offset"]),
-    }  # fmt: skip
+    by_id = {f["id"]: f for f in fenced}
+    assert {dict(f["evidence"])["transactional_id"] for f in found} == set(by_id)
+    for forgery in fenced:
+        (zombie,) = [f for f in found if f["topic"] == forgery["topic"]]
+        assert (zombie["cause"], zombie["severity"], zombie["partition"], zombie["base_offset"],
+                zombie["producer_epoch"]) == (
+            forgery["cause"], "CRITICAL", 0, forgery["marker"], forgery["epoch"]
+        )  # fmt: skip
+        evidence = dict(zombie["evidence"])
+        ((field, value),) = forgery["current"].items()
+        current = f"current_{'producer_epoch' if field == 'epoch' else field}"
+        assert {key: evidence[key] for key in (
+            "transactional_id", current, "current_state", "transaction_log_partition",
+            "transaction_log_offset",
+        )} == {
+            "transactional_id": forgery["id"], current: str(value),
+            "current_state": "Ongoing", "transaction_log_partition": str(forgery["log_partition"]),
+            "transaction_log_offset": str(forgery["log_offset"]),
+        }  # fmt: skip
+    forged_outputs = {forgery["topic"] for forgery in fenced}
+    others = [f for f in found if f["topic"] not in forged_outputs]
+    assert {(f["topic"], f["cause"]) for f in others} <= {
+        ("__consumer_offsets", "PRODUCER_ID_REPLACED")
+    }
 
 
 @pytest.fixture(scope="module")

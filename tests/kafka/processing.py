@@ -845,11 +845,14 @@ def transactional_rewind(cluster: Cluster) -> Played:
     offset goes down with a COMMIT.
 
     A librdkafka consumer (assigned the partition, read_committed) and transactional producer
-    copying by hand, as `two_owners`' processors do.
+    copying by hand, as `two_owners`' processors do. The second transaction is held open
+    `OPEN_AFTER_COMMIT_S` once its offsets are added: its transaction log records come well
+    before its markers (a forged copy of the export changes the last of them).
     """
     from confluent_kafka import TopicPartition
 
     played = _start(cluster, "transactional_rewind", partitions=1, records=40)
+    played.transaction_timeout_ms = 60_000  # held open on purpose: never timed out, even loaded
     producer = _transactional_producer(cluster, played, played.transactional_ids[0])
     consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
     half, quarter = played.input_records // 2, played.input_records // 4
@@ -857,7 +860,8 @@ def transactional_rewind(cluster: Cluster) -> Played:
         _copy_in_transaction(producer, consumer, played, half, "commit")
         consumer.seek(TopicPartition(played.input_topic, 0, quarter))
         played.event("put back", offset=quarter)
-        _copy_in_transaction(producer, consumer, played, quarter // 2, "commit")
+        _copy_in_transaction(producer, consumer, played, quarter // 2, "commit",
+                             lambda _: time.sleep(OPEN_AFTER_COMMIT_S))  # fmt: skip
     finally:
         consumer.close()
     return _settle(cluster, played)

@@ -112,15 +112,21 @@ def record_values(segment: Path) -> list[tuple[int, int, bytes, bytes]]:
 
 # A `__transaction_state` value (TransactionLogValue, every version): its version int16, then the
 # producer id int64 and the producer epoch int16.
-TRANSACTION_PRODUCER_EPOCH_AT = 2 + 8
+TRANSACTION_PRODUCER_ID_AT, TRANSACTION_PRODUCER_EPOCH_AT = 2, 2 + 8
 
 
-def rewrite_transaction_epoch(segment: Path, batch: int, value: int, epoch: int) -> None:
+def rewrite_transaction_state(
+    segment: Path, batch: int, value: int, *, producer_id: int | None = None,
+    epoch: int | None = None,
+) -> None:  # fmt: skip
     """Give the `__transaction_state` record whose value starts at byte `value` of `segment` (in
-    the batch at byte `batch`) the producer epoch `epoch`, its batch's CRC computed again: a
-    transaction log that says its producer was given another epoch than it was."""
+    the batch at byte `batch`) another producer id or epoch, its batch's CRC computed again: a
+    transaction log that says its transactional id was given another producer than it was."""
     data = bytearray(segment.read_bytes())
-    struct.pack_into(">h", data, value + TRANSACTION_PRODUCER_EPOCH_AT, epoch)
+    if producer_id is not None:
+        struct.pack_into(">q", data, value + TRANSACTION_PRODUCER_ID_AT, producer_id)
+    if epoch is not None:
+        struct.pack_into(">h", data, value + TRANSACTION_PRODUCER_EPOCH_AT, epoch)
     size = 12 + struct.unpack_from(">i", data, batch + 8)[0]
     entry = bytes(data[batch : batch + size])
     data[batch : batch + size] = restamped(entry, struct.unpack_from(">q", entry, 0)[0])
