@@ -303,6 +303,15 @@ def _settle(cluster: Cluster, played: Played) -> Played:
     return played
 
 
+def _reset_offsets(cluster: Cluster, played: Played, *how: str) -> None:
+    """`kafka-consumer-groups --reset-offsets <how> --execute` on the scenario's group and input
+    (the group must be empty); what the tool printed, the offsets it committed, is kept."""
+    played.tool_output["reset"] = cluster.tool(
+        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+        "--topic", played.input_topic, "--reset-offsets", *how, "--execute",
+    )  # fmt: skip
+
+
 # --- the scenarios ---------------------------------------------------------------------------
 
 
@@ -393,10 +402,7 @@ def admin_reset(cluster: Cluster) -> Played:
     played.event("copied", committed=copied)
     # kafka-consumer-groups.sh: the group is Empty (the copier's consumer left it), so the
     # command may commit; it prints the new offsets it committed.
-    played.tool_output["reset"] = cluster.tool(
-        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
-        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
-    )  # fmt: skip
+    _reset_offsets(cluster, played, "--to-earliest")
     played.event("offsets reset", to="earliest")
     return _settle(cluster, played)
 
@@ -714,11 +720,7 @@ def forward_reset(cluster: Cluster) -> Played:
     played.event("input written", records=more)
     # kafka-consumer-groups.sh on the Empty group (the copier's consumer left it): it commits
     # each partition's offset plus SHIFT_BY and prints the new offsets.
-    played.tool_output["reset"] = cluster.tool(
-        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
-        "--topic", played.input_topic, "--reset-offsets", "--shift-by", str(SHIFT_BY),
-        "--execute",
-    )  # fmt: skip
+    _reset_offsets(cluster, played, "--shift-by", str(SHIFT_BY))
     reset = committed_offsets(cluster, played.group)
     skipped = {key: [copied[key], offset] for key, offset in reset.items()}
     played.event("offsets reset", shift_by=SHIFT_BY, committed=reset, skipped=skipped)
@@ -736,10 +738,7 @@ def rewind_reprocess(cluster: Cluster) -> Played:
     Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
     copied = committed_offsets(cluster, played.group)
     played.event("copied", committed=copied)
-    played.tool_output["reset"] = cluster.tool(
-        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
-        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
-    )  # fmt: skip
+    _reset_offsets(cluster, played, "--to-earliest")
     played.event("offsets reset", to="earliest", reprocessed={k: [0, v] for k, v in copied.items()})
     Copier(cluster.jars, cluster.bootstrap, played, transactional_id, group_mode=True).finish()
     return _settle(cluster, played)
@@ -926,10 +925,7 @@ def consumer_protocol_reset(cluster: Cluster) -> Played:
         consumer.close()
     played.event("consumer closed", client="librdkafka", group_protocol="consumer",
                  committed=positions)  # fmt: skip
-    played.tool_output["reset"] = cluster.tool(
-        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
-        "--topic", played.input_topic, "--reset-offsets", "--to-earliest", "--execute",
-    )  # fmt: skip
+    _reset_offsets(cluster, played, "--to-earliest")
     played.event("offsets reset", to="earliest")
     return _settle(cluster, played)
 
