@@ -527,6 +527,27 @@ def aborted_read(cluster: Cluster) -> Played:
     return played
 
 
+def _copy_and_add_offsets(producer, consumer, played: Played, records: int) -> int:
+    """Begin a transaction, copy `records` input records read by `consumer` to the output, and
+    add the position after them for the group (sendOffsetsToTransaction); the transaction is
+    left open. The offset it added."""
+    from confluent_kafka import TopicPartition
+
+    producer.begin_transaction()
+    read, position, deadline = 0, -1, time.monotonic() + 30
+    while read < records:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"read {read} of {records} records")
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            producer.produce(played.output_topic, value=message.value(), partition=0)
+            read, position = read + 1, message.offset() + 1
+    producer.send_offsets_to_transaction(
+        [TopicPartition(played.input_topic, 0, position)], consumer.consumer_group_metadata(), 30
+    )
+    return position
+
+
 def two_owners(cluster: Cluster) -> Played:
     """Two processors with different transactional ids own one input partition at once: each
     reads the same records, copies them and adds the position after them to its transaction
@@ -536,8 +557,6 @@ def two_owners(cluster: Cluster) -> Played:
     producer doing consume-transform-produce by hand, so that the two transactions' offset
     commits are both pending before either commits, as two copiers' may be, every time.
     """
-    from confluent_kafka import TopicPartition
-
     played = _start(cluster, "two_owners", partitions=1, records=60)
     first = played.transactional_ids[0]
     played.transactional_ids.append(first.replace("-tx-", "-tx2-"))
@@ -550,19 +569,7 @@ def two_owners(cluster: Cluster) -> Played:
     wanted = played.input_records // 2
     try:
         for producer, consumer in owners:
-            producer.begin_transaction()
-            read, position, deadline = 0, 0, time.monotonic() + 30
-            while read < wanted:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"an owner read {read} of {wanted} records")
-                message = consumer.poll(0.5)
-                if message is not None and message.error() is None:
-                    producer.produce(played.output_topic, value=message.value(), partition=0)
-                    read, position = read + 1, message.offset() + 1
-            producer.send_offsets_to_transaction(
-                [TopicPartition(played.input_topic, 0, position)],
-                consumer.consumer_group_metadata(), 30,
-            )  # fmt: skip
+            position = _copy_and_add_offsets(producer, consumer, played, wanted)
             played.event("offsets added to the transaction", offset=position)
         for producer, _ in owners:
             producer.commit_transaction(30)
@@ -806,35 +813,21 @@ def expired_reset(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
-def _copy_in_transaction(
-    producer, consumer, played: Played, records: int, outcome: str,
-    before_end: Callable[[int], None] | None = None,
-) -> int:  # fmt: skip
-    """One consume-transform-produce transaction by hand: `records` input records read and
-    copied, the position after them added for the group, `before_end` called with it, and the
-    transaction ended with `outcome` (commit or abort). The offset it added."""
-    from confluent_kafka import TopicPartition
-
-    producer.begin_transaction()
-    read, position, deadline = 0, -1, time.monotonic() + 30
-    while read < records:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"read {read} of {records} records")
-        message = consumer.poll(0.5)
-        if message is not None and message.error() is None:
-            producer.produce(played.output_topic, value=message.value(), partition=0)
-            read, position = read + 1, message.offset() + 1
-    producer.send_offsets_to_transaction(
-        [TopicPartition(played.input_topic, 0, position)], consumer.consumer_group_metadata(), 30
-    )
-    if before_end is not None:
-        before_end(position)
+def _end_transaction(producer, played: Played, outcome: str, offset: int) -> None:
+    """Commit or abort (`outcome`) the producer's transaction, which added `offset`."""
     if outcome == "commit":
         producer.commit_transaction(30)
     else:
         producer.abort_transaction(30)
     played.event("transaction committed" if outcome == "commit" else "transaction aborted",
-                 offset=position)  # fmt: skip
+                 offset=offset)  # fmt: skip
+
+
+def _copy_in_transaction(producer, consumer, played: Played, records: int, outcome: str) -> int:
+    """One consume-transform-produce transaction by hand (`_copy_and_add_offsets`), ended with
+    `outcome` (commit or abort). The offset it added."""
+    position = _copy_and_add_offsets(producer, consumer, played, records)
+    _end_transaction(producer, played, outcome, position)
     return position
 
 
@@ -859,8 +852,9 @@ def transactional_rewind(cluster: Cluster) -> Played:
         _copy_in_transaction(producer, consumer, played, half, "commit")
         consumer.seek(TopicPartition(played.input_topic, 0, quarter))
         played.event("put back", offset=quarter)
-        _copy_in_transaction(producer, consumer, played, quarter // 2, "commit",
-                             lambda _: time.sleep(OPEN_AFTER_COMMIT_S))  # fmt: skip
+        position = _copy_and_add_offsets(producer, consumer, played, quarter // 2)
+        time.sleep(OPEN_AFTER_COMMIT_S)
+        _end_transaction(producer, played, "commit", position)
     finally:
         consumer.close()
     return _settle(cluster, played)
@@ -881,13 +875,12 @@ def aborted_range(cluster: Cluster) -> Played:
     consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
     quarter = played.input_records // 4
 
-    def commit_plainly(position: int) -> None:
-        _commit(consumer, played.input_topic, position)
-        played.event("committed plainly inside the transaction", offset=position)
-
     try:
         _copy_in_transaction(producer, consumer, played, quarter, "commit")
-        _copy_in_transaction(producer, consumer, played, quarter, "abort", commit_plainly)
+        position = _copy_and_add_offsets(producer, consumer, played, quarter)
+        _commit(consumer, played.input_topic, position)
+        played.event("committed plainly inside the transaction", offset=position)
+        _end_transaction(producer, played, "abort", position)
     finally:
         consumer.close()
     return _settle(cluster, played)
