@@ -83,8 +83,12 @@ COORDINATOR_TOPICS = ("__consumer_offsets", "__transaction_state")
 TRANSACTION_SIZE = 10
 # The copier's transaction.timeout.ms, a minute by default: a killed copier's transaction stays
 # open until the coordinator aborts it at this timeout, which the scenario waits for. Each of the
-# copier's transactions lasts milliseconds, but a loaded machine can stall one for seconds.
-TRANSACTION_TIMEOUT_MS = 5000
+# copier's transactions lasts milliseconds, but a loaded machine can stall one for seconds, and
+# one that outlives its timeout while its copier lives meets a race in Kafka 4.1.1's coordinator:
+# an EndTxn arriving while the coordinator's own timeout abort is pending (PREPARE_EPOCH_FENCE)
+# fails with IllegalStateException, and the copier commits nothing more. So the timeout is kept
+# well above any stall seen on a loaded 2-core machine (5 s was not).
+TRANSACTION_TIMEOUT_MS = 20_000
 
 
 @dataclass
@@ -376,7 +380,7 @@ def copier(cluster: Cluster) -> Played:
     # initTransactions when no offsets were added yet (none to wait for): which one wins would
     # depend on how fast its JVM starts.
     output = f"{played.output_topic}-0"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + TRANSACTION_TIMEOUT_MS / 1000 + 30
     if played.events[-1][2]["left_open"]:
         while in_transaction(cluster, output):
             if time.monotonic() > deadline:

@@ -343,7 +343,9 @@ def crash(cluster: Cluster, classes: Path, into: Path) -> Export:
     java = JavaClient(cluster.jars, classes, cluster.bootstrap)
     java.producer("idem")
     java.send("idem", topic, 0, 2)
-    java.producer("tx", transactional_id=f"{topic}-tx", transaction_timeout_ms="4000")
+    # Short, as the wait below is for it, yet long enough that the committed transaction before
+    # it never outlives it on a loaded machine.
+    java.producer("tx", transactional_id=f"{topic}-tx", transaction_timeout_ms="10000")
     java.do("init tx")
     java.transaction("tx", [(topic, 0, 2), (topic, 1, 2)], "commit")
     java.do("begin tx")
