@@ -106,6 +106,10 @@ CAUSE_CEILING: dict[str, str] = {
     # Plain and transactional commits of one key (docs/rules.md#mixed-offset-commits) are a
     # warning unless a plain commit passed an aborted transaction's input.
     "PLAIN_AND_TRANSACTIONAL": "WARNING",
+    # A HANGING_TRANSACTION that is an open KIP-939 two-phase-commit transaction: its coordinator
+    # never aborts it, it stays open until its external transaction manager decides
+    # (docs/rules.md#hanging-transaction). It still pins the last stable offset: INFO, not gone.
+    "TWO_PHASE_COMMIT": "INFO",
 }
 
 

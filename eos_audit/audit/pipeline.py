@@ -315,6 +315,8 @@ class ProcessingTables:
 
     consumer_offsets: DataFrame
     transaction_log: DataFrame
+    # The partitions of open KIP-939 transactions, or None when the transaction log has none.
+    two_phase_commit: DataFrame | None = None
 
 
 COORDINATOR_INPUT = "coordinator_records"
@@ -348,7 +350,10 @@ def _stage_processing(
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
     from eos_audit.processing.exported_logs import cleaned_offset_partitions
-    from eos_audit.processing.hanging_offsets import find_hanging_transactions
+    from eos_audit.processing.hanging_offsets import (
+        distributed_two_phase_commit_partitions,
+        find_hanging_transactions,
+    )
     from eos_audit.processing.one_to_one import send_offsets_to_transaction
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
@@ -389,7 +394,9 @@ def _stage_processing(
     )
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
     return ProcessingTables(
-        consumer_offsets_table(history, run_id), transaction_log_table(records, run_id)
+        consumer_offsets_table(history, run_id),
+        transaction_log_table(records, run_id),
+        distributed_two_phase_commit_partitions(records),
     )
 
 
@@ -636,6 +643,12 @@ def _audit_and_write(
             )
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
+    if processing is not None and processing.two_phase_commit is not None:
+        from eos_audit.processing.hanging_offsets import lower_distributed_two_phase_commit_txns
+
+        # The replay's HANGING_TRANSACTION read each partition alone; the transaction log says
+        # which of them its coordinator will never abort.
+        staged = lower_distributed_two_phase_commit_txns(staged, processing.two_phase_commit)
     with progress.stage(spark, run_id, "counting"):
         books = accounting.account(staged, [*(read.files or []), *evidence], run_id)
         if books.unreadable:  # no verdict rests on a file the run could not read

@@ -12,6 +12,10 @@ will ever write its marker (docs/rules.md#hanging-offset-transaction).
 The same, offline: the offset replay's PENDING commits at the export's end, per
 `__consumer_offsets` partition and producer id, against the transaction log's latest record of
 that producer id.
+
+The same latest record tells which open transactions are KIP-939 two-phase-commit ones, which
+their coordinator never aborts: the replay's HANGING_TRANSACTION of one, found by age on its
+partition alone, is lowered to INFO (docs/rules.md#hanging-transaction).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from eos_audit.findings import CAUSE_CEILING
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
@@ -34,6 +39,10 @@ if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 _OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
+# Integer.MAX_VALUE: the timeout by which Kafka marks a KIP-939 two-phase-commit transaction
+# (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
+TWO_PHASE_COMMIT = "TWO_PHASE_COMMIT"  # the cause (findings.CAUSE_CEILING)
 
 
 def find_hanging_transactions(
@@ -75,30 +84,7 @@ def find_hanging_transactions(
     old = pending.withColumn("open_ms", now - F.col("first.timestamp")).where(
         F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
     )
-    states = records.where(
-        (F.col("coordinator_topic") == TRANSACTION_STATE)
-        & F.col(SOURCE_ERROR).isNull()
-        & F.col("transactional_id").isNotNull()
-        & ~F.col("is_tombstone")
-    )
-    latest = Window.partitionBy("producer_id").orderBy(
-        F.col("coordinator_partition").desc(), F.col("offset").desc()
-    )
-    current = (
-        states.withColumn("rank", F.row_number().over(latest))
-        .where(F.col("rank") == 1)
-        .select(
-            "producer_id",
-            F.struct(
-                "transactional_id",
-                "transaction_status",
-                "transaction_partitions",
-                F.col("coordinator_partition").alias("partition"),
-                "offset",
-            ).alias("log"),
-        )  # fmt: skip
-    )
-    judged = old.join(current, "producer_id", "left")
+    judged = old.join(_current_transactions(records), "producer_id", "left")
     log = F.col("log")
     listed = F.exists(
         log["transaction_partitions"],
@@ -146,3 +132,104 @@ def find_hanging_transactions(
         "HANGING_OFFSET_TRANSACTION", config, run_id, identity=identity, values=values
     )
     return hanging.select(finding.alias("f")).select("f.*")
+
+
+def _current_transactions(records: DataFrame) -> DataFrame:
+    """Each producer id's latest `__transaction_state` record.
+
+    Returns producer_id and a `log` struct: transactional_id, transaction_status,
+    transaction_partitions, transaction_timeout_ms, and the record's partition and offset.
+    """
+    states = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE)
+        & F.col(SOURCE_ERROR).isNull()
+        & F.col("transactional_id").isNotNull()
+        & ~F.col("is_tombstone")
+    )
+    latest = Window.partitionBy("producer_id").orderBy(
+        F.col("coordinator_partition").desc(), F.col("offset").desc()
+    )
+    return (
+        states.withColumn("rank", F.row_number().over(latest))
+        .where(F.col("rank") == 1)
+        .select(
+            "producer_id",
+            F.struct(
+                "transactional_id",
+                "transaction_status",
+                "transaction_partitions",
+                "transaction_timeout_ms",
+                F.col("coordinator_partition").alias("partition"),
+                "offset",
+            ).alias("log"),
+        )  # fmt: skip
+    )
+
+
+def distributed_two_phase_commit_partitions(records: DataFrame) -> DataFrame | None:
+    """The partitions of each open KIP-939 two-phase-commit transaction, or None.
+
+    Kafka marks such a transaction by its timeout alone: `TransactionMetadata
+    .isDistributedTwoPhaseCommitTxn` is `txnTimeoutMs == Integer.MAX_VALUE`, and the coordinator
+    never aborts it (docs/rules.md#hanging-transaction). One is open where its producer id's
+    latest record has that timeout and an open state; its partitions are the ones it lists.
+
+    Args:
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+
+    Returns:
+        producer_id, topic, partition (distinct); None, after one small Spark job over the
+        transaction log's records, when no record has that timeout (the usual case: no join).
+    """
+    two_phase = (F.col("coordinator_topic") == TRANSACTION_STATE) & (
+        F.col("transaction_timeout_ms") == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS)
+    )
+    if records.where(two_phase).isEmpty():
+        return None
+    log = F.col("log")
+    is_open = (log["transaction_timeout_ms"] == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS)) & log[
+        "transaction_status"
+    ].isin(*_OPEN_STATES)
+    listed = _current_transactions(records).where(is_open)
+    return (
+        listed.select("producer_id", F.explode(log["transaction_partitions"]).alias("tp"))
+        .select("producer_id", F.col("tp.topic").alias("topic"), F.col("tp.partition"))
+        .distinct()
+    )
+
+
+def lower_distributed_two_phase_commit_txns(staged: DataFrame, prepared: DataFrame) -> DataFrame:
+    """The stage with each HANGING_TRANSACTION of an open two-phase-commit transaction lowered.
+
+    The replay reads a partition alone and calls its transaction hanging by age
+    (docs/rules.md#hanging-transaction); the transaction log says whether its coordinator would
+    ever abort it. One of a producer id whose open transaction is a KIP-939 one listing that
+    partition keeps its type and evidence, with the cause TWO_PHASE_COMMIT and INFO: it still
+    pins the last stable offset, by design.
+
+    Args:
+        staged: the run's staged output records.
+        prepared: `distributed_two_phase_commit_partitions` (small: broadcast).
+
+    Returns:
+        `staged`, those findings lowered; every other row as it was.
+    """
+    finding = F.col("findings")
+    keys = prepared.select(
+        F.col("producer_id").alias("_2pc_producer_id"),
+        F.col("topic").alias("_2pc_topic"),
+        F.col("partition").alias("_2pc_partition"),
+    )
+    on = (
+        (finding["finding_type"] == "HANGING_TRANSACTION")
+        & (finding["producer_id"] == F.col("_2pc_producer_id"))
+        & (finding["topic"] == F.col("_2pc_topic"))
+        & (finding["partition"] == F.col("_2pc_partition"))
+    )
+    lowered = finding.withField("severity", F.lit(CAUSE_CEILING[TWO_PHASE_COMMIT])).withField(
+        "cause", F.lit(TWO_PHASE_COMMIT)
+    )
+    joined = staged.join(F.broadcast(keys), on, "left")
+    return joined.withColumn(
+        "findings", F.when(F.col("_2pc_producer_id").isNotNull(), lowered).otherwise(finding)
+    ).drop("_2pc_producer_id", "_2pc_topic", "_2pc_partition")

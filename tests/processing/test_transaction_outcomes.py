@@ -20,6 +20,8 @@ at read_uncommitted, committing plainly.
 | | in `zombie`, where nothing newer of it was written (so the leader accepted it) |
 | 50 | a producer the transaction log never knew commits an offset of `proc` in a transaction |
 | | that never ends: at the export's time (2000) it hangs |
+| 59-60 | a KIP-939 two-phase-commit producer (transactional id `flink-sink-2pc`, timeout |
+| | Integer.MAX_VALUE) writes `prepared` in a transaction left open for its transaction manager |
 
 `input` is exported from offset 100: `proc`'s standing offset, 4, is below its log start.
 `trimmed` holds offsets 0-2, but its `log-start-offset-checkpoint` says DeleteRecords moved its
@@ -59,7 +61,9 @@ PROCESSOR, DOWNSTREAM, TXN_ID = "proc", "down", "proc-tx"
 INPUT, OUTPUT, ELSEWHERE, ZOMBIE, TRIMMED = "input", "out", "elsewhere", "zombie", "trimmed"
 CO = "__consumer_offsets"
 PROC_CO, DOWN_CO, TS = partition_for(PROCESSOR), partition_for(DOWNSTREAM), partition_for(TXN_ID)
-PID, UNKNOWN_PID = 4000, 4001
+PID, UNKNOWN_PID, TWO_PHASE_PID = 4000, 4001, 4002
+# A KIP-939 producer: its coordinator marks its transactions by this timeout and never aborts them.
+TWO_PHASE_ID, PREPARED, TWO_PHASE_TIMEOUT_MS = "flink-sink-2pc", "prepared", 2**31 - 1
 EXPORT_TIME = "2023-11-14T22:46:40Z"  # 2000 s after BASE_TS
 ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 1, 2, 3, 4, 5
 
@@ -138,6 +142,18 @@ def write_export(root) -> None:
     write_partition_dir(root, 1, ZOMBIE, 0, output(0, 1, 44), marker(1, 1, 45, True))
     write_partition_dir(root, 1, TRIMMED, 0, data_batch(0, 3, timestamp=at(1)))
     (root / "1" / "log-start-offset-checkpoint").write_text(checkpoint_text([(TRIMMED, 0, 2)]))
+    assert partition_for(TWO_PHASE_ID) != TS
+    open_2pc = txn_value(
+        0, TWO_PHASE_PID, 0, ONGOING, {PREPARED: [0]}, at(59), at(59), timeout=TWO_PHASE_TIMEOUT_MS
+    )
+    write_partition_dir(
+        root, 1, "__transaction_state", partition_for(TWO_PHASE_ID),
+        plain(0, 59, (txn_key(TWO_PHASE_ID), open_2pc)),
+    )  # fmt: skip
+    write_partition_dir(root, 1, PREPARED, 0, data_batch(
+        0, 2, producer_id=TWO_PHASE_PID, producer_epoch=0, base_sequence=0,
+        is_transactional=True, timestamp=at(60),
+    ))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -259,3 +275,31 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
 
     assert found(1000) == ["ABORTED_READ"]
     assert found(10_000) == []
+
+
+def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(audited):
+    """The replay calls every transaction open past the timeout and its grace hanging; the one the
+    transaction log marks as KIP-939's (a timeout of Integer.MAX_VALUE, still Ongoing and listing
+    the partition) keeps its finding at INFO, the others stay errors."""
+    registered = QueryBuilder().register("t", DeltaTable(str(audited / "findings")))
+    query = (
+        "SELECT topic, partition, producer_id, severity, cause FROM t "
+        "WHERE finding_type = 'HANGING_TRANSACTION' ORDER BY producer_id"
+    )
+    rows = pa.table(registered.execute(query).read_all()).to_pylist()
+    assert [tuple(r.values()) for r in rows] == [
+        (OUTPUT, 0, PID, "ERROR", None),  # transaction 3's marker never came to `out`
+        (CO, PROC_CO, UNKNOWN_PID, "ERROR", None),
+        (PREPARED, 0, TWO_PHASE_PID, "INFO", "TWO_PHASE_COMMIT"),
+    ]
+    # The run's counts are of the findings as written, the lowered one among the INFO.
+    counted = QueryBuilder().register("f", DeltaTable(str(audited / "findings")))
+    query = "SELECT severity, count(*) AS n FROM f GROUP BY severity"
+    by_severity = {r["severity"]: r["n"] for r in pa.table(counted.execute(query).read_all())
+                   .to_pylist()}  # fmt: skip
+    (run,) = pa.table(
+        QueryBuilder().register("r", DeltaTable(str(audited / "audit_runs")))
+        .execute("SELECT findings_error, findings_info FROM r").read_all()
+    ).to_pylist()  # fmt: skip
+    written = (by_severity.get("ERROR", 0), by_severity.get("INFO", 0))
+    assert (run["findings_error"], run["findings_info"]) == written
