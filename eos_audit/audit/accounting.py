@@ -15,8 +15,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit.audit import output_records
-from eos_audit.findings import CAUSE_CEILING, Cause
+from eos_audit.findings import Cause
 from eos_audit.replay.runner import FILE_COUNTS
+from eos_audit.sinks.finding_rows import lowered_by
 from eos_audit.sources.files.input_files import (
     DAMAGED,
     IGNORED,
@@ -190,9 +191,5 @@ def findings_beside_unreadable(staged: DataFrame, unreadable: tuple[str, ...]) -
         # One membership test, however many files: `topic/partition` (no topic holds a `/`).
         named = F.concat_ws("/", F.col("findings.topic"), F.col("findings.partition"))
         finding = finding & named.isin(sorted(f"{t}/{p}" for t, p in partitions))
-    lowered = (
-        F.col("findings")
-        .withField("severity", F.lit(CAUSE_CEILING[Cause.UNREADABLE_INPUT.name]))
-        .withField("cause", F.lit(Cause.UNREADABLE_INPUT.name))
-    )
+    lowered = lowered_by(Cause.UNREADABLE_INPUT.name)
     return staged.withColumn("findings", F.when(finding, lowered).otherwise(F.col("findings")))

@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.findings import CAUSE_CEILING
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
-from eos_audit.sinks.finding_rows import finding_struct
+from eos_audit.sinks.finding_rows import finding_struct, lowered_by
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
@@ -226,9 +225,7 @@ def lower_distributed_two_phase_commit_txns(staged: DataFrame, prepared: DataFra
         & (finding["topic"] == F.col("_2pc_topic"))
         & (finding["partition"] == F.col("_2pc_partition"))
     )
-    lowered = finding.withField("severity", F.lit(CAUSE_CEILING[TWO_PHASE_COMMIT])).withField(
-        "cause", F.lit(TWO_PHASE_COMMIT)
-    )
+    lowered = lowered_by(TWO_PHASE_COMMIT)
     joined = staged.join(F.broadcast(keys), on, "left")
     return joined.withColumn(
         "findings", F.when(F.col("_2pc_producer_id").isNotNull(), lowered).otherwise(finding)

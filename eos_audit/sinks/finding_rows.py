@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from eos_audit.findings import (
     CAUSE_CEILING,
     REGISTRY,
+    SEVERITY_ORDER,
     SLOT_OF_FACT,
     FindingType,
     configured_severity,
@@ -139,6 +140,22 @@ def coded_finding_struct(
         code, [REGISTRY[n] for n in finding_types], config, run_id,
         identity=identity, values=values, type_values=type_values,
     )  # fmt: skip
+
+
+def lowered_by(cause: str, finding: Column | None = None) -> Column:
+    """A written finding (a FINDINGS struct, the stage's `findings` by default) given `cause`.
+
+    For the causes found after the rules ran, from what they could not see (an unreadable file,
+    the transaction log): the finding keeps its type and evidence, and its severity is capped at
+    the cause's ceiling (`findings.CAUSE_CEILING`), never raised.
+    """
+    finding = F.col("findings") if finding is None else finding
+    ceiling = CAUSE_CEILING[cause]
+    worse = SEVERITY_ORDER[: SEVERITY_ORDER.index(ceiling)]
+    severity = F.when(finding["severity"].isin(*worse), F.lit(ceiling)).otherwise(
+        finding["severity"]
+    )
+    return finding.withField("severity", severity).withField("cause", F.lit(cause))
 
 
 def severity_column(code: Column, levels: dict[int, str], cause: Column | None) -> Column:
