@@ -142,14 +142,14 @@ def coded_finding_struct(
     )  # fmt: skip
 
 
-def lowered_by(cause: str, finding: Column | None = None) -> Column:
-    """A written finding (a FINDINGS struct, the stage's `findings` by default) given `cause`.
+def lowered_by(cause: str) -> Column:
+    """The stage's `findings` struct given `cause`.
 
     For the causes found after the rules ran, from what they could not see (an unreadable file,
     the transaction log): the finding keeps its type and evidence, and its severity is capped at
     the cause's ceiling (`findings.CAUSE_CEILING`), never raised.
     """
-    finding = F.col("findings") if finding is None else finding
+    finding = F.col("findings")
     ceiling = CAUSE_CEILING[cause]
     worse = SEVERITY_ORDER[: SEVERITY_ORDER.index(ceiling)]
     severity = F.when(finding["severity"].isin(*worse), F.lit(ceiling)).otherwise(
