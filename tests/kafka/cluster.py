@@ -2,10 +2,11 @@
 
 Each `Broker` is one JVM running `kafka.Kafka` as broker and controller (a one-node quorum), or
 a broker of a `Cluster` whose first node is also the quorum's controller. Every listener binds to
-127.0.0.1 on a port the OS picked free; a broker is stopped by its process id (SIGTERM for a
-clean shutdown, which writes its producer snapshots and checkpoints; SIGKILL for a crash). Kafka's
-own tools run as their main classes from the same jars: `DumpLogSegments`, `TransactionsCommand`
-(`kafka-transactions.sh`), `GetOffsetShell` and the admin commands.
+127.0.0.1 on a free port below the ephemeral range (`free_port`); a broker is stopped by its
+process id (SIGTERM for a clean shutdown, which writes its producer snapshots and checkpoints;
+SIGKILL for a crash). Kafka's own tools run as their main classes from the same jars:
+`DumpLogSegments`, `TransactionsCommand` (`kafka-transactions.sh`), `GetOffsetShell` and the admin
+commands.
 
 Intervals that default to minutes are seconds here, so that what a test waits for happens while
 it waits: checkpoints every second, retention checked every half second, the transaction
@@ -16,10 +17,12 @@ can set the same way; none changes what the broker writes, only when.
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -67,11 +70,42 @@ EXPORT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "export-log-di
 RUNNING: set[Broker] = set()
 
 
+# The ports handed out in this process (the scenarios start their clusters from threads).
+_HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port of 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A TCP port of 127.0.0.1 that nothing listens on now, below the ephemeral range.
+
+    A port the OS picks (a bind to port 0) comes from the ephemeral range, from which every
+    outgoing connection on the machine takes its local port too: between the pick and the
+    broker's bind, or while a killed broker waits for its restart on the same port, a client's
+    connection could take it, and the broker failed to start (`BindException` in `failover`'s
+    log, once). The kernel never hands out a port below that range on its own.
+    """
+    high = _ephemeral_start()
+    low = max(1024, high - 10_000)
+    with _HANDING_OUT:
+        for port in random.sample(range(low, high), high - low):
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
+    raise KafkaStartError(f"no free port between {low} and {high} on 127.0.0.1")
 
 
 def _listening(port: int) -> bool:
