@@ -46,10 +46,20 @@ FINDINGS_N = _nullable(FINDINGS)
 QUARANTINE_N = _nullable(QUARANTINE)
 TRANSACTION_STRUCT = _nullable(TRANSACTIONS)
 PRODUCER_STATE_N = _nullable(PRODUCER_STATE)
-# The kernel's statistics of one partition, which summaries.partition_summary completes.
+# The kernel's statistics of one partition, which summaries.partition_summary completes, and the
+# spans of offsets it could not count (`processing.exported_logs`), which no table shows.
 PARTITION_STATS_N = _nullable(
-    T.StructType([*PARTITION_STATS.fields, T.StructField("producers", T.LongType(), True)])
-)
+    T.StructType(
+        [
+            *PARTITION_STATS.fields,
+            *[
+                T.StructField(name, T.LongType(), True)
+                for name in ("producers", "uncounted_from", "uncounted_to", "unattributed_from",
+                             "unattributed_to")
+            ],
+        ]
+    )
+)  # fmt: skip
 # One partial summary of a producer epoch (the kernel flushes one whenever a producer's epoch
 # changes); `producer_sessions_of` merges the partials of one epoch.
 SESSION_STRUCT = T.StructType(

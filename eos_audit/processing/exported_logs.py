@@ -2,9 +2,9 @@
 
 A compacted topic's cleaner keeps only a key's last record (`LogCleaner`), so a partition it
 cleaned has offsets no batch holds, and `__consumer_offsets` is compacted: a group's commits
-between two retained ones are gone, and a rewind among them cannot be seen. The audit's partition
-statistics tell a whole partition (its batches' records add up to its offsets, from offset 0)
-from a cleaned one; the checks that need every record say UNVERIFIABLE on the others
+between two retained ones are gone, and a rewind among them cannot be seen. The replay of each
+partition keeps the span of offsets where its batches do not hold one record per offset, and the
+checks that count records by offset say UNVERIFIABLE where they meet it
 (docs/rules.md#unverifiable).
 """
 
@@ -25,44 +25,32 @@ if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 
-def exported_logs(partitions: DataFrame, transactions: DataFrame) -> DataFrame:
-    """Each exported partition's offsets, and whether its records can be counted by offset.
+def exported_logs(partitions: DataFrame) -> DataFrame:
+    """Each exported partition's offsets, and where its records cannot be counted by offset.
 
     Args:
         partitions: the audit's partition statistics (kernel partials: topic, partition,
-            first_offset, last_offset, records, markers).
-        transactions: the audit's transactions (TRANSACTIONS columns).
+            first_offset, last_offset and the spans below).
 
     Returns:
         topic, partition, `log_start` and `log_end` (the first exported offset and the last + 1),
-        `whole` and `attributed`.
+        `uncounted_from`/`uncounted_to` and `unattributed_from`/`unattributed_to` (null: none).
 
-    `whole`: every offset from the first to the last holds a record (the batches' records add
-    up to the span); `attributed`: every marker closes a transaction of the transactions table
-    (a marker of a transaction without data there closes none, and would count as a record).
+    Uncounted: the first and last offset where the export does not hold one record per offset
+    (a hole between batches or inside one, batches overlapping); outside that span the batches'
+    records fill their offsets. Unattributed: the first and last marker that closed no
+    transaction of the transactions table (its transaction's data is not in the export), which
+    a count of data records by offset would take for a record. Spans, not lists: a cleaned
+    partition's holes lie below the cleaner's position, so a processor's recent ranges, above
+    them, are still counted.
     """
-    closed = (
-        transactions.where(F.col("marker_offset").isNotNull())
-        .groupBy("topic", "partition")
-        .agg(F.count(F.lit(1)).alias("closed"))
-    )
-    stats = partitions.groupBy("topic", "partition").agg(
+    return partitions.groupBy("topic", "partition").agg(
         F.min("first_offset").alias("log_start"),
         (F.max("last_offset") + 1).alias("log_end"),
-        F.sum("records").alias("records"),
-        F.sum("markers").alias("markers"),
-    )
-    return stats.join(closed, ["topic", "partition"], "left").select(
-        "topic",
-        "partition",
-        "log_start",
-        "log_end",
-        F.coalesce(F.col("records") == F.col("log_end") - F.col("log_start"), F.lit(False)).alias(
-            "whole"
-        ),
-        F.coalesce(F.col("markers") == F.coalesce("closed", F.lit(0)), F.lit(False)).alias(
-            "attributed"
-        ),
+        F.min("uncounted_from").alias("uncounted_from"),
+        F.max("uncounted_to").alias("uncounted_to"),
+        F.min("unattributed_from").alias("unattributed_from"),
+        F.max("unattributed_to").alias("unattributed_to"),
     )
 
 

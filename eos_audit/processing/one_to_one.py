@@ -16,8 +16,9 @@ LESS_OUTPUT_THAN_INPUT) (docs/rules.md#duplicate-processing, docs/rules.md#skipp
 
 Where the export cannot count, the check says UNVERIFIABLE with the reason, never pass or fail:
 a `__consumer_offsets` partition that is not whole from offset 0 (compaction or retention removed
-commits, so a range could span several transactions), an input partition with offsets missing or
-markers the export cannot attribute, a range reaching outside the exported input, an aborted or
+commits, so a range could span several transactions), a range over input offsets the export does
+not hold one record at or over markers it cannot attribute (the replay's spans of them, per input
+partition: `exported_logs`), a range reaching outside the exported input, an aborted or
 undecided transaction straddling a range's end, an output partition not exported, or a
 transaction `__transaction_state` does not show.
 
@@ -68,10 +69,10 @@ _REASONS = {
     "RANGE_START_UNKNOWN": "the group's offset had been deleted before this commit, so where "
     "its transaction began reading is not in the log",
     "INPUT_NOT_EXPORTED": "the input partition is not in the export",
-    "INPUT_NOT_WHOLE": "the input partition has offsets the export does not hold (compaction, "
-    "or batches not read)",
-    "MARKERS_NOT_ATTRIBUTED": "the input partition holds markers of transactions the export "
-    "does not show, so its data records cannot be counted",
+    "INPUT_NOT_WHOLE": "the range holds offsets of the input partition where the export does "
+    "not hold one record per offset (compaction, or batches not read)",
+    "MARKERS_NOT_ATTRIBUTED": "the range holds markers of input transactions the export does not "
+    "show, so its data records cannot be counted",
     "EXPORT_DOES_NOT_SPAN": "the range reaches outside the exported input partition",
     "RANGE_SPLITS_TRANSACTION": "an aborted, undecided or open transaction of the input "
     "straddles an end of the range",
@@ -81,6 +82,13 @@ _REASONS = {
     "outputs are not one group's",
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
     "outputs are unknown",
+}
+
+# The reasons that name a span of the input partition (`exported_logs`), and what it holds.
+_SPANS = {"INPUT_NOT_WHOLE": "uncounted", "MARKERS_NOT_ATTRIBUTED": "unattributed"}
+_SPAN_NAMES = {
+    "uncounted": "the partition's offsets in doubt are",
+    "unattributed": "the partition's markers that closed nothing are at offsets",
 }
 
 
@@ -113,7 +121,7 @@ def send_offsets_to_transaction(
     if not groups:
         return None
     pattern = "|".join(f"(?:{glob_to_java_regex(g)})" for g in groups)
-    logs = exported_logs(partitions, transactions)
+    logs = exported_logs(partitions)
     ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), records, logs)
     counted = _input_records(ranges, transactions)
     outputs = _outputs(records, history, transactions, logs, config.processing.clock_skew_ms)
@@ -149,18 +157,25 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         .alias("resumed_from"),
     ).where(transactional)
     offsets_log = offsets_logs(records).select("coordinator_partition", "offsets_whole")
-    input_log = logs.select("topic", "partition", "log_start", "log_end", "whole", "attributed")
     joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
-        input_log, ["topic", "partition"], "left"
+        logs, ["topic", "partition"], "left"
     )
     first = F.col("applied_before") == 0
     start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.col("log_start")))
+
+    def meets(span: str) -> Column:
+        """The range [start, committed_offset) holds an offset of the input's span `span`."""
+        return F.coalesce(
+            (start <= F.col(f"{span}_to")) & (F.col("committed_offset") > F.col(f"{span}_from")),
+            F.lit(False),
+        )
+
     reason = (
         F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
         .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
         .when(start.isNull(), "RANGE_START_UNKNOWN")
-        .when(~F.col("whole"), "INPUT_NOT_WHOLE")
-        .when(~F.col("attributed"), "MARKERS_NOT_ATTRIBUTED")
+        .when(meets("uncounted"), "INPUT_NOT_WHOLE")
+        .when(meets("unattributed"), "MARKERS_NOT_ATTRIBUTED")
         .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),
               "EXPORT_DOES_NOT_SPAN")
     )  # fmt: skip
@@ -170,12 +185,13 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
 def _input_records(ranges: DataFrame, transactions: DataFrame) -> DataFrame:
     """The ranges with `input_records`: the data records in [range_start, committed_offset).
 
-    On a whole partition whose markers all close transactions, that is the range's offsets less
-    the markers in it and the records of the aborted transactions whose markers lie in it; an
-    aborted, undecided or open transaction that straddles an end leaves the count unknown
-    (`reason` RANGE_SPLITS_TRANSACTION). One stream per input partition: the transactions'
-    contributions at the offset after their first batch and after their marker, and the range
-    ends as queries; running sums give each query the totals below it.
+    Where the range meets no offset in doubt and no marker that closed nothing (`_ranges`' reason
+    says so otherwise), that is the range's offsets less the markers in it and the records of the
+    aborted transactions whose markers lie in it; an aborted, undecided or open transaction that
+    straddles an end leaves the count unknown (`reason` RANGE_SPLITS_TRANSACTION). One stream per
+    input partition: the transactions' contributions at the offset after their first batch and
+    after their marker, and the range ends as queries; running sums give each query the totals
+    below it.
     """
     counted = F.col("reason").isNull() & (F.col("committed_offset") >= F.col("range_start"))
     countable = ranges.where(counted)
@@ -446,6 +462,7 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
     rows = judged.withColumn("verdict", reason).where(F.col("verdict").isNotNull())
     first = ["transactional_id", "transaction_log_partition", "transaction_log_offset",
              "producer_id", "producer_epoch"]  # fmt: skip
+    spans = [f"{span}_{end}" for span in _SPANS.values() for end in ("from", "to")]
     grouped = (
         rows.groupBy(*KEY, "verdict")
         .agg(
@@ -453,9 +470,18 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
             F.min_by(F.struct(*first), F.struct("coordinator_partition", "record_offset")).alias(
                 "first"
             ),
+            *[F.first(span, ignorenulls=True).alias(span) for span in spans],  # one per partition
         )
-        .select(*KEY, "verdict", "transactions", "first.*")
+        .select(*KEY, "verdict", "transactions", "first.*", *spans)
     )
+    said = lookup(F.col("verdict"), _REASONS)
+    for verdict, span in _SPANS.items():
+        said = F.when(
+            F.col("verdict") == verdict,
+            F.format_string(
+                f"%s; {_SPAN_NAMES[span]} %d to %d", said, f"{span}_from", f"{span}_to"
+            ),
+        ).otherwise(said)
     counted = F.when(
         F.col("transactional_id").isNull(), F.format_string("%d transaction(s)", "transactions")
     ).otherwise(transactions_scope())
@@ -465,7 +491,7 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
         "partition": F.col("partition"),
         "producer_id": F.col("producer_id"),
         "producer_epoch": F.col("producer_epoch"),
-        "reason": lookup(F.col("verdict"), _REASONS),
+        "reason": said,
         "scope": F.concat(F.lit("group "), F.col("group_id"), F.lit(", "), counted),
         **{c: F.col(c) for c in ("group_id", "transactional_id", "transactions",
                                  "transaction_log_partition", "transaction_log_offset")},

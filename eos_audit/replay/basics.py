@@ -124,6 +124,15 @@ def max_or_null(current, value):
     return current
 
 
+def min_or_null(current, value):
+    """The smaller of two optional values (NULL is absent)."""
+    if value == NULL:
+        return current
+    if current == NULL or value < current:
+        return value
+    return current
+
+
 def log_start_of(part):
     """The exported log's start: its first offset, or a higher log-start checkpoint.
 

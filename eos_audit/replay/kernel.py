@@ -115,6 +115,10 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row,
         p.batches_with_producer_id = part.batches_with_producer_id
         p.records = part.records if part.batches > 0 else NULL
         p.markers = part.markers if part.batches > 0 else NULL
+        p.uncounted_from = part.uncounted_from
+        p.uncounted_to = part.uncounted_to
+        p.unattributed_from = part.unattributed_from
+        p.unattributed_to = part.unattributed_to
         p.log_start_offset = log_start_of(part)
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
@@ -199,6 +203,7 @@ def replay(
             if part.first_offset == NULL:
                 part.first_offset = row.base_offset  # the exported log starts here
             count_occurrence(part, row.base_offset)
+            closed = out.counts[TRANSACTIONS]
             if is_same_batch(row, part):
                 # The export holds the batch before it twice (ties are ordered by every field,
                 # so the copies are adjacent). A log holds one batch at an offset: this is a
@@ -212,7 +217,7 @@ def replay(
                 elif row.crc_valid == 0:
                     remember_corrupt_claim(row, entries, slots)
                 match_acks(row, part, acks, ack_index)
-            count_audited_batch(row, part)
+            count_audited_batch(row, part, out.counts[TRANSACTIONS] > closed)
         elif kind == REPLICA:
             if in_snapshot(row, part):
                 continue

@@ -30,6 +30,7 @@ from eos_audit.replay.basics import (
     REPLICA_DIVERGENCE,
     UNEXPLAINED,
     max_or_null,
+    min_or_null,
 )
 from eos_audit.replay.emit import (
     emit,
@@ -61,6 +62,10 @@ def begin_partition(part, partition):
     part.batches_with_producer_id = 0
     part.records = 0
     part.markers = 0
+    part.uncounted_from = NULL
+    part.uncounted_to = NULL
+    part.unattributed_from = NULL
+    part.unattributed_to = NULL
     part.max_timestamp = NULL
     part.latest_timestamp = NULL
     part.producers = 0
@@ -165,15 +170,32 @@ def explain_offset_gap(row):
     return UNEXPLAINED
 
 
-def count_audited_batch(row, part):
-    """The partition's statistics and the audited replica's latest batch."""
-    part.max_last_offset = max_or_null(part.max_last_offset, row.last_offset)
+def count_audited_batch(row, part, closed_transaction):
+    """The partition's statistics and the audited replica's latest batch.
+
+    `closed_transaction`: the batch closed a transaction (a `transactions` row). Where the export
+    does not hold one record at every offset, or a marker closed nothing, the offsets join the
+    partition's uncounted or unattributed span (docs/rules.md#unverifiable).
+    """
+    records = record_estimate(row)
+    previous = part.max_last_offset
+    if previous != NULL and row.base_offset > previous + 1:
+        doubt_offsets(part, previous + 1, row.base_offset - 1)  # a hole before the batch
+    elif previous != NULL and row.base_offset <= previous:
+        doubt_offsets(part, row.base_offset, min(previous, row.last_offset))  # held twice
+    if records != row.last_offset - row.base_offset + 1:
+        # A hole inside the batch: the cleaner keeps a v2 batch's offsets and removes records.
+        doubt_offsets(part, row.base_offset, row.last_offset)
+    part.max_last_offset = max_or_null(previous, row.last_offset)
     part.batches += 1
     if row.producer_id >= 0:
         part.batches_with_producer_id += 1
-    part.records += record_estimate(row)
+    part.records += records
     if row.is_control:
         part.markers += 1
+        if not closed_transaction:
+            part.unattributed_from = min_or_null(part.unattributed_from, row.base_offset)
+            part.unattributed_to = max_or_null(part.unattributed_to, row.last_offset)
     part.max_timestamp = max_or_null(part.max_timestamp, row.timestamp)
     if row.timestamp != NULL and row.timestamp >= 0:
         part.latest_timestamp = max_or_null(part.latest_timestamp, row.timestamp)
@@ -185,6 +207,12 @@ def count_audited_batch(row, part):
     part.primary_is_control = row.is_control
     part.primary_is_transactional = row.is_transactional
     part.primary_record_count = row.record_count
+
+
+def doubt_offsets(part, first, last):
+    """Offsets first..last do not hold one record each: they join the partition's uncounted span."""
+    part.uncounted_from = min_or_null(part.uncounted_from, first)
+    part.uncounted_to = max_or_null(part.uncounted_to, last)
 
 
 def check_replica_batch(row, part, out):

@@ -165,6 +165,14 @@ PARTITION_STATE = np.dtype(
         ("batches_with_producer_id", np.int64),
         ("records", np.int64),
         ("markers", np.int64),  # control batches (transaction markers)
+        # The span of the offsets the export does not hold one record at (compaction, a batch
+        # not read: a hole between batches, a batch with fewer records than offsets, batches
+        # overlapping), and that of the markers that closed no transaction: the one-to-one
+        # check counts a range's input records by offset only outside them.
+        ("uncounted_from", np.int64),
+        ("uncounted_to", np.int64),
+        ("unattributed_from", np.int64),
+        ("unattributed_to", np.int64),
         ("max_timestamp", np.int64),
         ("latest_timestamp", np.int64),  # highest non-negative timestamp: the log's clock
         ("producers", np.int64),  # producer slots in use
@@ -272,6 +280,10 @@ PARTITION_EVENT = np.dtype(
         ("batches_with_producer_id", np.int64),
         ("records", np.int64),
         ("markers", np.int64),
+        ("uncounted_from", np.int64),
+        ("uncounted_to", np.int64),
+        ("unattributed_from", np.int64),
+        ("unattributed_to", np.int64),
         ("log_start_offset", np.int64),  # basics.log_start_of: checkpoints included
         ("max_timestamp", np.int64),
         ("producers", np.int64),

@@ -28,7 +28,8 @@ def timelines(spark, tmp_path_factory) -> Path:
         one_to_one.EXPORT.write(folder / "export")
         warehouse = folder / "warehouse"
         config = AuditConfig().with_overrides(
-            processing={"one_to_one_groups": list(one_to_one.DECLARED)}
+            processing={"one_to_one_groups": list(one_to_one.DECLARED)},
+            topics={"compacted": [one_to_one.COMPACTED]},
         )
         inputs = AuditInputs(batches=(str(folder / "export"),), export_time=outcomes.EXPORT_TIME)
         run_audit(spark, inputs, config, str(warehouse))

@@ -25,6 +25,17 @@ be decided (UNVERIFIABLE, RANGE_SPLITS_TRANSACTION).
 Two one-to-one groups, `shared-a` and `shared-b`, commit their offsets of `src4` in one
 transaction, whose outputs therefore are not one group's (UNVERIFIABLE, OUTPUTS_SHARED).
 
+`src5` is compacted: the cleaner kept 2 of the records at offsets 2-5 (one batch, its offsets
+kept), removed the batch at 6-7, and kept the marker at 16 of an upstream transaction whose
+records it removed. Only the ranges of group `cdc-sink` that hold such offsets are undecided:
+
+| transaction | commits `src5` | reads | data records | writes | finding |
+|---|---|---|---|---|---|
+| C1 | 8 | [0, 8) | unknown: 2-7 | 6 | UNVERIFIABLE INPUT_NOT_WHOLE |
+| C2 | 12 | [8, 12) | 4 | 5 | DUPLICATE_PROCESSING MORE_OUTPUT_THAN_INPUT |
+| C3 | 17 | [12, 17) | unknown: 16 | 4 | UNVERIFIABLE MARKERS_NOT_ATTRIBUTED |
+| C4 | 21 | [17, 21) | 4 | 4 | none |
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -43,6 +54,7 @@ from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.fixtures.segment_builder import (
     BASE_TS,
+    cleaned_batch,
     control_batch,
     data_batch,
     record_batch,
@@ -60,6 +72,7 @@ pytestmark = pytest.mark.slow
 CO, TS_TOPIC = "__consumer_offsets", "__transaction_state"
 ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT = 1, 2, 4
 UPSTREAM = 7000
+COMPACTED = "src5"  # a compacted topic (conftest.timelines)
 
 
 def at(seconds: float) -> int:
@@ -185,15 +198,28 @@ def build_export() -> Export:
     shared = Processor(export, "shared-a", 6200, "src4", "dst4")
     assert partition_for("shared-b") not in {gappy.co, split.co, copy.co, shared.co}
     shared.transaction(10, outputs=4, commit_to=2, also=("shared-b",))
+
+    plain(export, COMPACTED, 2)
+    export.add(COMPACTED, 0, lambda o: cleaned_batch(o, (1, 3), timestamp=at(1)), 4)
+    export.next[(COMPACTED, 0)] += 2  # the batch at 6-7 is gone
+    for records in (4, 4):
+        plain(export, COMPACTED, records)
+    abort_marker(export, COMPACTED)  # the upstream producer has no records left in src5
+    plain(export, COMPACTED, 4)
+    compacted = Processor(export, "cdc-sink", 6300, COMPACTED, "dst5")
+    assert compacted.co not in {gappy.co, split.co, copy.co, shared.co, partition_for("shared-b")}
+    for when, outputs, commit_to in ((10, 6, 8), (20, 5, 12), (30, 4, 17), (40, 4, 21)):
+        compacted.transaction(when, outputs=outputs, commit_to=commit_to)
     return export
 
 
 EXPORT = build_export()
 COPY_CO = partition_for("copy")
+COMPACTED_CO = partition_for("cdc-sink")
 
 
 # The groups the audit declares one-to-one (conftest.timelines).
-DECLARED = ("copy", "spl*", "gap?y", "shared-*")
+DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink")
 
 
 @pytest.fixture(scope="module")
@@ -227,11 +253,14 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         (f["finding_type"], f["cause"], f["severity"], f["topic"], f["partition"], f["base_offset"])
         for f in findings(audited)
     ] == [
+        ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL", CO, COMPACTED_CO, 2),
         ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO,
          commit_record(4)),
         ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, COPY_CO, commit_record(3)),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
+        ("UNVERIFIABLE", "INPUT_NOT_WHOLE", "INFO", COMPACTED, 0, -1),
+        ("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED", "INFO", COMPACTED, 0, -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
@@ -267,6 +296,19 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
         "undecided or open transaction of the input straddles an end of the range."
     )
     assert dict(split["evidence"])["group_id"] == "split"
+    compacted = {f["cause"]: f["detail"] for f in findings(audited) if f["topic"] == COMPACTED}
+    scope = (
+        f"ONE_TO_ONE cannot be decided for src5-0 (group cdc-sink, 1 transaction(s) of "
+        f"cdc-sink-tx, the first at __transaction_state-{partition_for('cdc-sink-tx')} offset"
+    )
+    assert compacted == {
+        "INPUT_NOT_WHOLE": f"{scope} 1): the range holds offsets of the input partition where "
+        "the export does not hold one record per offset (compaction, or batches not read); the "
+        "partition's offsets in doubt are 2 to 7.",
+        "MARKERS_NOT_ATTRIBUTED": f"{scope} 7): the range holds markers of input transactions "
+        "the export does not show, so its data records cannot be counted; the partition's "
+        "markers that closed nothing are at offsets 16 to 16.",
+    }
     cleaned = [
         f for f in findings(audited) if (f["finding_type"], f["topic"]) == ("UNVERIFIABLE", CO)
     ]

@@ -236,6 +236,36 @@ def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
     assert [f[0] for f in findings([*seed[:2], again])] == ["DUPLICATE_BATCH"]
 
 
+def _spans(rows: list[dict]) -> dict:
+    stats = replay(rows)["partition_summary"][0]["partition_summary"]
+    names = ("uncounted_from", "uncounted_to", "unattributed_from", "unattributed_to")
+    return {name: stats[name] for name in names}
+
+
+def test_the_offsets_the_export_cannot_count_by_offset_are_kept_as_spans():
+    # Whole: every offset holds one record, and the marker closes producer 1's transaction.
+    whole = [data(0, -1, n=2, pid=-1), data(2, 0, n=2, txn=True), marker(4), data(5, -1, pid=-1)]
+    assert _spans(whole) == dict.fromkeys(
+        ("uncounted_from", "uncounted_to", "unattributed_from", "unattributed_to")
+    )
+    cleaned = [
+        data(0, -1, n=2, pid=-1),
+        {**data(2, -1, n=4, pid=-1), "record_count": 2},  # the cleaner kept 2 of 2-5's records
+        data(8, -1, n=2, pid=-1),  # 6-7: a hole between batches
+        data(9, -1, n=2, pid=-1),  # 9 held twice
+        marker(11, pid=2),  # producer 2 has no transaction open here
+        data(12, -1, pid=-1),
+        marker(13, pid=3, commit=False),  # nor has producer 3
+        data(14, -1, pid=-1),
+    ]
+    assert _spans(cleaned) == {
+        "uncounted_from": 2, "uncounted_to": 9, "unattributed_from": 11, "unattributed_to": 13,
+    }  # fmt: skip
+    # A hole alone: its offsets only, not the batches around it.
+    assert _spans([data(0, -1, n=2, pid=-1), data(5, -1, n=2, pid=-1)])["uncounted_from"] == 2
+    assert _spans([data(0, -1, n=2, pid=-1), data(5, -1, n=2, pid=-1)])["uncounted_to"] == 4
+
+
 def test_coordinator_appends_take_no_cache_slot_and_get_no_sequence_check():
     rows = [data(0, 0), data(1, -1), data(2, 1), data(3, -1)]
     assert findings(rows) == []
