@@ -175,7 +175,7 @@ def count_audited_batch(row, part, closed_transaction):
 
     `closed_transaction`: the batch closed a transaction (a `transactions` row). Where the export
     does not hold one record at every offset, or a marker closed nothing, the offsets join the
-    partition's uncounted or unattributed span (docs/rules.md#unverifiable).
+    partition's uncounted or unattributed span (docs/rules.md#one-to-one-processors).
     """
     records = record_estimate(row)
     previous = part.max_last_offset
