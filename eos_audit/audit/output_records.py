@@ -55,7 +55,7 @@ PARTITION_STATS_N = _nullable(
             *[
                 T.StructField(name, T.LongType(), True)
                 for name in ("producers", "uncounted_from", "uncounted_to", "unattributed_from",
-                             "unattributed_to")
+                             "unattributed_to", "log_start_checkpoint")
             ],
         ]
     )

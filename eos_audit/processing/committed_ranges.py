@@ -13,17 +13,19 @@ docs/rules.md#commit-below-log-start).
 The log end is the export's: a commit is judged against it only where the partition holds a
 batch written after the commit (so the export of the partition was taken later, and its end is
 at least the end the group saw). The log start is the export's first offset, or the broker's
-`log-start-offset-checkpoint` where that is higher, and only the group's last applied offset is
-judged against it: an older commit may have been above the log start of its time.
+`log-start-offset-checkpoint` where that is higher; on a compacted topic only the checkpoint's.
+Only the group's last applied offset is judged against it: an older commit may have been above
+the log start of its time.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from eos_audit.config import glob_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.sinks.finding_rows import coded_finding_struct
@@ -32,6 +34,14 @@ if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 RANGE_TYPES = ("COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
+
+
+def _compacted(config: AuditConfig) -> Column:
+    """Whether the row's topic is one of `[topics] compacted`."""
+    patterns = config.topics.compacted
+    if not patterns:
+        return F.lit(False)
+    return F.col("topic").rlike("|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns))
 
 
 def offset_out_of_range(
@@ -51,12 +61,17 @@ def offset_out_of_range(
     Returns:
         FINDINGS rows.
     """
+    compacted = _compacted(config)
     logs = partitions.select(
         "topic",
         "partition",
         # DeleteRecords or retention may have moved the log start inside the first exported
-        # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes).
-        F.greatest("first_offset", "log_start_offset").alias("log_start_offset"),
+        # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes). The cleaner
+        # removes a compacted log's first batches and never moves its start (the first segment's
+        # base offset): there only the checkpoint tells it, and without one nothing is judged.
+        F.when(compacted, F.col("log_start_checkpoint"))
+        .otherwise(F.greatest("first_offset", "log_start_offset"))
+        .alias("log_start_offset"),
         (F.col("last_offset") + 1).alias("log_end_offset"),
         F.col("max_timestamp").alias("written_until"),
     )

@@ -120,6 +120,7 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row,
         p.unattributed_from = part.unattributed_from
         p.unattributed_to = part.unattributed_to
         p.log_start_offset = log_start_of(part)
+        p.log_start_checkpoint = part.log_start_checkpoint
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
         p.batches_skipped = part.skipped_batches

@@ -285,6 +285,7 @@ PARTITION_EVENT = np.dtype(
         ("unattributed_from", np.int64),
         ("unattributed_to", np.int64),
         ("log_start_offset", np.int64),  # basics.log_start_of: checkpoints included
+        ("log_start_checkpoint", np.int64),  # the log-start-offset-checkpoint's value alone
         ("max_timestamp", np.int64),
         ("producers", np.int64),
         ("batches_skipped", np.int64),

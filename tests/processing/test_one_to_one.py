@@ -36,6 +36,10 @@ records it removed. Only the ranges of group `cdc-sink` that hold such offsets a
 | C3 | 17 | [12, 17) | unknown: 16 | 4 | UNVERIFIABLE MARKERS_NOT_ATTRIBUTED |
 | C4 | 21 | [17, 21) | 4 | 4 | none |
 
+`src6` is compacted too: the cleaner removed its first batches, offsets 0-9, so its export starts
+at offset 10, and its log still starts at 0 (the cleaner never moves a log's start). The group
+`idle-cdc` stopped at offset 5 of it: inside the log, not below its start.
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -73,6 +77,7 @@ CO, TS_TOPIC = "__consumer_offsets", "__transaction_state"
 ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT = 1, 2, 4
 UPSTREAM = 7000
 COMPACTED = "src5"  # a compacted topic (conftest.timelines)
+CLEANED_FROM_START = "src6"  # another
 
 
 def at(seconds: float) -> int:
@@ -210,6 +215,12 @@ def build_export() -> Export:
     assert compacted.co not in {gappy.co, split.co, copy.co, shared.co, partition_for("shared-b")}
     for when, outputs, commit_to in ((10, 6, 8), (20, 5, 12), (30, 4, 17), (40, 4, 21)):
         compacted.transaction(when, outputs=outputs, commit_to=commit_to)
+
+    export.next[(CLEANED_FROM_START, 0)] = 10  # the cleaner removed offsets 0-9
+    plain(export, CLEANED_FROM_START, 4)
+    idle = Processor(export, "idle-cdc", 6400, CLEANED_FROM_START, "dst6")
+    assert idle.co not in {gappy.co, split.co, copy.co, shared.co, compacted.co}
+    idle.operator_commits(5, 5)
     return export
 
 
@@ -318,6 +329,17 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
         "offset (the cleaner keeps a key's last commit only): a rewind among commits it removed "
         "cannot be seen."
     ]
+
+
+def test_a_compacted_input_starts_where_its_log_does_not_at_its_first_batch(audited):
+    """`idle-cdc`'s offset 5 of src6 is below the first batch the cleaner left, not below the
+    log start: no COMMIT_BELOW_LOG_START (test_transaction_outcomes has the ones that are)."""
+    registered = QueryBuilder().register("t", DeltaTable(str(audited / "findings")))
+    found = registered.execute(
+        "SELECT evidence FROM t WHERE finding_type = 'COMMIT_BELOW_LOG_START'"
+    ).read_all()
+    groups = [dict(r["evidence"])["group_id"] for r in pa.table(found).to_pylist()]
+    assert groups and "idle-cdc" not in groups
 
 
 def test_the_partition_counts_that_the_check_relies_on(audited):
