@@ -282,3 +282,10 @@ def glob_to_java_regex(pattern: str) -> str:
         else:
             out.append(re.escape(ch))
     return "^" + "".join(out) + "$"
+
+
+def globs_to_java_regex(patterns: tuple[str, ...] | list[str]) -> str | None:
+    """One Java regular expression matching any of the topic wildcards; None for none."""
+    if not patterns:
+        return None
+    return "|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns)

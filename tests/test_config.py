@@ -11,6 +11,7 @@ from eos_audit.config import (
     NUMBER_RANGES,
     AuditConfig,
     glob_to_java_regex,
+    globs_to_java_regex,
     load_config,
 )
 from eos_audit.errors import ConfigError
@@ -131,3 +132,11 @@ def test_glob_translation_is_anchored_java_regex():
     assert not re.match(regex, "orders-changelog-old")
     assert re.match(glob_to_java_regex("a.b?"), "a.bc")
     assert not re.match(glob_to_java_regex("a.b?"), "axbc")
+
+
+def test_several_globs_are_one_regex_matching_any_and_none_is_none():
+    regex = globs_to_java_regex(("*-changelog", "cdc.?"))
+    assert [bool(re.match(regex, t)) for t in ("a-changelog", "cdc.1", "cdc.12", "other")] == [
+        True, True, False, False,
+    ]  # fmt: skip
+    assert globs_to_java_regex(()) is None

@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from eos_audit.audit.output_records import FINDINGS_N, decoded
 from eos_audit.audit.output_records import name_of as _name_of
-from eos_audit.config import AuditConfig, glob_to_java_regex
+from eos_audit.config import AuditConfig, globs_to_java_regex
 from eos_audit.findings import FACTS_PER_FINDING, REPLAYED, Cause, KafkaError
 from eos_audit.replay.runner import OUTPUT_ARROW, ReplaySettings, replay_partitions
 from eos_audit.replay.wire_columns import (
@@ -265,10 +265,6 @@ def replay_settings(
         source_files: the files rows are located in by reference, by id: the text before a
             row's position (`row_reference.row_prefixes`).
     """
-
-    def regex(patterns: tuple[str, ...]) -> str | None:
-        return "|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns) if patterns else None
-
     version = config.cluster.version
     if version < (1, 0):
         unknown_error = KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER
@@ -281,8 +277,8 @@ def replay_settings(
         hanging_after_ms=config.transactions.max_timeout_ms + config.transactions.grace_ms,
         as_of_ms=as_of_ms,
         unknown_producer_error=int(unknown_error),
-        compacted_regex=regex(config.topics.compacted),
-        coordinator_regex=regex(config.topics.coordinator),
+        compacted_regex=globs_to_java_regex(config.topics.compacted),
+        coordinator_regex=globs_to_java_regex(config.topics.coordinator),
         source_files=source_files or {},
     )
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.config import glob_to_java_regex
+from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.sinks.finding_rows import coded_finding_struct
@@ -38,10 +38,8 @@ RANGE_TYPES = ("COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
 
 def _compacted(config: AuditConfig) -> Column:
     """Whether the row's topic is one of `[topics] compacted`."""
-    patterns = config.topics.compacted
-    if not patterns:
-        return F.lit(False)
-    return F.col("topic").rlike("|".join(f"(?:{glob_to_java_regex(p)})" for p in patterns))
+    pattern = globs_to_java_regex(config.topics.compacted)
+    return F.lit(False) if pattern is None else F.col("topic").rlike(pattern)
 
 
 def offset_out_of_range(

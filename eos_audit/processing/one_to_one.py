@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.config import glob_to_java_regex
+from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.processing.exported_logs import (
@@ -120,7 +120,7 @@ def send_offsets_to_transaction(
     groups = config.processing.one_to_one_groups
     if not groups:
         return None
-    pattern = "|".join(f"(?:{glob_to_java_regex(g)})" for g in groups)
+    pattern = globs_to_java_regex(groups)
     logs = exported_logs(partitions)
     ranges = _ranges(history.where(F.col("group_id").rlike(pattern)), records, logs)
     counted = _input_records(ranges, transactions)
