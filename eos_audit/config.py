@@ -93,10 +93,15 @@ class ProcessingConfig:
     output record per input data record, in the transaction that commits its offset: their
     transactions are checked for input processed twice or never
     (docs/rules.md#one-to-one-processors).
+
+    `transaction_state_partitions` is the cluster's `transaction.state.log.num.partitions`: a
+    producer id no transactional id owns can be told only from the whole transaction log
+    (docs/rules.md#hanging-offset-transaction).
     """
 
     clock_skew_ms: int = 1000
     one_to_one_groups: tuple[str, ...] = ()
+    transaction_state_partitions: int = 50
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,8 @@ NUMBER_RANGES: dict[str, tuple[int | float, int | float]] = {
     "transactions.max_timeout_ms": (1, INT_MAX),
     "transactions.grace_ms": (0, INT_MAX),
     "processing.clock_skew_ms": (0, INT_MAX),
+    # An int of at least 1 in Kafka (TransactionLogConfig), as here.
+    "processing.transaction_state_partitions": (1, INT_MAX),
     "run.max_quarantined_share": (0, 1),
 }
 

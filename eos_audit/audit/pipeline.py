@@ -330,11 +330,13 @@ def _stage_processing(
     stage: RunStage,
     staged_path: str,
     as_of_ms: int | None,
+    partitions_listed: frozenset[tuple[str, int]] = frozenset(),
 ) -> ProcessingTables:
     """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
 
     The decoded records are staged once (the replay, the transaction log and the quarantine read
     them), and the replay's history once (its table and its findings read it).
+    `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`).
     """
     from eos_audit.processing.committed_ranges import offset_out_of_range
     from eos_audit.processing.coordinator_audit import (
@@ -381,7 +383,9 @@ def _stage_processing(
         .unionByName(last_stable_offset(history, transactions, config, run_id))
         .unionByName(offset_out_of_range(history, partitions, config, run_id))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
-        .unionByName(find_hanging_transactions(history, records, config, run_id, as_of_ms))
+        .unionByName(
+            find_hanging_transactions(history, records, config, run_id, as_of_ms, partitions_listed)
+        )
         .unionByName(cleaned_offset_partitions(history, records, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
@@ -639,8 +643,9 @@ def _audit_and_write(
     if read.coordinator_records is not None:
         with progress.stage(spark, run_id, "replaying the group coordinators' offsets"):
             processing = _stage_processing(
-                spark, read.coordinator_records, config, run_id, stage, staged_path, as_of_ms
-            )
+                spark, read.coordinator_records, config, run_id, stage, staged_path, as_of_ms,
+                read.partitions_listed,
+            )  # fmt: skip
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
     if processing is not None and processing.two_phase_commit is not None:

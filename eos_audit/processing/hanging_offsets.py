@@ -20,12 +20,14 @@ partition alone, is lowered to INFO (docs/rules.md#hanging-transaction).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
+from eos_audit.processing.exported_logs import unverifiable_finding
 from eos_audit.sinks.finding_rows import finding_struct, lowered_by
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -42,6 +44,7 @@ _OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 # (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 TWO_PHASE_COMMIT = "TWO_PHASE_COMMIT"  # the cause (findings.CAUSE_CEILING)
+TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # UNVERIFIABLE's cause
 
 
 def find_hanging_transactions(
@@ -50,19 +53,29 @@ def find_hanging_transactions(
     config: AuditConfig,
     run_id: str,
     as_of_ms: int | None,
+    partitions_listed: Collection[tuple[str, int]] = (),
 ) -> DataFrame:
     """HANGING_OFFSET_TRANSACTION findings, as `kafka-transactions.sh find-hanging` decides.
+
+    That no transactional id owns a producer id (NO_TRANSACTIONAL_ID) is told only from the whole
+    transaction log: every one of `processing.transaction_state_partitions` partitions in the
+    export, listed or holding records. Otherwise such a producer's pending commits are
+    UNVERIFIABLE (TRANSACTION_LOG_NOT_WHOLE): its transactional id may be in a partition the
+    export lacks.
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
         records: decoded coordinator records (coordinator_records contract, `_source_error`).
-        config: the run configuration (`transactions.max_timeout_ms`, severities).
+        config: the run configuration (`transactions.max_timeout_ms`,
+            `processing.transaction_state_partitions`, severities).
         run_id: the run id.
         as_of_ms: the export's time (`--export-time`); without it, each `__consumer_offsets`
             partition's last commit record.
+        partitions_listed: the (topic, partition) pairs the export lists, with or without
+            records (`BatchRead.partitions_listed`).
 
     Returns:
-        FINDINGS rows.
+        FINDINGS rows (UNVERIFIABLE ones among them).
     """
     last_record = history.groupBy("coordinator_partition").agg(
         F.max("timestamp").alias("last_record_at")
@@ -83,8 +96,12 @@ def find_hanging_transactions(
     old = pending.withColumn("open_ms", now - F.col("first.timestamp")).where(
         F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
     )
-    judged = old.join(_current_transactions(records), "producer_id", "left")
+    log_partitions = config.processing.transaction_state_partitions
+    judged = old.join(_current_transactions(records), "producer_id", "left").crossJoin(
+        _transaction_log_held(records, log_partitions, partitions_listed)
+    )
     log = F.col("log")
+    whole = F.col("log_partitions_held") == F.lit(log_partitions)
     listed = F.exists(
         log["transaction_partitions"],
         lambda tp: (
@@ -92,7 +109,8 @@ def find_hanging_transactions(
         ),
     )
     cause = (
-        F.when(log.isNull(), "NO_TRANSACTIONAL_ID")
+        # Without the whole log, no cause: `undecided` below.
+        F.when(log.isNull(), F.when(whole, F.lit("NO_TRANSACTIONAL_ID")))
         .when(~log["transaction_status"].isin(*_OPEN_STATES), "NOT_IN_CURRENT_TRANSACTION")
         .when(~F.coalesce(listed, F.lit(False)), "NOT_IN_CURRENT_TRANSACTION")
     )
@@ -130,7 +148,52 @@ def find_hanging_transactions(
     finding = finding_struct(
         "HANGING_OFFSET_TRANSACTION", config, run_id, identity=identity, values=values
     )
-    return hanging.select(finding.alias("f")).select("f.*")
+    undecided = judged.where(log.isNull() & ~whole)
+    unverifiable = unverifiable_finding(
+        "HANGING_OFFSET_TRANSACTION",
+        {
+            "cause": F.lit(TRANSACTION_LOG_NOT_WHOLE),
+            "topic": F.lit(CONSUMER_OFFSETS),
+            "partition": F.col("coordinator_partition"),
+            "group_id": first["group_id"],
+            "scope": F.format_string(
+                "producer %d, %d offset commit(s) of group %s pending since record %d for %d ms",
+                "producer_id", "offsets", first["group_id"], first["record_offset"], "open_ms",
+            ),
+            "reason": F.format_string(
+                "no exported record of __transaction_state has that producer id, and the export "
+                "holds %d of its %d partitions (processing.transaction_state_partitions): its "
+                "transactional id may be in one the export lacks",
+                "log_partitions_held", F.lit(log_partitions),
+            ),
+        },
+        [F.col("coordinator_partition"), F.col("producer_id"), F.lit(TRANSACTION_LOG_NOT_WHOLE)],
+        config,
+        run_id,
+    )  # fmt: skip
+    return (
+        hanging.select(finding.alias("f"))
+        .unionByName(undecided.select(unverifiable.alias("f")))
+        .select("f.*")
+    )
+
+
+def _transaction_log_held(
+    records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
+) -> DataFrame:
+    """One row: `log_partitions_held`, the number of `__transaction_state` partitions.
+
+    Those from 0 to `partitions` - 1 that the export lists (`listed`) or holds records of.
+    """
+    named = sorted({p for t, p in listed if t == TRANSACTION_STATE and 0 <= p < partitions})
+    in_records = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE)
+        & F.col("coordinator_partition").between(0, partitions - 1)
+    ).agg(F.collect_set("coordinator_partition").alias("held"))
+    listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
+    return in_records.select(
+        F.size(F.array_union(F.col("held"), listed_column)).alias("log_partitions_held")
+    )
 
 
 def _current_transactions(records: DataFrame) -> DataFrame:

@@ -73,6 +73,10 @@ class BatchRead:
     # the inputs, decoded (schemas/coordinator_records.json plus `_source_error`), one replica of
     # each: what the processing audit replays. None when the inputs hold none.
     coordinator_records: DataFrame | None = None
+    # Every (topic, partition) with a segment file in the export, empty or not (broker exports
+    # of segments only): Kafka creates a coordinator topic's partitions at once, so the empty
+    # ones show the export holds the whole topic.
+    partitions_listed: frozenset[tuple[str, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ def _segments(spark: SparkSession, paths: list[str], options: BatchOptions) -> B
         files=export.files,
         source_files=export.source_files,
         coordinator_records=export.coordinator_records,
+        partitions_listed=export.partitions_listed,
     )
 
 

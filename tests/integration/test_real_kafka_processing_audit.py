@@ -56,9 +56,15 @@ RELEASE_3 = f"kafka-{KAFKA_3}"
 # Which form of each release's export the run reads.
 FORM = {RELEASE_4: "segments", RELEASE_3: "dump_deep"}
 ABOVE_INFO = ("WARNING", "ERROR", "CRITICAL")
-# The copiers' groups write one output record per input record: declared one-to-one.
+# The copiers' groups write one output record per input record: declared one-to-one. The
+# transaction log's partition count is the cluster's, as its users would set it.
 ONE_TO_ONE_CONFIG = AuditConfig().with_overrides(
-    processing={"one_to_one_groups": [f"{scenario}-group-*" for scenario in ONE_TO_ONE]}
+    processing={
+        "one_to_one_groups": [f"{scenario}-group-*" for scenario in ONE_TO_ONE],
+        "transaction_state_partitions": int(
+            BROKER_SETTINGS["transaction.state.log.num.partitions"]
+        ),
+    }
 )
 
 

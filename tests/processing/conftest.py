@@ -8,6 +8,13 @@ import pytest
 
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
+from eos_audit.sources.kafka.coordinator_keys import (
+    DEFAULT_COORDINATOR_PARTITIONS,
+)
+from eos_audit.sources.kafka.coordinator_keys import (
+    TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
+)
+from tests.fixtures.segment_builder import write_empty_partitions
 from tests.run_once import once_per_run
 
 
@@ -26,6 +33,11 @@ def timelines(spark, tmp_path_factory) -> Path:
     def build(folder: Path) -> Path:
         outcomes.write_export(folder / "export")
         one_to_one.EXPORT.write(folder / "export")
+        # Kafka creates all of `__transaction_state`'s partitions at once: the ones no
+        # transactional id used are there, empty, and show the export holds the whole log.
+        write_empty_partitions(
+            folder / "export", 1, TRANSACTION_STATE, DEFAULT_COORDINATOR_PARTITIONS
+        )
         warehouse = folder / "warehouse"
         config = AuditConfig().with_overrides(
             processing={"one_to_one_groups": list(one_to_one.DECLARED)},

@@ -23,6 +23,9 @@ at read_uncommitted, committing plainly.
 | 59-60 | a KIP-939 two-phase-commit producer (transactional id `flink-sink-2pc`, timeout |
 | | Integer.MAX_VALUE) writes `prepared` in a transaction left open for its transaction manager |
 
+The export holds all 50 partitions of `__transaction_state`, as Kafka creates them, the ones no
+transactional id used empty (the shared run's conftest): it can tell a producer id no
+transactional id owns.
 `input` is exported from offset 100: `proc`'s standing offset, 4, is below its log start.
 `trimmed` holds offsets 0-2, but its `log-start-offset-checkpoint` says DeleteRecords moved its
 start to 2: `down`'s offset 1 there (time 39) is below it too.
@@ -38,8 +41,11 @@ from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.downstream_reads import last_stable_offset
+from eos_audit.processing.hanging_offsets import find_hanging_transactions
 from eos_audit.sources.kafka.coordinator_keys import partition_for
+from eos_audit.sources.kafka.export import read_kafka_export
 from tests.fixtures.segment_builder import (
     BASE_TS,
     checkpoint_text,
@@ -303,3 +309,47 @@ def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hangin
     ).to_pylist()  # fmt: skip
     written = (by_severity.get("ERROR", 0), by_severity.get("INFO", 0))
     assert (run["findings_error"], run["findings_info"]) == written
+
+
+def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transaction_log(
+    spark, tmp_path
+):
+    """`proc`'s offsets and the transaction log's partition of `proc-tx` alone: the producer the
+    log never knew hangs only where the export holds every partition of `__transaction_state`
+    (listed, empty or not, or holding records); else its transactional id may be in one the
+    export lacks, and the check is undecided."""
+    root = tmp_path / "export"
+    write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
+    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
+    export = read_kafka_export(spark, [str(root)])
+    records = staged_records(export.coordinator_records)
+    history = replay_offsets(offset_events(records))
+    every_partition = {("__transaction_state", p) for p in range(50)}
+
+    def hanging(partitions: int, listed) -> list[tuple]:
+        config = AuditConfig().with_overrides(
+            processing={"transaction_state_partitions": partitions}
+        )
+        rows = find_hanging_transactions(
+            history, records, config, "run", at(2000), listed
+        ).collect()  # fmt: skip
+        return [(r["finding_type"], r["cause"], r["producer_id"], r["detail"]) for r in rows]
+
+    assert export.partitions_listed == {(CO, PROC_CO), ("__transaction_state", TS)}
+    ((finding, cause, producer, detail),) = hanging(50, export.partitions_listed)
+    assert (finding, cause, producer) == ("UNVERIFIABLE", "TRANSACTION_LOG_NOT_WHOLE", None)
+    assert detail == (
+        f"HANGING_OFFSET_TRANSACTION cannot be decided for {CO}-{PROC_CO} (producer "
+        f"{UNKNOWN_PID}, 1 offset commit(s) of group {PROCESSOR} pending since record 4 for "
+        "1950000 ms): no exported record of __transaction_state has that producer id, and the "
+        "export holds 1 of its 50 partitions (processing.transaction_state_partitions): its "
+        "transactional id may be in one the export lacks."
+    )
+    assert [h[:3] for h in hanging(50, every_partition)] == [
+        ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)
+    ]
+    # A partition holding records counts without a listing (dump text, Parquet); a partition
+    # beyond the configured count is not counted.
+    others = every_partition - {("__transaction_state", TS)}
+    assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
+    assert [h[1] for h in hanging(51, every_partition)] == ["TRANSACTION_LOG_NOT_WHOLE"]

@@ -66,6 +66,8 @@ class KafkaExport:
     # The records and markers of the primary replicas of the coordinator topics' partitions
     # (coordinator_segments); None when the export has none.
     coordinator_records: DataFrame | None = None
+    # Every (topic, partition) with a segment file in the export, empty or not.
+    partitions_listed: frozenset[tuple[str, int]] = frozenset()
 
 
 def _segments(pd: PartitionDir) -> list[tuple[int, str, int]]:
@@ -241,6 +243,7 @@ def read_kafka_export(
             {file_id: path for path, file_id in ids.items()}, ref.BYTE_POSITION
         ),
         coordinator_records=_coordinator_records(spark, files, ranks),
+        partitions_listed=frozenset((f["topic"], f["partition"]) for f in files),
     )
 
 
