@@ -76,8 +76,8 @@ _REASONS = {
     "EXPORT_DOES_NOT_SPAN": "the range reaches outside the exported input partition",
     "RANGE_SPLITS_TRANSACTION": "an aborted, undecided or open transaction of the input "
     "straddles an end of the range",
-    "OUTPUTS_NOT_COUNTED": "an output partition of the transaction is not exported, or its "
-    "marker's type or records are not shown",
+    "OUTPUTS_NOT_COUNTED": "an output partition of the transaction is not exported, holds no "
+    "marker of it, or its marker's type or records are not shown",
     "OUTPUTS_SHARED": "the transaction committed offsets of more than one group, so its "
     "outputs are not one group's",
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
@@ -290,7 +290,8 @@ def _outputs(
     The transaction is its `__transaction_state` prepare record; its offsets' marker is the one
     its `__consumer_offsets` partition got, its outputs the records of the transactions its
     other partitions' COMMIT markers closed. `outputs_known` is false where a partition is not
-    exported, or its marker's type or records are not shown; `shared` is true where the
+    exported, holds no marker of the transaction, or its marker's type or records are not
+    shown; `shared` is true where the
     transaction committed offsets of more than one group, whose inputs its outputs mix.
     """
     matched = matched_markers(prepared_partitions(records, skew_ms), transactions).join(
@@ -300,10 +301,13 @@ def _outputs(
     )
     marker = F.col("marker")
     offsets = F.col("topic") == CONSUMER_OFFSETS
+    # Kafka writes a marker to every partition of a transaction: an exported partition without
+    # one here does not hold the transaction (its export ends before the marker or starts after
+    # the data, or lost either), so its outputs are not counted rather than taken for none.
     known = (
         F.col("exported").isNotNull()
-        & (marker.isNull() | marker["outcome"].isin("COMMIT", "ABORT"))
-        & (marker.isNull() | marker["records"].isNotNull())
+        & marker["outcome"].isin("COMMIT", "ABORT")
+        & marker["records"].isNotNull()
     )
     committed = F.when(marker["outcome"] == "COMMIT", marker["records"]).otherwise(F.lit(0))
     tx = ["transaction_log_partition", "transaction_log_offset"]

@@ -40,6 +40,10 @@ records it removed. Only the ranges of group `cdc-sink` that hold such offsets a
 at offset 10, and its log still starts at 0 (the cleaner never moves a log's start). The group
 `idle-cdc` stopped at offset 5 of it: inside the log, not below its start.
 
+The group `late-out` copies `src7` to `dst7` in two transactions; `dst7` is exported from after
+the first one (its records and marker gone, as after retention): that transaction's outputs are
+not counted (UNVERIFIABLE, OUTPUTS_NOT_COUNTED), never taken for none; the second is judged.
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -221,6 +225,13 @@ def build_export() -> Export:
     idle = Processor(export, "idle-cdc", 6400, CLEANED_FROM_START, "dst6")
     assert idle.co not in {gappy.co, split.co, copy.co, shared.co, compacted.co}
     idle.operator_commits(5, 5)
+
+    plain(export, "src7", 4)
+    late = Processor(export, "late-out", 6500, "src7", "dst7")
+    assert late.co not in {gappy.co, split.co, copy.co, shared.co, compacted.co, idle.co}
+    late.transaction(10, outputs=2, commit_to=2)
+    late.transaction(20, outputs=2, commit_to=4)
+    del export.logs[("dst7", 0)][:2]  # the first transaction's records and marker
     return export
 
 
@@ -230,7 +241,7 @@ COMPACTED_CO = partition_for("cdc-sink")
 
 
 # The groups the audit declares one-to-one (conftest.timelines).
-DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink")
+DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out")
 
 
 @pytest.fixture(scope="module")
@@ -274,6 +285,7 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED", "INFO", COMPACTED, 0, -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
+        ("UNVERIFIABLE", "OUTPUTS_NOT_COUNTED", "INFO", "src7", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
