@@ -645,9 +645,10 @@ def apply_offset(state, s, kind, group_is_empty, value, record_offset):
             s.removed_record_offset,
         )  # fmt: skip
     s.has_removed = False
-    if kind == PLAIN:
+    if kind == PLAIN and not group_is_empty:
         # A plain commit while a transaction of the key is open moves the group past input that
-        # transaction is processing; whether that loses it, its marker decides.
+        # transaction is processing; whether that loses it, its marker decides. Not an operator's
+        # reset of the emptied group: where to start is the operator's to say.
         start = s.committed_offset if s.has_offset else -1
         if value > start:
             slot = s.open_head

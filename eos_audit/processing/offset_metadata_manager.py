@@ -322,9 +322,10 @@ class OffsetMetadataManager:
             if removed is not None and value < removed.committed_offset:
                 row.findings.append(_rewind(removed, CAUSE_EXPIRED_RESET))
         self._removed.pop(key, None)
-        if row.kind == PLAIN:
+        if row.kind == PLAIN and not self._is_empty(event.group_id or ""):
             # A plain commit while a transaction of the key is open moves the group past input
-            # that transaction is processing; whether that loses it, its marker decides.
+            # that transaction is processing; whether that loses it, its marker decides. Not an
+            # operator's reset of the emptied group: where to start is the operator's to say.
             start = -1 if previous is None else previous.committed_offset
             for producer_id in self._open_by_key.get(key, ()):
                 entry = self.pending_transactional_offsets[producer_id][key]

@@ -169,6 +169,10 @@ def test_a_plain_commit_inside_a_transaction_that_aborts_commits_input_nobody_pr
     after = outcomes([*events[:3], marker(4, 7, "ABORT"), commit(5, 15)])
     assert after[-1][3] == [("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")]
     assert all(not r[3] for r in after[:-1])
+    # The processor crashed with its transaction open and its group emptied; an operator reset
+    # the group past that input before the coordinator aborted it: the operator's choice.
+    reset = outcomes([*events[:4], members(4, 0), commit(5, 15), marker(6, 7, "ABORT")])
+    assert all(not r[3] for r in reset)
 
 
 def test_two_producers_committing_one_key_in_overlapping_transactions():
