@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
+from eos_audit.processing.exported_logs import unverifiable_finding
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -34,7 +35,11 @@ _NEVER = 2**63 - 1  # the end of a transaction still open when the export was ta
 
 
 def last_stable_offset(
-    history: DataFrame, transactions: DataFrame, config: AuditConfig, run_id: str
+    history: DataFrame,
+    transactions: DataFrame,
+    partitions: DataFrame,
+    config: AuditConfig,
+    run_id: str,
 ) -> DataFrame:
     """READ_PAST_LSO and ABORTED_READ findings: every commit against its partition's LSO then.
 
@@ -43,14 +48,21 @@ def last_stable_offset(
     marker's: `processing.clock_skew_ms` absorbs the two brokers' clocks. Commits of partitions
     the export does not hold are not judged; an aborted transactional commit never counted.
 
+    A transaction still open at the end of its partition's export was open at a commit only if
+    the export shows the partition after the commit (a batch at least the skew later): of a
+    commit made after the partition's last exported batch (the two topics exported at different
+    times) the export cannot tell, and says UNVERIFIABLE (EXPORT_DOES_NOT_SPAN), one finding per
+    group and partition.
+
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
+        partitions: the audit's partition statistics (topic, partition, max_timestamp).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
 
     Returns:
-        FINDINGS rows.
+        FINDINGS rows (UNVERIFIABLE ones among them).
     """
     key = ["topic", "partition"]
     commits = history.where(
@@ -107,7 +119,43 @@ def last_stable_offset(
         .alias("finding_type"),
         F.when(aborted_open, F.col("aborted")).otherwise(F.col("latest")).alias("t"),
     ).where(F.col("finding_type").isNotNull())
-    return _findings(judged, config, run_id)
+    exported = partitions.groupBy(*key).agg(F.max("max_timestamp").alias("exported_until"))
+    judged = judged.join(exported, key, "left")
+    open_at_end = (F.col("finding_type") == "READ_PAST_LSO") & (F.col("t.ended_at") == _NEVER)
+    spans = F.coalesce(F.col("exported_until") >= deadline, F.lit(False))
+    return _findings(judged.where(~open_at_end | spans), config, run_id).unionByName(
+        _undecided(judged.where(open_at_end & ~spans), config, run_id)
+    )
+
+
+def _undecided(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """UNVERIFIABLE (READ_PAST_LSO, EXPORT_DOES_NOT_SPAN), one per group and partition.
+
+    For commits past a transaction open at the end of the partition's export, made after its
+    last exported batch.
+    """
+    cause = F.lit("EXPORT_DOES_NOT_SPAN")
+    per_group = judged.groupBy("topic", "partition", F.col("c.group_id").alias("group_id")).agg(
+        F.count(F.lit(1)).alias("commits"),
+        F.min("c.committed_at").alias("first_at"),
+        F.first("exported_until").alias("exported_until"),
+    )
+    values = {
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "group_id": F.col("group_id"),
+        "scope": F.format_string("%d commit(s) of group %s", "commits", "group_id"),
+        "reason": F.format_string(
+            "they passed a transaction still open at the end of the partition's export, and "
+            "were made from %d ms on, after its last exported batch (at %d ms): whether the "
+            "transaction was still open then is not in the export",
+            "first_at", F.coalesce("exported_until", F.lit(-1)),
+        ),
+        "cause": cause,
+    }  # fmt: skip
+    identity = [F.col("topic"), F.col("partition"), F.col("group_id"), cause]
+    finding = unverifiable_finding("READ_PAST_LSO", values, identity, config, run_id)
+    return per_group.select(finding.alias("f")).select("f.*")
 
 
 def _findings(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:

@@ -271,16 +271,54 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
         "marker_offset long, outcome string, end_timestamp long",
     )
 
+    partitions = spark.createDataFrame(
+        [(OUTPUT, 0, at(30))], "topic string, partition int, max_timestamp long"
+    )
+
     def found(skew_ms: int) -> list[str]:
         config = AuditConfig()
         config = dataclasses.replace(
             config, processing=dataclasses.replace(config.processing, clock_skew_ms=skew_ms)
         )
-        rows = last_stable_offset(history, transactions, config, "run").collect()
+        rows = last_stable_offset(history, transactions, partitions, config, "run").collect()
         return [r["finding_type"] for r in rows]
 
     assert found(1000) == ["ABORTED_READ"]
     assert found(10_000) == []
+
+
+def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_export_spans(spark):
+    """`out`'s export ends with a transaction open, its last batch at 40 s. A commit past it at
+    31 s read past the LSO; of the group's commits at 45 and 50 s, made after the partition's
+    export ended (`__consumer_offsets` exported later), the export cannot tell."""
+    columns = (
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string"
+    )
+    history = spark.createDataFrame(
+        [(DOWNSTREAM, OUTPUT, 0, 6, "PLAIN", "APPLIED", at(when), at(when), -1, -1, DOWN_CO,
+          record, "x") for record, when in enumerate((31, 45, 50))],
+        columns,
+    )  # fmt: skip
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID, 5, None, None, None)],
+        "topic string, partition int, producer_id long, first_offset long, "
+        "marker_offset long, outcome string, end_timestamp long",
+    )
+    partitions = spark.createDataFrame(
+        [(OUTPUT, 0, at(40))], "topic string, partition int, max_timestamp long"
+    )
+    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
+    found = sorted((r["finding_type"], r["cause"], r["base_offset"]) for r in rows)
+    assert found == [("READ_PAST_LSO", None, 0), ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN", -1)]
+    (undecided,) = [r for r in rows if r["finding_type"] == "UNVERIFIABLE"]
+    assert undecided["detail"] == (
+        f"READ_PAST_LSO cannot be decided for {OUTPUT}-0 (2 commit(s) of group {DOWNSTREAM}): "
+        f"they passed a transaction still open at the end of the partition's export, and were "
+        f"made from {at(45)} ms on, after its last exported batch (at {at(40)} ms): whether the "
+        "transaction was still open then is not in the export."
+    )
 
 
 def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(audited):
