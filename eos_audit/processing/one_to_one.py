@@ -294,7 +294,7 @@ def _outputs(
     shown; `shared` is true where the
     transaction committed offsets of more than one group, whose inputs its outputs mix.
     """
-    matched = matched_markers(prepared_partitions(records, skew_ms), transactions).join(
+    matched = matched_markers(prepared_partitions(records, skew_ms), transactions, skew_ms).join(
         logs.select("topic", "partition", F.lit(True).alias("exported")),
         ["topic", "partition"],
         "left",

@@ -106,12 +106,20 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
     )
 
 
-def matched_markers(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
+def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) -> DataFrame:
     """Each prepared partition with the marker that ended its producer's transaction there.
+
+    The marker is the producer's next one in the partition, of the prepared epoch, before the
+    producer's next prepare record, and no later than the Complete record (by `skew_ms`): the
+    coordinator writes Complete once every marker is written. Without that bound, under
+    transactions v1 (one epoch for all of a producer's transactions) a partition holding no
+    marker of this transaction would take the next transaction's, where the export of the
+    transaction log ends before that one's prepare.
 
     Args:
         prepared: `prepared_partitions`' rows.
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
+        skew_ms: how far apart the partition leader's and the coordinator's clocks may be.
 
     Returns:
         The prepared rows with `marker` when a marker ended the transaction there (its time,
@@ -160,7 +168,11 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame) -> DataFrame:
     ends_it = F.coalesce(
         F.col("n.marker_offset").isNotNull()
         & (F.col("next_at").isNull() | (F.col("n.at") < F.col("next_at")))
-        & (F.col("n.epoch") == F.col("e.producer_epoch")),
+        & (F.col("n.epoch") == F.col("e.producer_epoch"))
+        & (
+            F.col("e.completed_at").isNull()
+            | (F.col("n.at") <= F.col("e.completed_at") + F.lit(skew_ms))
+        ),
         F.lit(False),
     )
     return (
@@ -210,7 +222,9 @@ def write_txn_markers(
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
     exported = partitions.select("topic", "partition", "max_timestamp")
-    judged = matched_markers(prepared, transactions).join(exported, ["topic", "partition"], "left")
+    judged = matched_markers(prepared, transactions, skew).join(
+        exported, ["topic", "partition"], "left"
+    )
     marker, later = F.col("marker"), F.col("later")
     # Without its marker, the partition's data of the transaction stays open until a later
     # marker of the producer closes it with the next transaction's (or never): the producer's

@@ -38,12 +38,14 @@ import dataclasses
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import functions as F
 
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
+from eos_audit.processing.transaction_markers import matched_markers
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from eos_audit.sources.kafka.export import read_kafka_export
 from tests.fixtures.segment_builder import (
@@ -391,3 +393,28 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     others = every_partition - {("__transaction_state", TS)}
     assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
     assert [h[1] for h in hanging(51, every_partition)] == ["TRANSACTION_LOG_NOT_WHOLE"]
+
+
+def test_a_marker_written_after_the_complete_record_ends_another_transaction(spark):
+    """Transactions v1: one epoch for all of a producer's transactions. Transaction A, prepared
+    at 10 s and completed at 11 s, has no marker in `out`'s export (nothing of it there); the
+    export of the transaction log ends before B's prepare, but `out`'s holds B's marker at 22 s,
+    of the same epoch. Kafka wrote A's markers before its Complete record: B's is not A's."""
+    prepared = spark.createDataFrame(
+        [(TXN_ID, TS, 3, PID, 0, "COMMIT", at(10), at(11), at(9), OUTPUT, 0)],
+        "transactional_id string, transaction_log_partition int, transaction_log_offset long, "
+        "producer_id long, producer_epoch int, decision string, prepared_at long, "
+        "completed_at long, at long, topic string, partition int",
+    )
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID, at(22), 4, "ABORT", 0, 3, at(20), 1)],
+        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
+        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+    )
+    (row,) = matched_markers(prepared, transactions, 1000).collect()
+    assert row["marker"] is None
+    assert (row["later"]["marker_offset"], row["later"]["first_timestamp"]) == (4, at(20))
+    # Had A completed after B's marker, the marker would be A's.
+    late = prepared.withColumn("completed_at", F.lit(at(23)))
+    (row,) = matched_markers(late, transactions, 1000).collect()
+    assert (row["marker"]["marker_offset"], row["later"]) == (4, None)
