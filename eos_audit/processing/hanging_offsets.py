@@ -44,7 +44,8 @@ _OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 # (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 TWO_PHASE_COMMIT = "TWO_PHASE_COMMIT"  # the cause (findings.CAUSE_CEILING)
-TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # UNVERIFIABLE's cause
+TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # UNVERIFIABLE's causes
+EXPORT_DOES_NOT_SPAN = "EXPORT_DOES_NOT_SPAN"
 
 
 def find_hanging_transactions(
@@ -61,7 +62,10 @@ def find_hanging_transactions(
     transaction log: every one of `processing.transaction_state_partitions` partitions in the
     export, listed or holding records. Otherwise such a producer's pending commits are
     UNVERIFIABLE (TRANSACTION_LOG_NOT_WHOLE): its transactional id may be in a partition the
-    export lacks.
+    export lacks. NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no
+    older than the first pending commit (less the clock skew): the coordinator wrote the Ongoing
+    record listing the partition before it, so an older latest record means the transaction
+    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN).
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -108,14 +112,20 @@ def find_hanging_transactions(
             (tp["topic"] == CONSUMER_OFFSETS) & (tp["partition"] == F.col("coordinator_partition"))
         ),
     )
-    cause = (
-        # Without the whole log, no cause: `undecided` below.
-        F.when(log.isNull(), F.when(whole, F.lit("NO_TRANSACTIONAL_ID")))
-        .when(~log["transaction_status"].isin(*_OPEN_STATES), "NOT_IN_CURRENT_TRANSACTION")
-        .when(~F.coalesce(listed, F.lit(False)), "NOT_IN_CURRENT_TRANSACTION")
+    first = F.col("first")
+    not_current = ~log["transaction_status"].isin(*_OPEN_STATES) | ~F.coalesce(listed, F.lit(False))
+    # The coordinator writes the Ongoing record listing the partition (AddOffsetsToTxn) before
+    # the commit: a latest record older than the commit is of a transaction log exported before
+    # the commit, which cannot say what the transaction is now.
+    log_spans = log["timestamp"] >= first["timestamp"] - F.lit(config.processing.clock_skew_ms)
+    # Where the export cannot decide, no cause: `undecided` below.
+    cause = F.when(log.isNull(), F.when(whole, F.lit("NO_TRANSACTIONAL_ID"))).when(
+        not_current & log_spans, "NOT_IN_CURRENT_TRANSACTION"
+    )
+    undecided_cause = F.when(log.isNull(), F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE))).when(
+        not_current & ~log_spans, F.lit(EXPORT_DOES_NOT_SPAN)
     )
     hanging = judged.withColumn("cause", cause).where(F.col("cause").isNotNull())
-    first = F.col("first")
     values = {
         "cause": F.col("cause"),
         "topic": F.lit(CONSUMER_OFFSETS),
@@ -148,11 +158,11 @@ def find_hanging_transactions(
     finding = finding_struct(
         "HANGING_OFFSET_TRANSACTION", config, run_id, identity=identity, values=values
     )
-    undecided = judged.where(log.isNull() & ~whole)
+    undecided = judged.withColumn("cause", undecided_cause).where(F.col("cause").isNotNull())
     unverifiable = unverifiable_finding(
         "HANGING_OFFSET_TRANSACTION",
         {
-            "cause": F.lit(TRANSACTION_LOG_NOT_WHOLE),
+            "cause": F.col("cause"),
             "topic": F.lit(CONSUMER_OFFSETS),
             "partition": F.col("coordinator_partition"),
             "group_id": first["group_id"],
@@ -160,14 +170,25 @@ def find_hanging_transactions(
                 "producer %d, %d offset commit(s) of group %s pending since record %d for %d ms",
                 "producer_id", "offsets", first["group_id"], first["record_offset"], "open_ms",
             ),
-            "reason": F.format_string(
-                "no exported record of __transaction_state has that producer id, and the export "
-                "holds %d of its %d partitions (processing.transaction_state_partitions): its "
-                "transactional id may be in one the export lacks",
-                "log_partitions_held", F.lit(log_partitions),
+            "reason": F.when(
+                F.col("cause") == TRANSACTION_LOG_NOT_WHOLE,
+                F.format_string(
+                    "no exported record of __transaction_state has that producer id, and the "
+                    "export holds %d of its %d partitions (processing.transaction_state_partitions)"
+                    ": its transactional id may be in one the export lacks",
+                    "log_partitions_held", F.lit(log_partitions),
+                ),
+            ).otherwise(
+                F.format_string(
+                    "the latest exported record of its transactional id %s "
+                    "(__transaction_state-%s offset %s, %s) is older than the first pending "
+                    "commit: that partition's export ends before the transaction began",
+                    log["transactional_id"], log["partition"], log["offset"],
+                    log["transaction_status"],
+                )
             ),
         },
-        [F.col("coordinator_partition"), F.col("producer_id"), F.lit(TRANSACTION_LOG_NOT_WHOLE)],
+        [F.col("coordinator_partition"), F.col("producer_id"), F.col("cause")],
         config,
         run_id,
     )  # fmt: skip
@@ -200,7 +221,8 @@ def _current_transactions(records: DataFrame) -> DataFrame:
     """Each producer id's latest `__transaction_state` record.
 
     Returns producer_id and a `log` struct: transactional_id, transaction_status,
-    transaction_partitions, transaction_timeout_ms, and the record's partition and offset.
+    transaction_partitions, transaction_timeout_ms, and the record's partition, offset and
+    timestamp.
     """
     states = records.where(
         (F.col("coordinator_topic") == TRANSACTION_STATE)
@@ -223,6 +245,7 @@ def _current_transactions(records: DataFrame) -> DataFrame:
                 "transaction_timeout_ms",
                 F.col("coordinator_partition").alias("partition"),
                 "offset",
+                "timestamp",
             ).alias("log"),
         )  # fmt: skip
     )

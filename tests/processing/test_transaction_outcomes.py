@@ -418,3 +418,31 @@ def test_a_marker_written_after_the_complete_record_ends_another_transaction(spa
     late = prepared.withColumn("completed_at", F.lit(at(23)))
     (row,) = matched_markers(late, transactions, 1000).collect()
     assert (row["marker"]["marker_offset"], row["later"]) == (4, None)
+
+
+def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hangs(spark, tmp_path):
+    """`proc`'s transaction 2 commits its offset at 21 s and its marker is not in the export.
+    With the whole transaction log (its last record at 37 s), the current transaction of
+    `proc-tx` does not list the partition: hanging. With the log exported up to 14 s, before
+    transaction 2's Ongoing record, it cannot tell."""
+
+    def hanging(log_records: int) -> list[tuple]:
+        root = tmp_path / str(log_records)
+        write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS[:3])
+        write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG[:log_records])
+        export = read_kafka_export(spark, [str(root)])
+        records = staged_records(export.coordinator_records)
+        history = replay_offsets(offset_events(records))
+        rows = find_hanging_transactions(history, records, AuditConfig(), "run", at(2000)).collect()
+        return [(r["finding_type"], r["cause"], r["detail"]) for r in rows]
+
+    assert [h[:2] for h in hanging(len(TRANSACTION_LOG))] == [
+        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")
+    ]
+    ((finding, cause, detail),) = hanging(3)
+    assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
+    assert detail.endswith(
+        f"the latest exported record of its transactional id {TXN_ID} (__transaction_state-{TS} "
+        "offset 2, CompleteCommit) is older than the first pending commit: that partition's "
+        "export ends before the transaction began."
+    )
