@@ -66,8 +66,9 @@ _REASONS = {
     "OFFSETS_NOT_WHOLE": "the __consumer_offsets partition holding the group is not whole from "
     "offset 0 in the export (compacted or deleted commits): a range could span several "
     "transactions",
-    "RANGE_START_UNKNOWN": "the group's offset had been deleted before this commit, so where "
-    "its transaction began reading is not in the log",
+    "RANGE_START_UNKNOWN": "where its transaction began reading is not in the log: the group's "
+    "offset had been deleted before this commit, or it is the group's first commit and the "
+    "export holds the input from after offset 0 only",
     "INPUT_NOT_EXPORTED": "the input partition is not in the export",
     "INPUT_NOT_WHOLE": "the range holds offsets of the input partition where the export does "
     "not hold one record per offset (compaction, or batches not read)",
@@ -136,10 +137,11 @@ def send_offsets_to_transaction(
 def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFrame:
     """Each applied transactional commit with the input range its transaction processed.
 
-    `range_start` is the group's offset it replaced (the input's first exported offset for the
-    group's first commit); `resumed_from` the previous committed transaction's offset;
-    `covered_to` the highest offset an earlier committed transaction of the key reached, against
-    which the range overlaps or leaves a gap. `reason` says why the range cannot be judged.
+    `range_start` is the group's offset it replaced (for the group's first commit, offset 0
+    where the export holds the input from there, else unknown); `resumed_from` the previous
+    committed transaction's offset; `covered_to` the highest offset an earlier committed
+    transaction of the key reached, against which the range overlaps or leaves a gap. `reason`
+    says why the range cannot be judged.
     """
     applied = history.where(F.col("outcome") == "APPLIED")
     # The order the coordinator applied them: a transactional commit at its marker.
@@ -160,7 +162,10 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
     joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
         logs, ["topic", "partition"], "left"
     )
-    first = F.col("applied_before") == 0
+    # The group's first commit of the partition read from where the group began: the log's start
+    # (the tiling Kafka's copier test checks) only where the export holds the input from offset
+    # 0; above it, retention, DeleteRecords or the cleaner removed input the group may have read.
+    first = (F.col("applied_before") == 0) & (F.col("log_start") == 0)
     start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.col("log_start")))
 
     def meets(span: str) -> Column:

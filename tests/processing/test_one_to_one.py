@@ -44,6 +44,10 @@ The group `late-out` copies `src7` to `dst7` in two transactions; `dst7` is expo
 the first one (its records and marker gone, as after retention): that transaction's outputs are
 not counted (UNVERIFIABLE, OUTPUTS_NOT_COUNTED), never taken for none; the second is judged.
 
+The group `after-retention` copies `src8`, whose export starts at offset 5 (retention removed 0-4):
+its first transaction's range begins where the group began, which the export does not show
+(UNVERIFIABLE, RANGE_START_UNKNOWN); its second is judged from the first's offset.
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -232,6 +236,14 @@ def build_export() -> Export:
     late.transaction(10, outputs=2, commit_to=2)
     late.transaction(20, outputs=2, commit_to=4)
     del export.logs[("dst7", 0)][:2]  # the first transaction's records and marker
+
+    export.next[("src8", 0)] = 5  # retention removed offsets 0-4
+    plain(export, "src8", 7)
+    trimmed = Processor(export, "after-retention", 6600, "src8", "dst8")
+    others = (gappy, split, copy, shared, compacted, idle, late)
+    assert trimmed.co not in {other.co for other in others}
+    trimmed.transaction(10, outputs=9, commit_to=9)  # it had read 0-8, before the retention
+    trimmed.transaction(20, outputs=3, commit_to=12)
     return export
 
 
@@ -241,7 +253,7 @@ COMPACTED_CO = partition_for("cdc-sink")
 
 
 # The groups the audit declares one-to-one (conftest.timelines).
-DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out")
+DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention")
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +301,7 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
+        ("UNVERIFIABLE", "RANGE_START_UNKNOWN", "INFO", "src8", 0, -1),
     ]  # fmt: skip
 
 
