@@ -162,11 +162,11 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
     joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
         logs, ["topic", "partition"], "left"
     )
-    # The group's first commit of the partition read from where the group began: the log's start
-    # (the tiling Kafka's copier test checks) only where the export holds the input from offset
-    # 0; above it, retention, DeleteRecords or the cleaner removed input the group may have read.
+    # The group's first commit of the partition read from where the group began: offset 0 (the
+    # tiling Kafka's copier test checks) where the export holds the input from there; above it,
+    # retention, DeleteRecords or the cleaner removed input the group may have read.
     first = (F.col("applied_before") == 0) & (F.col("log_start") == 0)
-    start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.col("log_start")))
+    start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.lit(0)))
 
     def meets(span: str) -> Column:
         """The range [start, committed_offset) holds an offset of the input's span `span`."""
@@ -296,8 +296,8 @@ def _outputs(
     its `__consumer_offsets` partition got, its outputs the records of the transactions its
     other partitions' COMMIT markers closed. `outputs_known` is false where a partition is not
     exported, holds no marker of the transaction, or its marker's type or records are not
-    shown; `shared` is true where the
-    transaction committed offsets of more than one group, whose inputs its outputs mix.
+    shown; `shared` is true where the transaction committed offsets of more than one group,
+    whose inputs its outputs mix.
     """
     matched = matched_markers(prepared_partitions(records, skew_ms), transactions, skew_ms).join(
         logs.select("topic", "partition", F.lit(True).alias("exported")),
