@@ -40,6 +40,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | consumer commits that one's input plainly; that one aborts |
 | `expired_reset` | a librdkafka consumer commits its input's end and leaves; the group is |
 | | deleted (deleteConsumerGroups); a new consumer starts from the earliest offset and commits |
+| `compacted_input` | the cleaner compacts an input; a copier copies it from offset 0 (what |
+| | the cleaner left), then the input written since |
 | `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
 | | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
@@ -927,15 +929,85 @@ def consumer_protocol_reset(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+# `compacted_input`'s topic configs: short segments, and a cleaner that takes a rolled segment at
+# once and keeps no tombstone (the cluster's log.cleaner.backoff.ms is short: cluster.py).
+COMPACTED = {
+    "cleanup_policy": "compact", "segment_ms": "300", "min_cleanable_dirty_ratio": "0.01",
+    "min_compaction_lag_ms": "0", "delete_retention_ms": "0", "file_delete_delay_ms": "0",
+}  # fmt: skip
+
+
+def _cleaned_to(cluster: Cluster, partition: str) -> int:
+    """Where the cleaner's last pass over `partition` (`topic-N`) ended: its entry in the
+    broker's cleaner-offset-checkpoint, or -1 before any."""
+    checkpoint = cluster.brokers[0].log_dir / "cleaner-offset-checkpoint"
+    topic, number = partition.rsplit("-", 1)
+    lines = checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []
+    ends = [int(f[2]) for f in map(str.split, lines) if f[:2] == [topic, number]]
+    return max(ends, default=-1)
+
+
+# Where a RecordBatch v2 header holds its record count.
+RECORD_COUNT_AT = 57
+
+
+def _records_held(cluster: Cluster, partition: str) -> int:
+    """The records the broker's log of `partition` (`topic-N`) holds now (no markers: an
+    idempotent producer's input)."""
+    logs = sorted((cluster.brokers[0].log_dir / partition).glob("*.log"))
+    entries = [entry for log in logs for _, entry in split_entries(log.read_bytes())]
+    return sum(struct.unpack_from(">i", entry, RECORD_COUNT_AT)[0] for entry in entries)
+
+
+def compacted_input(cluster: Cluster) -> Played:
+    """A copier copies a compacted input from its start after the cleaner removed most of it,
+    then the input written since.
+
+    The input's keys repeat (seven per batch): of its first segment, rolled by the next write,
+    the cleaner keeps the last record of each key, in a batch that keeps its base and last
+    offsets, and removes the batches whose every record a later one replaced. The copier reads
+    from offset 0 what is left, its position jumping the removed offsets. More input comes in
+    one segment the cleaner does not reach (the active one), and the copier, restarted with the
+    same transactional.id, copies it. Each transaction wrote one output per input record it read.
+
+    The copier counts what is left to copy in offsets (the log's end less its position) and
+    what it copied in records, so on a compacted input it never ends by itself: each copier is
+    told to copy the records the log holds (`--max-messages`).
+    """
+    played = _start(cluster, "compacted_input", partitions=1, records=90, **COMPACTED)
+    (transactional_id,) = played.transactional_ids
+    partition = f"{played.input_topic}-0"
+    producer = rdkafka_producer(cluster.bootstrap)
+    time.sleep(0.4)  # past segment.ms: the next write rolls the first segment
+    rdkafka_send(producer, played.input_topic, 0, 30)
+    played.input_records += 30
+    deadline = time.monotonic() + 60
+    while _cleaned_to(cluster, partition) < 90:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cleaner did not clean the first segment of {partition}")
+        time.sleep(0.1)
+    held = _records_held(cluster, partition)
+    played.event("input cleaned", to=_cleaned_to(cluster, partition), records=held)
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, max_messages=held).finish()
+    played.event("copied", committed=committed_offsets(cluster, played.group))
+    time.sleep(0.4)  # the last input in a segment of its own, after the cleaned ones
+    more = 60
+    rdkafka_send(producer, played.input_topic, 0, more)
+    played.input_records += more
+    played.event("input written", records=more)
+    Copier(cluster.jars, cluster.bootstrap, played, transactional_id, max_messages=more).finish()
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9), and
 # those of 4.x only (see the module's docstring).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
-    aborted_range, expired_reset,
+    aborted_range, expired_reset, compacted_input,
 )  # fmt: skip
 PROCESSING_4 = (*PROCESSING, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
 # that commits its offset: the audit declares their groups one-to-one.
 ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "forward_reset",
-              "rewind_reprocess")  # fmt: skip
+              "rewind_reprocess", "compacted_input")  # fmt: skip
