@@ -100,12 +100,17 @@ def find_hanging_transactions(
     old = pending.withColumn("open_ms", now - F.col("first.timestamp")).where(
         F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
     )
-    log_partitions = config.processing.transaction_state_partitions
     judged = old.join(_current_transactions(records), "producer_id", "left").crossJoin(
-        _transaction_log_held(records, log_partitions, partitions_listed)
+        _transaction_log_held(
+            records, config.processing.transaction_state_partitions, partitions_listed
+        )
     )
     log = F.col("log")
-    whole = F.col("log_partitions_held") == F.lit(log_partitions)
+    whole = F.col("log_partitions_held") == F.col("log_partitions")
+    # The export holds a partition the configured count does not have: the count is too low.
+    beyond_configured = F.col("log_partitions") > F.lit(
+        config.processing.transaction_state_partitions
+    )
     listed = F.exists(
         log["transaction_partitions"],
         lambda tp: (
@@ -174,9 +179,20 @@ def find_hanging_transactions(
                 F.col("cause") == TRANSACTION_LOG_NOT_WHOLE,
                 F.format_string(
                     "no exported record of __transaction_state has that producer id, and the "
-                    "export holds %d of its %d partitions (processing.transaction_state_partitions)"
-                    ": its transactional id may be in one the export lacks",
-                    "log_partitions_held", F.lit(log_partitions),
+                    "export holds %d of its %s partitions (%s): its transactional id may be in "
+                    "one the export lacks",
+                    "log_partitions_held",
+                    F.concat(
+                        F.when(beyond_configured, F.lit("at least ")).otherwise(F.lit("")),
+                        F.col("log_partitions").cast("string"),
+                    ),
+                    F.when(
+                        beyond_configured,
+                        F.format_string(
+                            "it holds __transaction_state-%d, beyond "
+                            "processing.transaction_state_partitions", F.col("log_partitions") - 1,
+                        ),
+                    ).otherwise(F.lit("processing.transaction_state_partitions")),
                 ),
             ).otherwise(
                 F.format_string(
@@ -202,18 +218,24 @@ def find_hanging_transactions(
 def _transaction_log_held(
     records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
 ) -> DataFrame:
-    """One row: `log_partitions_held`, the number of `__transaction_state` partitions.
+    """One row: the partitions `__transaction_state` has, and how many of them the export holds.
 
-    Those from 0 to `partitions` - 1 that the export lists (`listed`) or holds records of.
+    `log_partitions_held` counts those the export lists (`listed`) or holds records of.
+    `log_partitions` is `partitions` (`processing.transaction_state_partitions`), or more where
+    the export holds a higher one: Kafka numbers a topic's partitions from 0, so a configured
+    count below the cluster's never makes a partial export look whole.
     """
-    named = sorted({p for t, p in listed if t == TRANSACTION_STATE and 0 <= p < partitions})
+    named = sorted({p for t, p in listed if t == TRANSACTION_STATE and p >= 0})
     in_records = records.where(
-        (F.col("coordinator_topic") == TRANSACTION_STATE)
-        & F.col("coordinator_partition").between(0, partitions - 1)
+        (F.col("coordinator_topic") == TRANSACTION_STATE) & (F.col("coordinator_partition") >= 0)
     ).agg(F.collect_set("coordinator_partition").alias("held"))
     listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
+    held = F.array_union(F.col("held"), listed_column)
     return in_records.select(
-        F.size(F.array_union(F.col("held"), listed_column)).alias("log_partitions_held")
+        F.greatest(F.lit(partitions), F.coalesce(F.array_max(held) + 1, F.lit(0))).alias(
+            "log_partitions"
+        ),
+        F.size(held).alias("log_partitions_held"),
     )
 
 

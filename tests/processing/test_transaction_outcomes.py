@@ -388,11 +388,22 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     assert [h[:3] for h in hanging(50, every_partition)] == [
         ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)
     ]
-    # A partition holding records counts without a listing (dump text, Parquet); a partition
-    # beyond the configured count is not counted.
+    # A partition holding records counts without a listing (dump text, Parquet).
     others = every_partition - {("__transaction_state", TS)}
-    assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
+    assert [h[1] for h in hanging(50, others)] == ["NO_TRANSACTIONAL_ID"]
     assert [h[1] for h in hanging(51, every_partition)] == ["TRANSACTION_LOG_NOT_WHOLE"]
+    # A partition beyond the configured count: the cluster has more than the configuration says,
+    # so the partitions up to it are the log, and the export lacks some.
+    beyond = every_partition | {("__transaction_state", 60)}
+    ((finding, cause, _, detail),) = hanging(50, beyond)
+    assert (finding, cause) == ("UNVERIFIABLE", "TRANSACTION_LOG_NOT_WHOLE")
+    assert detail.endswith(
+        "the export holds 51 of its at least 61 partitions (it holds __transaction_state-60, "
+        "beyond processing.transaction_state_partitions): its transactional id may be in one "
+        "the export lacks."
+    )
+    # Every partition up to the highest one exported: the whole log, whatever the configuration.
+    assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
 
 
 def test_a_marker_written_after_the_complete_record_ends_another_transaction(spark):
