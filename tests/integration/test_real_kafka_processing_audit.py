@@ -48,7 +48,7 @@ from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.jars import KAFKA_3, KAFKA_4
 from tests.kafka import tamper
 from tests.kafka.cluster import BROKER_SETTINGS
-from tests.kafka.processing import ONE_TO_ONE
+from tests.kafka.processing import ONE_TO_ONE, cleaned_to
 from tests.run_once import once_per_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka]
@@ -114,15 +114,6 @@ def _applied(warehouse: str, group: str) -> list[dict]:
         f"SELECT committed_offset FROM t WHERE group_id = '{group}' AND outcome = 'APPLIED' "
         "AND kind = 'TRANSACTIONAL' ORDER BY record_offset",
     )  # fmt: skip
-
-
-def _cleaned_to(segments: Path, topic: str) -> int:
-    """Where the broker's cleaner last ended on `topic`'s partition 0: its entry in the
-    exported cleaner-offset-checkpoint."""
-    (checkpoint,) = segments.glob("*/cleaner-offset-checkpoint")
-    lines = checkpoint.read_text().splitlines()
-    (entry,) = [fields for fields in map(str.split, lines) if fields[:2] == [topic, "0"]]
-    return int(entry[2])
 
 
 def _evidence(warehouse: str, group: str, finding_type: str) -> list[dict]:
@@ -271,7 +262,9 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     # since: the transactions whose ranges reach the offsets the cleaner left in doubt cannot be
     # counted, and say so; every later one is judged, and passes.
     compacted = facts["compacted_input"]
-    cleaned = _cleaned_to(Path(real_kafka.processing[release].segments), compacted.input_topic)
+    segments = Path(real_kafka.processing[release].segments)
+    (input_copy,) = segments.glob(f"*/{compacted.input_topic}-0")
+    cleaned = cleaned_to(input_copy.parent, input_copy.name)
     starts = [0, *[r["committed_offset"] for r in _applied(warehouse, compacted.group)]][:-1]
     undecided = sum(start < cleaned for start in starts)
     assert 0 < undecided < len(starts), (cleaned, starts)

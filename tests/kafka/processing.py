@@ -71,6 +71,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.fixtures.segment_builder import split_entries
 from tests.jars import JarSet
@@ -937,10 +938,10 @@ COMPACTED = {
 }  # fmt: skip
 
 
-def _cleaned_to(cluster: Cluster, partition: str) -> int:
+def cleaned_to(log_dir: Path, partition: str) -> int:
     """Where the cleaner's last pass over `partition` (`topic-N`) ended: its entry in the
-    broker's cleaner-offset-checkpoint, or -1 before any."""
-    checkpoint = cluster.brokers[0].log_dir / "cleaner-offset-checkpoint"
+    cleaner-offset-checkpoint of `log_dir` (a broker's, or its exported copy), or -1 before any."""
+    checkpoint = log_dir / "cleaner-offset-checkpoint"
     topic, number = partition.rsplit("-", 1)
     lines = checkpoint.read_text().splitlines()[2:] if checkpoint.exists() else []
     ends = [int(f[2]) for f in map(str.split, lines) if f[:2] == [topic, number]]
@@ -977,17 +978,18 @@ def compacted_input(cluster: Cluster) -> Played:
     played = _start(cluster, "compacted_input", partitions=1, records=90, **COMPACTED)
     (transactional_id,) = played.transactional_ids
     partition = f"{played.input_topic}-0"
+    log_dir = cluster.brokers[0].log_dir
     producer = rdkafka_producer(cluster.bootstrap)
     time.sleep(0.4)  # past segment.ms: the next write rolls the first segment
     rdkafka_send(producer, played.input_topic, 0, 30)
     played.input_records += 30
     deadline = time.monotonic() + 60
-    while _cleaned_to(cluster, partition) < 90:
+    while cleaned_to(log_dir, partition) < 90:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the cleaner did not clean the first segment of {partition}")
         time.sleep(0.1)
     held = _records_held(cluster, partition)
-    played.event("input cleaned", to=_cleaned_to(cluster, partition), records=held)
+    played.event("input cleaned", to=cleaned_to(log_dir, partition), records=held)
     Copier(cluster.jars, cluster.bootstrap, played, transactional_id, max_messages=held).finish()
     played.event("copied", committed=committed_offsets(cluster, played.group))
     time.sleep(0.4)  # the last input in a segment of its own, after the cleaned ones
