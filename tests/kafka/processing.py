@@ -73,7 +73,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fixtures.segment_builder import split_entries
+from tests.fixtures.segment_builder import kafka_python_view, split_entries
 from tests.jars import JarSet
 from tests.kafka.clients import CLIENTS, rdkafka_producer, rdkafka_send
 from tests.kafka.cluster import TOOL_JVM, Cluster
@@ -948,16 +948,12 @@ def cleaned_to(log_dir: Path, partition: str) -> int:
     return max(ends, default=-1)
 
 
-# Where a RecordBatch v2 header holds its record count.
-RECORD_COUNT_AT = 57
-
-
 def _records_held(cluster: Cluster, partition: str) -> int:
     """The records the broker's log of `partition` (`topic-N`) holds now (no markers: an
     idempotent producer's input)."""
     logs = sorted((cluster.brokers[0].log_dir / partition).glob("*.log"))
     entries = [entry for log in logs for _, entry in split_entries(log.read_bytes())]
-    return sum(struct.unpack_from(">i", entry, RECORD_COUNT_AT)[0] for entry in entries)
+    return sum(kafka_python_view(entry)["record_count"] for entry in entries)
 
 
 def compacted_input(cluster: Cluster) -> Played:
