@@ -272,6 +272,25 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     assert {f[2] for f in findings} == {"INFO"} and {f[0] for f in findings} == {"UNVERIFIABLE"}
     unverifiable = _evidence(warehouse, compacted.group, "UNVERIFIABLE")
     assert sum(int(e["transactions"]) for e in unverifiable) == undecided, unverifiable
+    # A commit in a transaction of a producer id no transactional id owns: Kafka listed no
+    # offset for the group, and the replay leaves the commit pending, the only record of its
+    # producer id. It is not hanging yet: the export ends within the maximum transaction timeout
+    # of it (the `lost` copy is audited later, with a shorter one).
+    unowned = facts["unowned_commit"]
+    (producer,) = [d for _, what, d in unowned.events if what == "producer id"]
+    assert unowned.committed == {}
+    assert _processing_findings(warehouse, unowned.group) == []
+    pending = _sql(
+        warehouse, "consumer_offsets",
+        f"SELECT committed_offset, kind, outcome, producer_id FROM t "
+        f"WHERE group_id = '{unowned.group}'",
+    )  # fmt: skip
+    assert pending == [{"committed_offset": unowned.input_records // 2, "kind": "TRANSACTIONAL",
+                        "outcome": "PENDING", "producer_id": producer["producer_id"]}]  # fmt: skip
+    assert _sql(
+        warehouse, "transaction_log",
+        f"SELECT * FROM t WHERE producer_id = {producer['producer_id']}",
+    ) == []  # fmt: skip
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
               "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
@@ -493,6 +512,33 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
         "output": (copier.output_topic, rewritten["base_offset"]),
         "read": (reader.output_topic, dropped["base_offset"]),
     }  # fmt: skip
+
+
+def test_a_commit_no_transactional_id_owns_hangs_for_want_of_one(lost, real_kafka):
+    """`unowned_commit`'s offsets, committed with an idempotent producer's id, are pending in
+    the same `__consumer_offsets` partition as the copier's group, and the copy holds every
+    partition of the transaction log, none of whose records has that producer id: no
+    coordinator will ever end that transaction. Audited past the (1 s) maximum transaction
+    timeout, it is find-hanging's other case."""
+    warehouse, changed = lost
+    unowned = real_kafka.processing[RELEASE_4].facts["unowned_commit"]
+    partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
+    # The copy holds the copier group's partition only: the two groups must share it.
+    assert partition_for(unowned.group, partitions) == changed["partition"]
+    (producer,) = [d for _, what, d in unowned.events if what == "producer id"]
+    (hanging,) = _sql(
+        warehouse, "findings",
+        "SELECT finding_type, cause, severity, partition, producer_id, evidence FROM t "
+        f"WHERE finding_type = 'HANGING_OFFSET_TRANSACTION' AND producer_id = "
+        f"{producer['producer_id']}",
+    )  # fmt: skip
+    assert (hanging["cause"], hanging["severity"], hanging["partition"]) == (
+        "NO_TRANSACTIONAL_ID", "ERROR", changed["partition"]
+    )  # fmt: skip
+    assert dict(hanging["evidence"])["group_id"] == unowned.group
+    assert _processing_findings(warehouse, unowned.group) == [
+        ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", "ERROR")
+    ]
 
 
 def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(lost):

@@ -42,6 +42,9 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | deleted (deleteConsumerGroups); a new consumer starts from the earliest offset and commits |
 | `compacted_input` | the cleaner compacts an input; a copier copies it from offset 0 (what |
 | | the cleaner left), then the input written since |
+| `unowned_commit` | a raw TxnOffsetCommit (kafka-python's protocol classes) with an |
+| | idempotent producer's id, which no transactional.id owns, is accepted while the brokers' |
+| | transaction.partition.verification.enable is off: no coordinator will end it |
 | `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
 | | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
@@ -997,12 +1000,113 @@ def compacted_input(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+# The TxnOffsetCommit version `unowned_commit` sends: KIP-447's (member id and generation), the
+# highest that both releases take without KIP-890's implicit add (version 5 has the broker add the
+# partition to the transaction itself).
+TXN_OFFSET_COMMIT_VERSION = 3
+# Kafka's retriable coordinator errors (COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+# NOT_COORDINATOR): `__consumer_offsets` and the producer id block are made on first use.
+_COORDINATOR_RETRIABLE = (14, 15, 16)
+
+
+def _partition_verification(cluster: Cluster, enabled: bool) -> None:
+    """Set every broker's `transaction.partition.verification.enable` (a dynamic broker config,
+    KIP-890 part 1): whether a transactional write must be in its transactional id's current
+    transaction."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    entry = ConfigEntry("transaction.partition.verification.enable", str(enabled).lower(),
+                        incremental_operation=AlterConfigOpType.SET)  # fmt: skip
+    resources = [
+        ConfigResource(ResourceType.BROKER, str(b.node_id), incremental_configs=[entry])
+        for b in cluster.brokers if b.broker
+    ]  # fmt: skip
+    admin = _admin(cluster)  # kept until its answers came (see `committed_offsets`)
+    for done in admin.incremental_alter_configs(resources).values():
+        done.result(30)
+
+
+def _until_not_retriable(send: Callable[[], object], error: Callable[[object], int]) -> object:
+    """`send()`'s answer, sent again while its error is a retriable coordinator error (30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = send()
+        if error(answer) not in _COORDINATOR_RETRIABLE or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.2)
+
+
+def unowned_commit(cluster: Cluster) -> Played:
+    """A transactional offset commit whose producer id no transactional.id owns.
+
+    A client asks for a producer id without a transactional.id (InitProducerId, as an
+    idempotent producer does) and sends the group coordinator a TxnOffsetCommit with it, under
+    a transactional.id no coordinator knows, with no AddOffsetsToTxn before: kafka-python's
+    protocol classes send both requests as they are. While the brokers' partition verification
+    (KIP-890) is on, the coordinator refuses the commit; with it off, as before Kafka 3.6, it
+    writes the commit into `__consumer_offsets` in a transactional batch of that producer id,
+    pending until a marker no transaction coordinator will ever write: what `kafka-transactions.sh
+    find-hanging` calls hanging for want of a transactional id. The verification is on again
+    for the scenarios after.
+    """
+    from kafka.net.compat import KafkaNetClient
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, TxnOffsetCommitRequest
+
+    played = _start(cluster, "unowned_commit", partitions=1, records=10, output=False)
+    unowned = f"{played.scenario}-tx-{cluster.jars.name}"  # known to no coordinator
+    client = KafkaNetClient(bootstrap_servers=cluster.bootstrap)
+    _partition_verification(cluster, enabled=False)
+    try:
+        client.check_version(timeout_ms=30_000)
+        found = _until_not_retriable(
+            lambda: client.send_and_receive(cluster.brokers[0].node_id, FindCoordinatorRequest(
+                key_type=0, coordinator_keys=[played.group], min_version=4, max_version=4)),
+            lambda answer: answer.coordinators[0].error_code,
+        )  # fmt: skip
+        coordinator = found.coordinators[0].node_id
+        producer = _until_not_retriable(
+            lambda: client.send_and_receive(coordinator, InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)),
+            lambda answer: answer.error_code,
+        )  # fmt: skip
+        if producer.error_code:
+            raise RuntimeError(f"InitProducerId answered error {producer.error_code}")
+        played.event("producer id", producer_id=producer.producer_id,
+                     producer_epoch=producer.producer_epoch)  # fmt: skip
+        topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        offset = played.input_records // 2
+        partition = topic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+            committed_metadata="",
+        )
+        commit = TxnOffsetCommitRequest(
+            transactional_id=unowned, group_id=played.group,
+            producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[topic(name=played.input_topic, partitions=[partition])],
+            min_version=TXN_OFFSET_COMMIT_VERSION, max_version=TXN_OFFSET_COMMIT_VERSION,
+        )  # fmt: skip
+        answer = _until_not_retriable(
+            lambda: client.send_and_receive(coordinator, commit),
+            lambda answer: answer.topics[0].partitions[0].error_code,
+        )
+        error = answer.topics[0].partitions[0].error_code
+        if error:
+            raise RuntimeError(f"TxnOffsetCommit answered error {error}")
+        played.event("committed in no transaction", offset=offset, transactional_id=unowned)
+    finally:
+        client.close()
+        _partition_verification(cluster, enabled=True)
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9), and
 # those of 4.x only (see the module's docstring).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
-    aborted_range, expired_reset, compacted_input,
+    aborted_range, expired_reset, compacted_input, unowned_commit,
 )  # fmt: skip
 PROCESSING_4 = (*PROCESSING, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
