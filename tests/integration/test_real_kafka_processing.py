@@ -318,7 +318,7 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     groups = found.records(CO, record_type_name="GroupMetadata")
     assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
                 "commit_below_log_start", "transactional_rewind", "aborted_range",
-                "compacted_input", "unowned_commit")  # fmt: skip
+                "compacted_input", "unowned_commit", "two_phase_commit")  # fmt: skip
     joined = {group for group, play in plays.items()
               if play.scenario not in (*assigned, "consumer_protocol_reset")}  # fmt: skip
     assert {r["group_id"] for r in groups} == joined

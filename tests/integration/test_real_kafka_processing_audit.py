@@ -291,6 +291,21 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         warehouse, "transaction_log",
         f"SELECT * FROM t WHERE producer_id = {producer['producer_id']}",
     ) == []  # fmt: skip
+    # A two-phase-commit participant's transaction left open (4.x): its offset commit is
+    # pending, and not hanging, since its transaction lists the partition (and its age is
+    # measured at the export, within the timeout).
+    prepared = facts.get("two_phase_commit")
+    assert (prepared is not None) == (release == RELEASE_4)
+    if prepared is not None:
+        (left,) = [d for _, what, d in prepared.events if what == "prepared and left"]
+        assert prepared.committed == {}
+        assert _processing_findings(warehouse, prepared.group) == []
+        assert _sql(
+            warehouse, "consumer_offsets",
+            f"SELECT committed_offset, outcome, producer_id FROM t "
+            f"WHERE group_id = '{prepared.group}'",
+        ) == [{"committed_offset": left["offset"], "outcome": "PENDING",
+               "producer_id": left["producer_id"]}]  # fmt: skip
     # Nothing else: every processing finding above INFO is one of the faults above.
     faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
               "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
@@ -478,7 +493,8 @@ def test_commits_after_the_transaction_log_fenced_or_replaced_the_producer_are_z
 def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
     """The 4.x copier's copy (as `forged`'s) with three markers changed, as a cleaner bug that
     drops markers or a bad copy would, audited at the time of the test with a 1 s maximum
-    transaction timeout: (warehouse, what was changed).
+    transaction timeout and no grace: (warehouse, what was changed). `two_phase_commit`'s output
+    partition is copied too, unchanged.
 
     - the copier producer's last marker in `__consumer_offsets` is cut out;
     - the copier's first COMMIT marker in its output partition says ABORT;
@@ -487,8 +503,9 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
       the second transaction's ABORT marker comes after it.
     """
     root = tmp_path_factory.mktemp("lost")
-    reader = real_kafka.processing[RELEASE_4].facts["aborted_read"]
-    partition, copy = _copier_copy(real_kafka, root, reader.output_topic)
+    facts = real_kafka.processing[RELEASE_4].facts
+    reader, prepared = facts["aborted_read"], facts["two_phase_commit"]
+    partition, copy = _copier_copy(real_kafka, root, reader.output_topic, prepared.output_topic)
     copier = real_kafka.processing[RELEASE_4].facts["copier"]
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     views = tamper.batches(log)
@@ -503,7 +520,7 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
     position, dropped = _first_marker_after_data(read, "COMMIT")
     tamper.remove_batch(read, position)
     warehouse = str(root / "warehouse")
-    config = ONE_TO_ONE_CONFIG.with_overrides(transactions={"max_timeout_ms": 1000})
+    config = ONE_TO_ONE_CONFIG.with_overrides(transactions={"max_timeout_ms": 1000, "grace_ms": 0})
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     inputs = AuditInputs(batches=(str(root / "export"),), export_time=now)
     run_audit(spark, inputs, config, warehouse)
@@ -539,6 +556,30 @@ def test_a_commit_no_transactional_id_owns_hangs_for_want_of_one(lost, real_kafk
     assert _processing_findings(warehouse, unowned.group) == [
         ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", "ERROR")
     ]
+
+
+def test_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(lost, real_kafka):
+    """`two_phase_commit`'s transaction, open past the 1 s timeout, is hanging by its age on its
+    output partition and on the `__consumer_offsets` partition it added its offsets to (the
+    copier's: the copy holds no other). Its producer id's latest transaction-log record has the
+    timeout Kafka gives a two-phase-commit transaction, is open, and lists both partitions: each
+    finding is lowered to INFO, cause TWO_PHASE_COMMIT. Its offset commit is not a hanging one:
+    its transaction is the producer's current one."""
+    warehouse, changed = lost
+    prepared = real_kafka.processing[RELEASE_4].facts["two_phase_commit"]
+    partitions = int(BROKER_SETTINGS["offsets.topic.num.partitions"])
+    assert partition_for(prepared.group, partitions) == changed["partition"]
+    (left,) = [d for _, what, d in prepared.events if what == "prepared and left"]
+    found = _sql(
+        warehouse, "findings",
+        "SELECT finding_type, cause, severity, topic, partition FROM t "
+        f"WHERE producer_id = {left['producer_id']}",
+    )  # fmt: skip
+    assert sorted((f["finding_type"], f["cause"], f["severity"], f["topic"]) for f in found) == [
+        ("HANGING_TRANSACTION", "TWO_PHASE_COMMIT", "INFO", "__consumer_offsets"),
+        ("HANGING_TRANSACTION", "TWO_PHASE_COMMIT", "INFO", prepared.output_topic),
+    ]
+    assert _processing_findings(warehouse, prepared.group) == []
 
 
 def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(lost):

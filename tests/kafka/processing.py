@@ -45,6 +45,9 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | `unowned_commit` | a raw TxnOffsetCommit (kafka-python's protocol classes) with an |
 | | idempotent producer's id, which no transactional.id owns, is accepted while the brokers' |
 | | transaction.partition.verification.enable is off: no coordinator will end it |
+| `two_phase_commit` | 4.x only: a KIP-939 two-phase-commit participant (kafka-python, its |
+| | InitProducerId asking for Enable2Pc) copies its input and adds its offsets, and exits: the |
+| | transaction stays open, with the timeout Integer.MAX_VALUE its coordinator gave it |
 | `consumer_protocol_reset` | 4.x only: a librdkafka consumer of a KIP-848 group |
 | | (group.protocol=consumer) reads its input to the end, commits and leaves (Empty); |
 | | `kafka-consumer-groups --reset-offsets --to-earliest --execute` commits 0 |
@@ -57,6 +60,8 @@ every partition of the two coordinator topics, copied once at the end; no other 
 coordinator partition. Its `facts` say which group, ids and
 topics belong to which scenario (`Played`), and what Kafka answered at the end of each.
 
+`two_phase_commit` plays on 4.x only (`PROCESSING_4`, on a cluster with
+`TWO_PHASE_COMMIT_SETTINGS`): 3.9 has no InitProducerId version 6.
 `consumer_protocol_reset` plays on 4.x only (`PROCESSING_4`): librdkafka's consumer protocol
 needs ConsumerGroupHeartbeat version 1 (Kafka 4.0's), and 3.9's KIP-848 preview
 (`group.coordinator.rebalance.protocols=classic,consumer`) has only version 0: librdkafka says
@@ -70,6 +75,7 @@ import os
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -1101,6 +1107,37 @@ def unowned_commit(cluster: Cluster) -> Played:
     return _settle(cluster, played)
 
 
+# What a 4.x broker needs to give a producer a two-phase-commit transaction: InitProducerId
+# version 6 served (marked unstable up to Kafka 4.4.0), and two-phase commit allowed.
+TWO_PHASE_COMMIT_SETTINGS = {
+    "unstable.api.versions.enable": "true",
+    "transaction.two.phase.commit.enable": "true",
+}
+# The transaction timeout Kafka's coordinator gives a two-phase-commit producer, whatever it
+# asked for (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
+
+
+def two_phase_commit(cluster: Cluster) -> Played:
+    """A two-phase-commit participant copies its input, adds its offsets, and exits without
+    ending the transaction (`tests/kafka/two_phase_commit.py`): its output's records and its
+    offset commit stay open, and its coordinator, which never aborts such a transaction, leaves
+    them so."""
+    played = _start(cluster, "two_phase_commit", partitions=1, records=10)
+    played.transaction_timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
+    (transactional_id,) = played.transactional_ids
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.kafka.two_phase_commit", cluster.bootstrap,
+         transactional_id, played.input_topic, played.output_topic, played.group,
+         str(played.input_records)],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"the two-phase-commit participant failed: {done.stderr[-2000:]}")
+    played.event("prepared and left", **json.loads(done.stdout.splitlines()[-1]))
+    return _settle(cluster, played)
+
+
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9), and
 # those of 4.x only (see the module's docstring).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
@@ -1108,7 +1145,7 @@ PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
     aborted_range, expired_reset, compacted_input, unowned_commit,
 )  # fmt: skip
-PROCESSING_4 = (*PROCESSING, consumer_protocol_reset)
+PROCESSING_4 = (*PROCESSING, two_phase_commit, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
 # that commits its offset: the audit declares their groups one-to-one.
 ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "forward_reset",

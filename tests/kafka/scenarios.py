@@ -56,7 +56,13 @@ from tests.kafka.clients import (
     rdkafka_send,
 )
 from tests.kafka.cluster import RUNNING, Cluster, dump_log, dump_logs, export_log_dir
-from tests.kafka.processing import COORDINATOR_TOPICS, PROCESSING, PROCESSING_4, Played
+from tests.kafka.processing import (
+    COORDINATOR_TOPICS,
+    PROCESSING,
+    PROCESSING_4,
+    TWO_PHASE_COMMIT_SETTINGS,
+    Played,
+)
 
 RUN_NAME = "real-kafka"
 
@@ -571,13 +577,13 @@ SCENARIOS_3 = (clean, zombie)
 
 def _play(
     jars: JarSet, scenarios: tuple, classes: Path, folder: Path, processed: tuple = (),
-    name: str | None = None,
+    name: str | None = None, settings: dict[str, str] | None = None,
 ) -> tuple[list[Export], Export | None]:
     """The scenarios one after the other on one single-node cluster of `jars`' release (its
-    folder `name`, by default the release's), then the processing scenarios `processed` in one
-    export (`processing`)."""
+    folder `name`, by default the release's; broker `settings` beyond the suite's), then the
+    processing scenarios `processed` in one export (`processing`)."""
     root = folder / "clusters" / (name or jars.name)
-    cluster = Cluster.create(jars, root)
+    cluster = Cluster.create(jars, root, settings=settings)
     try:
         exports = [scenario(cluster, classes, folder / "exports") for scenario in scenarios]
         played = processing(cluster, processed, folder / "exports") if processed else None
@@ -620,7 +626,7 @@ def build(folder: Path) -> Built:
         # the longest block, they would add their whole time to the build's.
         processing_4 = pool.submit(
             _play, KAFKA_4_JARS, (), classes[KAFKA_4_JARS.name], folder, PROCESSING_4,
-            f"processing-{KAFKA_4_JARS.name}",
+            f"processing-{KAFKA_4_JARS.name}", TWO_PHASE_COMMIT_SETTINGS,
         )  # fmt: skip
         # 3.9's scenarios end early: its processing scenarios follow them on its cluster.
         older = pool.submit(
