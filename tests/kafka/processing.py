@@ -82,6 +82,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eos_audit.processing.hanging_offsets import TWO_PHASE_COMMIT_TIMEOUT_MS
 from tests.fixtures.segment_builder import kafka_python_view, split_entries
 from tests.jars import JarSet
 from tests.kafka.clients import CLIENTS, rdkafka_producer, rdkafka_send
@@ -1049,8 +1050,8 @@ def unowned_commit(cluster: Cluster) -> Played:
     idempotent producer does) and sends the group coordinator a TxnOffsetCommit with it, under
     a transactional.id no coordinator knows, with no AddOffsetsToTxn before: kafka-python's
     protocol classes send both requests as they are. While the brokers' partition verification
-    (KIP-890) is on, the coordinator refuses the commit; with it off, as before Kafka 3.6, it
-    writes the commit into `__consumer_offsets` in a transactional batch of that producer id,
+    (KIP-890) is on, the coordinator refuses the commit; with it off, as on a broker without
+    it, it writes the commit into `__consumer_offsets` in a transactional batch of that producer id,
     pending until a marker no transaction coordinator will ever write: what `kafka-transactions.sh
     find-hanging` calls hanging for want of a transactional id. The verification is on again
     for the scenarios after.
@@ -1113,10 +1114,6 @@ TWO_PHASE_COMMIT_SETTINGS = {
     "unstable.api.versions.enable": "true",
     "transaction.two.phase.commit.enable": "true",
 }
-# The transaction timeout Kafka's coordinator gives a two-phase-commit producer, whatever it
-# asked for (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
-TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
-
 
 def two_phase_commit(cluster: Cluster) -> Played:
     """A two-phase-commit participant copies its input, adds its offsets, and exits without
@@ -1124,6 +1121,7 @@ def two_phase_commit(cluster: Cluster) -> Played:
     offset commit stay open, and its coordinator, which never aborts such a transaction, leaves
     them so."""
     played = _start(cluster, "two_phase_commit", partitions=1, records=10)
+    # Whatever it asks for, the coordinator gives it Integer.MAX_VALUE.
     played.transaction_timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
     (transactional_id,) = played.transactional_ids
     done = subprocess.run(

@@ -11,10 +11,10 @@ serve unstable versions (`unstable.api.versions.enable`) and allow two-phase com
 (`transaction.two.phase.commit.enable`); its coordinator then gives the transactional id a
 timeout of `Integer.MAX_VALUE`, by which Kafka knows such a transaction and never aborts it.
 
-The participant copies RECORDS records of partition 0 of INPUT to OUTPUT and adds GROUP's offset
-after them to the transaction (as a Flink sink with exactly-once does before its checkpoint
-completes), prints one JSON line (its producer id and epoch, the offset), and exits at once
-without committing or aborting: the external transaction manager that would decide is gone.
+The participant writes RECORDS copies to partition 0 of OUTPUT and adds GROUP's offset after
+RECORDS records of partition 0 of INPUT to the transaction, as a consume-transform-produce step
+does, prints one JSON line (its producer id and epoch, the offset), and exits at once without
+committing or aborting: the external transaction manager that would decide is gone.
 A prepared transaction is an Ongoing one to the broker (Kafka 4.4.0's `prepareTransaction` sends
 nothing), so what this leaves in the logs is what a prepared one leaves.
 """
