@@ -27,7 +27,11 @@ gives `aborted_read`'s producer a higher epoch while its first transaction is op
 `transactional_rewind`'s id another producer while its last one is, and those transactions' COMMIT
 markers are ZOMBIE_COMMITs; a copy whose copier's last marker there is cut out leaves its commit a
 HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE, and in that copy an output marker
-rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs.
+rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs. In that copy too, audited
+past the timeout, a commit under a producer id no transactional id owns (sent while the brokers'
+partition verification was off) is a HANGING_OFFSET_TRANSACTION of cause NO_TRANSACTIONAL_ID,
+and a KIP-939 two-phase-commit participant's transaction left open is HANGING_TRANSACTION
+lowered to INFO (TWO_PHASE_COMMIT), its offset commit not hanging.
 """
 
 from __future__ import annotations
@@ -506,7 +510,7 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
     facts = real_kafka.processing[RELEASE_4].facts
     reader, prepared = facts["aborted_read"], facts["two_phase_commit"]
     partition, copy = _copier_copy(real_kafka, root, reader.output_topic, prepared.output_topic)
-    copier = real_kafka.processing[RELEASE_4].facts["copier"]
+    copier = facts["copier"]
     (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
     views = tamper.batches(log)
     pid = next(v["producer_id"] for _, _, v in views if v["is_transactional"]
