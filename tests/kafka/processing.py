@@ -1061,7 +1061,8 @@ def unowned_commit(cluster: Cluster) -> Played:
     from kafka.protocol.producer.transaction import InitProducerIdRequest, TxnOffsetCommitRequest
 
     played = _start(cluster, "unowned_commit", partitions=1, records=10, output=False)
-    unowned = f"{played.scenario}-tx-{cluster.jars.name}"  # known to no coordinator
+    # The scenario's transactional.id (`names`), which it never registers: known to no coordinator.
+    unowned = names(played.scenario, cluster.jars.name)["transactional_id"]
     client = KafkaNetClient(bootstrap_servers=cluster.bootstrap)
     _partition_verification(cluster, enabled=False)
     try:
