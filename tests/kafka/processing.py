@@ -584,12 +584,24 @@ def two_owners(cluster: Cluster) -> Played:
         consumer = _assigned_consumer(cluster, played, played.input_topic, "read_committed")
         owners.append((producer, consumer))
     wanted = played.input_records // 2
+    key = f"{played.input_topic}:0"
     try:
+        added = []
         for producer, consumer in owners:
-            position = _copy_and_add_offsets(producer, consumer, played, wanted)
-            played.event("offsets added to the transaction", offset=position)
-        for producer, _ in owners:
-            producer.commit_transaction(30)
+            added.append(_copy_and_add_offsets(producer, consumer, played, wanted))
+            played.event("offsets added to the transaction", offset=added[-1])
+        # EndTxn is answered once the commit is prepared; the coordinator writes the markers
+        # after. The second EndTxn waits until the first transaction's offsets are applied (its
+        # marker is in `__consumer_offsets`), so the markers land in the order of the commits:
+        # the other order is another case (the first commit's record, older, is then skipped).
+        earlier, later = (producer for producer, _ in owners)
+        earlier.commit_transaction(30)
+        deadline = time.monotonic() + 30
+        while committed_offsets(cluster, played.group).get(key) != added[0]:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the first owner's offsets were not applied")
+            time.sleep(0.05)
+        later.commit_transaction(30)
         played.event("both committed")
     finally:
         for _, consumer in owners:
