@@ -668,7 +668,7 @@ _TYPES += [
         evidence=(
             "group_id", "committed_topic", "committed_partition", "committed_offset",
             "range_start", "range_end", "covered_to", "input_records", "output_records",
-            "transactional_id", "marker_offset",
+            "transactional_id", "marker_offset", "outcome",
         ),
         raised_by=PROCESSING,
     ),
@@ -685,7 +685,7 @@ _TYPES += [
         evidence=(
             "group_id", "committed_topic", "committed_partition", "committed_offset",
             "range_start", "range_end", "covered_to", "input_records", "output_records",
-            "transactional_id", "marker_offset",
+            "transactional_id", "marker_offset", "outcome",
         ),
         raised_by=PROCESSING,
     ),

@@ -135,38 +135,74 @@ def send_offsets_to_transaction(
 
 
 def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFrame:
-    """Each applied transactional commit with the input range its transaction processed.
+    """Each committed transactional commit with the input range its transaction processed.
 
-    `range_start` is the group's offset it replaced (for the group's first commit, offset 0
-    where the export holds the input from there, else unknown); `resumed_from` the previous
+    `range_start` is the group's offset the commit replaced (for the group's first commit, offset
+    0 where the export holds the input from there, else unknown); `resumed_from` the previous
     committed transaction's offset; `covered_to` the highest offset an earlier committed
     transaction of the key reached, against which the range overlaps or leaves a gap. `reason`
     says why the range cannot be judged.
+
+    A commit the coordinator skipped (its transaction committed, but a later record of the key
+    had been applied first: KAFKA-14505) replaced nothing, and its transaction's outputs are
+    committed all the same: its range starts at the group's offset when its record was written,
+    the offset its processor read from, and its end counts in what the group covered.
     """
-    applied = history.where(F.col("outcome") == "APPLIED")
-    # The order the coordinator applied them: a transactional commit at its marker.
-    order = Window.partitionBy(*KEY).orderBy(
-        "coordinator_partition", F.coalesce("marker_offset", "record_offset"), "record_offset"
-    )
-    earlier = order.rowsBetween(Window.unboundedPreceding, -1)
-    transactional = F.col("kind") == "TRANSACTIONAL"
-    with_past = applied.select(
+    outcome, transactional = F.col("outcome"), F.col("kind") == "TRANSACTIONAL"
+    applied, skipped = outcome == "APPLIED", outcome == "SKIPPED"
+    # A skipped commit enters twice: at its marker, in the order the coordinator decided the
+    # commits, and as a probe at its record, of the offset the group had then.
+    stream = history.where(outcome.isin("APPLIED", "SKIPPED", "DELETED")).select(
         "*",
-        F.max(F.when(transactional, F.col("committed_offset"))).over(earlier).alias("covered_to"),
-        F.count(F.lit(1)).over(earlier).alias("applied_before"),
-        F.last(F.when(transactional, F.col("committed_offset")), ignorenulls=True)
+        F.explode(F.when(skipped, F.array(F.lit(True), F.lit(False))).otherwise(
+            F.array(F.lit(False))
+        )).alias("probe"),
+    )  # fmt: skip
+    probe = F.col("probe")
+    at = F.when(probe, F.col("record_offset")).otherwise(
+        F.coalesce("marker_offset", "record_offset")
+    )
+    # The order the coordinator applied them: a transactional commit at its marker.
+    order = Window.partitionBy(*KEY).orderBy("coordinator_partition", at, "record_offset")
+    earlier = order.rowsBetween(Window.unboundedPreceding, -1)
+    committed = transactional & (applied | skipped) & ~probe
+    # The group's offset: the last applied, unless a tombstone removed it after.
+    stored = F.when(applied | (outcome == "DELETED"), F.struct(
+        F.when(applied, F.col("committed_offset")).alias("offset")
+    ))  # fmt: skip
+    with_past = stream.select(
+        "*",
+        F.max(F.when(committed, F.col("committed_offset"))).over(earlier).alias("covered_to"),
+        F.count(F.when(applied, F.lit(1))).over(earlier).alias("applied_before"),
+        F.last(F.when(committed, F.col("committed_offset")), ignorenulls=True)
         .over(earlier)
         .alias("resumed_from"),
-    ).where(transactional)
+        F.last(stored, ignorenulls=True).over(earlier)["offset"].alias("stored"),
+    )
+    # Where each range starts: the offset an applied commit replaced; a skipped commit's probe's
+    # (the window's partitioning holds: no shuffle).
+    record = Window.partitionBy(*KEY, "coordinator_partition", "record_offset")
+    starts = [
+        F.when(skipped, F.max(F.when(probe, F.col(of_probe))).over(record))
+        .otherwise(F.col(of_applied))
+        .alias(name)
+        for name, of_probe, of_applied in (
+            ("read_from", "stored", "previous_committed_offset"),
+            ("began_after", "applied_before", "applied_before"),
+        )
+    ]
+    decided = with_past.select("*", *starts).where(committed)
     offsets_log = offsets_logs(records).select("coordinator_partition", "offsets_whole")
-    joined = with_past.join(offsets_log, "coordinator_partition", "left").join(
-        logs, ["topic", "partition"], "left"
+    joined = (
+        decided.drop("probe", "stored", "applied_before")
+        .join(offsets_log, "coordinator_partition", "left")
+        .join(logs, ["topic", "partition"], "left")
     )
     # The group's first commit of the partition read from where the group began: offset 0 (the
     # tiling Kafka's copier test checks) where the export holds the input from there; above it,
     # retention, DeleteRecords or the cleaner removed input the group may have read.
-    first = (F.col("applied_before") == 0) & (F.col("log_start") == 0)
-    start = F.coalesce(F.col("previous_committed_offset"), F.when(first, F.lit(0)))
+    first = (F.col("began_after") == 0) & (F.col("log_start") == 0)
+    start = F.coalesce(F.col("read_from"), F.when(first, F.lit(0)))
 
     def meets(span: str) -> Column:
         """The range [start, committed_offset) holds an offset of the input's span `span`."""
@@ -184,7 +220,11 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),
               "EXPORT_DOES_NOT_SPAN")
     )  # fmt: skip
-    return joined.select("*", start.alias("range_start"), reason.alias("reason"))
+    return joined.select(
+        *[c for c in joined.columns if c not in ("read_from", "began_after")],
+        start.alias("range_start"),
+        reason.alias("reason"),
+    )
 
 
 def _input_records(ranges: DataFrame, transactions: DataFrame) -> DataFrame:
@@ -374,16 +414,16 @@ def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     repeated_to = F.least(covered, F.col("committed_offset"))
     values = {
         **_common(F.when(overlap, "OVERLAPPING_RANGE").otherwise("RANGE_GAP")),
-        "processed_twice": F.format_string(
+        "processed_twice": _skipped(F.format_string(
             "it processed [%d, %d), and offsets [%d, %d) of it an earlier committed transaction "
             "of the group had processed (the group's transactions had reached offset %d)",
             start, F.col("committed_offset"), start, repeated_to, covered,
-        ),
-        "never_processed": F.format_string(
+        )),
+        "never_processed": _skipped(F.format_string(
             "it processed [%d, %d), and no committed transaction of the group processed "
             "offsets [%d, %d) before it",
             start, F.col("committed_offset"), covered, start,
-        ),
+        )),
     }  # fmt: skip
     code = F.when(overlap, REGISTRY["DUPLICATE_PROCESSING"].code).otherwise(
         REGISTRY["SKIPPED_INPUT"].code
@@ -421,18 +461,18 @@ def _count_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     values = {
         **_common(F.when(more, "MORE_OUTPUT_THAN_INPUT").otherwise("LESS_OUTPUT_THAN_INPUT")),
         "input_records": F.col("transaction_input"),
-        "processed_twice": F.format_string(
+        "processed_twice": _skipped(F.format_string(
             "it wrote %d committed output records for %d input data records of the offsets it "
             "committed: %d more than one each",
             "output_records", "transaction_input",
             F.col("output_records") - F.col("transaction_input"),
-        ),
-        "never_processed": F.format_string(
+        )),
+        "never_processed": _skipped(F.format_string(
             "it wrote %d committed output records for %d input data records of the offsets it "
             "committed: %d of them produced no output",
             "output_records", "transaction_input",
             F.col("transaction_input") - F.col("output_records"),
-        ),
+        )),
     }  # fmt: skip
     code = F.when(more, REGISTRY["DUPLICATE_PROCESSING"].code).otherwise(
         REGISTRY["SKIPPED_INPUT"].code
@@ -445,10 +485,26 @@ def _count_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     return whole.select(finding.alias("f")).select("f.*")
 
 
+def _skipped(said: Column) -> Column:
+    """`said` of a commit, told first, where the coordinator skipped it, that its outputs count."""
+    return F.when(
+        F.col("outcome") == "SKIPPED",
+        F.concat(
+            F.lit(
+                "the coordinator skipped this commit, a later record of the key having been "
+                "applied first (KAFKA-14505), and its transaction's outputs are committed all the "
+                "same; "
+            ),
+            said,
+        ),
+    ).otherwise(said)
+
+
 def _common(cause: Column) -> dict[str, Column]:
     return {
         **commit_record_values(F.col),
         "cause": cause,
+        "outcome": F.col("outcome"),
         "previous_committed_offset": F.col("previous_committed_offset"),
         "marker_offset": F.col("marker_offset"),
         "range_start": F.col("range_start"),

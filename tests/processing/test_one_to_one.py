@@ -48,6 +48,15 @@ The group `after-retention` copies `src8`, whose export starts at offset 5 (rete
 its first transaction's range begins where the group began, which the export does not show
 (UNVERIFIABLE, RANGE_START_UNKNOWN); its second is judged from the first's offset.
 
+Two groups' offset commits are skipped by the coordinator (a later record of the key was applied
+while they were pending, KAFKA-14505), their transactions committed all the same:
+- `plain-race` (`src9`): a transaction commits 4; the next reads [4, 8) and commits 8, and a plain
+  commit of 6 lands before its marker (its 8 is skipped); the third reads [6, 12): offsets
+  [6, 8) were processed twice (DUPLICATE_PROCESSING, OVERLAPPING_RANGE), none was left out.
+- `owned-twice` (`src10`): two owners read from offset 0; the first one's commit of 6 is
+  written, then the second one's transaction commits 5 and gets its marker first (the 6 is
+  skipped): the first one processed [0, 5) again (DUPLICATE_PROCESSING, OVERLAPPING_RANGE).
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -56,6 +65,7 @@ OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIN
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 import pyarrow as pa
 import pytest
@@ -113,17 +123,28 @@ class Export:
 class Processor:
     """A transactional processor: each transaction writes `dst`, commits `src`, and commits."""
 
-    def __init__(self, export: Export, group: str, pid: int, src: str, dst: str) -> None:
+    def __init__(
+        self, export: Export, group: str, pid: int, src: str, dst: str, transactional_id: str = ""
+    ) -> None:
         self.export, self.group, self.pid, self.src, self.dst = export, group, pid, src, dst
-        self.transactional_id = f"{group}-tx"
+        self.transactional_id = transactional_id or f"{group}-tx"
         self.co = partition_for(group)
         self.ts = partition_for(self.transactional_id)
         self.epoch = 0
 
     def transaction(
-        self, when: float, outputs: int, commit_to: int, also: tuple[str, ...] = ()
-    ) -> None:
-        """One committed transaction; `also` names more groups whose offsets it commits."""
+        self,
+        when: float,
+        outputs: int,
+        commit_to: int,
+        also: tuple[str, ...] = (),
+        between: Callable[[float], float] | None = None,
+    ) -> float:
+        """One committed transaction; `also` names more groups whose offsets it commits.
+
+        `between`, given the time after its offset commits, writes other records before it is
+        prepared, and returns the time it goes on at. Returns the time after the transaction.
+        """
         e, pid, export = self.epoch, self.pid, self.export
         groups = {self.co: self.group, **{partition_for(g): g for g in also}}
         both = {self.dst: [0], CO: sorted(groups)}
@@ -139,20 +160,24 @@ class Processor:
             export.add(CO, co, lambda o, commit=commit: record_batch(
                 o, [commit], producer_id=pid, producer_epoch=e, base_sequence=0,
                 is_transactional=True, timestamp=at(when + 2)))  # fmt: skip
-        self._state(e + 1, PREPARE_COMMIT, both, when + 3)
+        decided = when + 3 if between is None else between(when + 2.5)
+        self._state(e + 1, PREPARE_COMMIT, both, decided)
         for topic, partition in ((self.dst, 0), *((CO, co) for co in groups)):
             export.add(topic, partition, lambda o: control_batch(
                 o, producer_id=pid, producer_epoch=e + 1, commit=True,
-                timestamp=at(when + 4)))  # fmt: skip
-        self._state(e + 1, COMPLETE_COMMIT, {}, when + 5)
+                timestamp=at(decided + 1)))  # fmt: skip
+        self._state(e + 1, COMPLETE_COMMIT, {}, decided + 2)
         self.epoch = e + 1
+        return decided + 2.5
 
-    def operator_commits(self, when: float, offset: int) -> None:
+    def operator_commits(self, when: float, offset: int) -> float:
+        """A plain commit of `offset`; the time after it."""
         commit = (
             offset_commit_key(self.group, self.src, 0),
             offset_commit_value(3, offset, "", at(when)),
         )
         self.export.add(CO, self.co, lambda o: record_batch(o, [commit], timestamp=at(when)))
+        return when + 0.5
 
     def _state(self, epoch: int, status: int, partitions: dict, when: float) -> None:
         value = txn_value(0, self.pid, epoch, status, partitions, at(when), at(when))
@@ -244,16 +269,35 @@ def build_export() -> Export:
     assert trimmed.co not in {other.co for other in others}
     trimmed.transaction(10, outputs=9, commit_to=9)  # it had read 0-8, before the retention
     trimmed.transaction(20, outputs=3, commit_to=12)
+
+    # A plain commit of 6 lands while the transaction that read [4, 8) is pending: the
+    # coordinator applies it, and skips the older transactional record at the marker.
+    plain(export, "src9", 12)
+    raced = Processor(export, "plain-race", 6700, "src9", "dst9")
+    raced.transaction(10, outputs=4, commit_to=4)
+    raced.transaction(20, outputs=4, commit_to=8, between=lambda t: raced.operator_commits(t, 6))
+    raced.transaction(30, outputs=6, commit_to=12)
+
+    # Two owners read [0, 6) and [0, 5) from the group's offset; the second one's transaction
+    # commits first, and the first one's older record is skipped at its marker.
+    plain(export, "src10", 6)
+    first = Processor(export, "owned-twice", 6800, "src10", "dst10")
+    second = Processor(export, "owned-twice", 6801, "src10", "dst10", "owned-twice-b-tx")
+    first.transaction(10, outputs=6, commit_to=6,
+                      between=lambda t: second.transaction(t, outputs=5, commit_to=5))  # fmt: skip
+    assert not {raced.co, first.co} & {other.co for other in (*others, trimmed)}
     return export
 
 
 EXPORT = build_export()
 COPY_CO = partition_for("copy")
 COMPACTED_CO = partition_for("cdc-sink")
+PLAIN_RACE_CO, OWNED_TWICE_CO = partition_for("plain-race"), partition_for("owned-twice")
 
 
 # The groups the audit declares one-to-one (conftest.timelines).
-DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention")
+DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention",
+            "plain-race", "owned-twice")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +312,7 @@ def findings(warehouse) -> list[dict]:
         "FROM t WHERE finding_type IN ('DUPLICATE_PROCESSING', 'SKIPPED_INPUT') "
         "OR (finding_type = 'UNVERIFIABLE' AND evidence['check'] IN ('ONE_TO_ONE', "
         "'OFFSET_REWIND')) "
-        "ORDER BY finding_type, cause, topic, base_offset"
+        "ORDER BY finding_type, cause, topic, base_offset, partition"
     )
     return pa.table(registered.execute(query).read_all()).to_pylist()
 
@@ -290,7 +334,9 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL", CO, COMPACTED_CO, 2),
         ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO,
          commit_record(4)),
+        ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, OWNED_TWICE_CO, 0),
         ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, COPY_CO, commit_record(3)),
+        ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, PLAIN_RACE_CO, 5),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
         ("UNVERIFIABLE", "INPUT_NOT_WHOLE", "INFO", COMPACTED, 0, -1),
@@ -306,7 +352,12 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
 
 
 def test_the_findings_say_what_was_processed_twice_or_never(audited):
-    by = {(f["finding_type"], f["cause"]): f for f in findings(audited)}
+    skipped_commits = (PLAIN_RACE_CO, OWNED_TWICE_CO)  # their findings have a test of their own
+    by = {
+        (f["finding_type"], f["cause"]): f
+        for f in findings(audited)
+        if f["partition"] not in skipped_commits
+    }
     overlap = by[("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE")]
     assert overlap["detail"] == (
         "Transaction of copy-tx (producer 5000, epoch 2) committed group copy's offset of src-0 "
@@ -354,6 +405,40 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
         "offset (the cleaner keeps a key's last commit only): a rewind among commits it removed "
         "cannot be seen."
     ]
+
+
+def test_a_skipped_commits_transaction_counts_for_what_the_group_processed(audited):
+    """A transaction whose offset commit the coordinator skipped still committed its outputs:
+    its range reaches what the group covered (`plain-race`'s third transaction read [6, 8)
+    again, no gap [4, 6)), and is judged itself (`owned-twice`'s first owner read [0, 5) of
+    it after the second)."""
+    overlaps = {
+        f["partition"]: f
+        for f in findings(audited)
+        if f["partition"] in (PLAIN_RACE_CO, OWNED_TWICE_CO)
+    }
+    raced = dict(overlaps[PLAIN_RACE_CO]["evidence"])
+    assert (raced["range_start"], raced["covered_to"], raced["outcome"]) == ("6", "8", "APPLIED")
+    owner = overlaps[OWNED_TWICE_CO]
+    assert owner["detail"] == (
+        "Transaction of owned-twice-tx (producer 6800, epoch 0) committed group owned-twice's "
+        "offset of src10-0 at 6 (record 0): the coordinator skipped this commit, a later record "
+        "of the key having been applied first (KAFKA-14505), and its transaction's outputs are "
+        "committed all the same; it processed [0, 6), and offsets [0, 5) of it an earlier "
+        "committed transaction of the group had processed (the group's transactions had reached "
+        "offset 5)."
+    )
+    evidence = dict(owner["evidence"])
+    assert (evidence["outcome"], evidence["input_records"], evidence["output_records"]) == (
+        "SKIPPED", "6", "6"
+    )  # fmt: skip
+    registered = QueryBuilder().register("t", DeltaTable(str(audited / "consumer_offsets")))
+    rows = registered.execute(
+        "SELECT producer_id, outcome FROM t WHERE group_id = 'owned-twice' ORDER BY record_offset"
+    ).read_all()
+    assert pa.table(rows).to_pylist() == [
+        {"producer_id": 6800, "outcome": "SKIPPED"}, {"producer_id": 6801, "outcome": "APPLIED"}
+    ]  # fmt: skip
 
 
 def test_a_compacted_input_starts_where_its_log_does_not_at_its_first_batch(audited):
