@@ -316,7 +316,7 @@ def test_the_decoded_fields_hold_what_the_scenarios_set(processing, release):
     # assigned their partition and commit for a group they never join, nor the KIP-848 group,
     # whose members have records of their own.
     groups = found.records(CO, record_type_name="GroupMetadata")
-    assigned = ("copier", "aborted_read", "two_owners", "commit_beyond_log",
+    assigned = ("copier", "aborted_read", "two_owners", "skipped_owner", "commit_beyond_log",
                 "commit_below_log_start", "transactional_rewind", "aborted_range",
                 "compacted_input", "unowned_commit", "two_phase_commit")  # fmt: skip
     joined = {group for group, play in plays.items()

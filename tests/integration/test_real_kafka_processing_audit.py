@@ -10,7 +10,9 @@ OFFSET_REWIND of cause ADMIN_RESET (INFO); a consumer committing plainly in a gr
 commits transactionally is a MIXED_OFFSET_COMMITS warning; a read_uncommitted consumer committing
 past a transaction that then commits is READ_PAST_LSO, past one that then aborts ABORTED_READ; two
 processors of one input for one group, both pending before either commits, are
-CONCURRENT_OFFSET_OWNERS, and the second one's outputs DUPLICATE_PROCESSING; a commit far beyond
+CONCURRENT_OFFSET_OWNERS, and the second one's outputs DUPLICATE_PROCESSING (where the second
+one's transaction commits first, the first one's offset commit is skipped, and its range
+DUPLICATE_PROCESSING); a commit far beyond
 the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset below the log
 start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operator's reset of an
 emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest offset
@@ -187,6 +189,23 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
             ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL"),
             ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL"),
         ]
+    # The same, the second owner's transaction committing first: the first one's commit, the
+    # older record of the key, is skipped at its marker, and its transaction's outputs are
+    # committed all the same: it copied again the input the second one's had.
+    skipped = facts["skipped_owner"]
+    assert _processing_findings(warehouse, skipped.group) == [
+        ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL"),
+        ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL"),
+    ]
+    (overlap,) = _evidence(warehouse, skipped.group, "DUPLICATE_PROCESSING")
+    (committed,) = skipped.committed.values()
+    assert (overlap["outcome"], overlap["range_start"], overlap["covered_to"]) == (
+        "SKIPPED", "0", str(committed)
+    )  # fmt: skip
+    assert _sql(
+        warehouse, "consumer_offsets",
+        f"SELECT outcome FROM t WHERE group_id = '{skipped.group}' ORDER BY record_offset",
+    ) == [{"outcome": "SKIPPED"}, {"outcome": "APPLIED"}]  # fmt: skip
     # A consumer's commit far beyond its input's end, which later input passed: the group
     # claims the offsets those records took.
     beyond = facts.get("commit_beyond_log")
@@ -311,7 +330,7 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
         ) == [{"committed_offset": left["offset"], "outcome": "PENDING",
                "producer_id": left["producer_id"]}]  # fmt: skip
     # Nothing else: every processing finding above INFO is one of the faults above.
-    faulty = ("auto_commit", "aborted_read", "two_owners", "commit_beyond_log",
+    faulty = ("auto_commit", "aborted_read", "two_owners", "skipped_owner", "commit_beyond_log",
               "commit_below_log_start", "forward_reset", "rewind_reprocess", "late_commit",
               "transactional_rewind", "aborted_range", "expired_reset")  # fmt: skip
     faults = {p.group for p in facts.values() if p.scenario in faulty}

@@ -22,6 +22,8 @@ group's committed offset. Its standard output is one JSON line per poll (`totalP
 | | still open, which then commits, and past one which then aborts |
 | `two_owners` | two librdkafka processors with different transactional ids copy one input |
 | | partition's records at once for one group; both add its offset, then both commit |
+| `skipped_owner` | as `two_owners`, the second one committing first: the coordinator skips |
+| | the first one's offset commit, the older record, at its marker (KAFKA-14505) |
 | `commit_beyond_log` | a librdkafka consumer reads its input to the end and commits an offset |
 | | 1000 beyond it (the coordinator does not check); more input is written after |
 | `commit_below_log_start` | a librdkafka consumer commits 10; delete_records moves the input's |
@@ -568,13 +570,25 @@ def _copy_and_add_offsets(producer, consumer, played: Played, records: int) -> i
 def two_owners(cluster: Cluster) -> Played:
     """Two processors with different transactional ids own one input partition at once: each
     reads the same records, copies them and adds the position after them to its transaction
-    for the one group, and both commit.
+    for the one group, and both commit, in that order.
 
     Each is a librdkafka consumer (assigned the partition, read_committed) and transactional
     producer doing consume-transform-produce by hand, so that the two transactions' offset
     commits are both pending before either commits, as two copiers' may be, every time.
     """
-    played = _start(cluster, "two_owners", partitions=1, records=60)
+    return _two_owners(cluster, "two_owners", first_commits_first=True)
+
+
+def skipped_owner(cluster: Cluster) -> Played:
+    """As `two_owners`, but the second owner's transaction commits first: the first one's
+    offset commit, the older record of the key, is skipped at its marker (KAFKA-14505), while
+    its outputs are committed."""
+    return _two_owners(cluster, "skipped_owner", first_commits_first=False)
+
+
+def _two_owners(cluster: Cluster, scenario: str, first_commits_first: bool) -> Played:
+    """Two owners' transactions, both offset commits pending, committed in the order asked."""
+    played = _start(cluster, scenario, partitions=1, records=60)
     first = played.transactional_ids[0]
     played.transactional_ids.append(first.replace("-tx-", "-tx2-"))
     played.transaction_timeout_ms = 60_000
@@ -591,18 +605,18 @@ def two_owners(cluster: Cluster) -> Played:
             added.append(_copy_and_add_offsets(producer, consumer, played, wanted))
             played.event("offsets added to the transaction", offset=added[-1])
         # EndTxn is answered once the commit is prepared; the coordinator writes the markers
-        # after. The second EndTxn waits until the first transaction's offsets are applied (its
-        # marker is in `__consumer_offsets`), so the markers land in the order of the commits:
-        # the other order is another case (the first commit's record, older, is then skipped).
-        earlier, later = (producer for producer, _ in owners)
+        # after. The second EndTxn waits until the first one's offsets are applied (its marker
+        # is in `__consumer_offsets`), so the markers land in the order of the commits.
+        order = (0, 1) if first_commits_first else (1, 0)
+        earlier, later = (owners[i][0] for i in order)
         earlier.commit_transaction(30)
         deadline = time.monotonic() + 30
-        while committed_offsets(cluster, played.group).get(key) != added[0]:
+        while committed_offsets(cluster, played.group).get(key) != added[order[0]]:
             if time.monotonic() > deadline:
-                raise TimeoutError("the first owner's offsets were not applied")
+                raise TimeoutError("the earlier commit's offsets were not applied")
             time.sleep(0.05)
         later.commit_transaction(30)
-        played.event("both committed")
+        played.event("both committed", order=[played.transactional_ids[i] for i in order])
     finally:
         for _, consumer in owners:
             consumer.close()
@@ -1152,12 +1166,12 @@ def two_phase_commit(cluster: Cluster) -> Played:
 # The processing scenarios, played on each release (transactions v2 on 4.x, v1 on 3.9), and
 # those of 4.x only (see the module's docstring).
 PROCESSING: tuple[Callable[[Cluster], Played], ...] = (
-    copier, admin_reset, auto_commit, aborted_read, two_owners, commit_beyond_log,
+    copier, admin_reset, auto_commit, aborted_read, two_owners, skipped_owner, commit_beyond_log,
     commit_below_log_start, forward_reset, rewind_reprocess, late_commit, transactional_rewind,
     aborted_range, expired_reset, compacted_input, unowned_commit,
 )  # fmt: skip
 PROCESSING_4 = (*PROCESSING, two_phase_commit, consumer_protocol_reset)
 # The scenarios whose processors write one output record per input record, in the transaction
 # that commits its offset: the audit declares their groups one-to-one.
-ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "forward_reset",
-              "rewind_reprocess", "compacted_input")  # fmt: skip
+ONE_TO_ONE = ("copier", "admin_reset", "auto_commit", "two_owners", "skipped_owner",
+              "forward_reset", "rewind_reprocess", "compacted_input")  # fmt: skip
