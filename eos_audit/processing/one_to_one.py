@@ -13,6 +13,10 @@ copier. A range that starts below the end of an earlier one was processed twice
 (SKIPPED_INPUT, RANGE_GAP); a transaction with more outputs than input records repeated some
 (DUPLICATE_PROCESSING, MORE_OUTPUT_THAN_INPUT), with fewer lost some (SKIPPED_INPUT,
 LESS_OUTPUT_THAN_INPUT) (docs/rules.md#duplicate-processing, docs/rules.md#skipped-input).
+A commit the coordinator skipped (a later record of the key was applied while it was pending:
+KAFKA-14505) is not the group's offset, but its transaction's outputs are committed: its range
+starts at the group's offset when its record was written, and its end counts in what the group's
+transactions covered.
 
 Where the export cannot count, the check says UNVERIFIABLE with the reason, never pass or fail:
 a `__consumer_offsets` partition that is not whole from offset 0 (compaction or retention removed
