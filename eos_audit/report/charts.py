@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from eos_audit.findings import MARK_DUPLICATE, MARK_FENCED, MARK_GAP, MARK_LOST, SEVERITY_ORDER
 from eos_audit.report.findings import FindingsMatrix, Offender
-from eos_audit.report.groups import ABORTED, PENDING, ConsumerGroup, GroupPartition
+from eos_audit.report.groups import ABORTED, PENDING, SKIPPED, ConsumerGroup, GroupPartition
 from eos_audit.report.history import History
 from eos_audit.report.list_offsets import OffsetSeries
 from eos_audit.report.partitions import PartitionTimeline
@@ -731,10 +731,10 @@ def group_chart(group: ConsumerGroup, part: GroupPartition) -> str:
     """A group's committed offset of one input partition against commit time (or record offset).
 
     The APPLIED commits are a step line with a point per interval (a circle: plain, a square:
-    transactional) and a whisker over the offsets committed within it; ABORTED and PENDING
-    transactional commits are hollow marks of their own; findings are marked at the commit they
-    are about (a triangle pointing at it), a rewind with a dashed line down from the offset it
-    replaced.
+    transactional) and a whisker over the offsets committed within it; SKIPPED, ABORTED and
+    PENDING transactional commits are hollow marks of their own; findings are marked at the
+    commit they are about (a triangle pointing at it), a rewind with a dashed line down from the
+    offset it replaced.
     """
     width, height, top, bottom = 430, 250, 22, 196
     o0, o1 = part.offset_domain
@@ -779,13 +779,14 @@ def group_chart(group: ConsumerGroup, part: GroupPartition) -> str:
                 el("line", {"x1": cx, "x2": cx, "y1": y(p.low), "y2": y(p.high),
                             "class": "commit-range"})
             )  # fmt: skip
-        if p.outcome in (ABORTED, PENDING):
+        hollow = p.outcome in (SKIPPED, ABORTED, PENDING)
+        if hollow:
             shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 4.5}))
         elif p.kind == "TRANSACTIONAL":
             shapes.append(el("rect", {"x": cx - 3.5, "y": cy - 3.5, "width": 7, "height": 7}))
         else:
             shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 3.5}))
-        css = f"mark commit commit-{p.outcome if p.outcome in (ABORTED, PENDING) else p.kind}"
+        css = f"mark commit commit-{p.outcome if hollow else p.kind}"
         parts.append(el("g", {"class": css}, *shapes, tip))
     for m in part.marks:
         if m.x is None:

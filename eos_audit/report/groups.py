@@ -2,7 +2,9 @@
 
 The `consumer_offsets` table (eos_audit.processing) has every OffsetCommit record with what the
 group coordinator made of it. Per group (the most severe findings first) and input partition, the
-APPLIED commits are a step line, the ABORTED and PENDING transactional ones marks of their own, and
+APPLIED commits are a step line, the SKIPPED, ABORTED and PENDING transactional ones marks of their
+own (a SKIPPED one's transaction committed, but a later record of the key had been applied: its
+offset never became the group's), and
 the group's findings on the partition (rewinds, mixed commits, concurrent owners) marks linking to
 their evidence. Commits are read per interval (the last of each, with the lowest and highest), so
 a partition committed every second for a night costs no more than one committed ten times.
@@ -46,8 +48,9 @@ from eos_audit.report.transactions import bucket_width
 KINDS = (PLAIN, TRANSACTIONAL, TOMBSTONE)
 OUTCOMES = (APPLIED, SKIPPED, ABORTED, PENDING, REPLACED, CLEARED, DELETED)
 # The outcomes drawn: the committed offset (APPLIED), and the transactional commits that never
-# became it (ABORTED) or had not yet at the export's end (PENDING).
-DRAWN = (APPLIED, ABORTED, PENDING)
+# became it though their transaction committed (SKIPPED, KAFKA-14505) or aborted (ABORTED), or had
+# not yet at the export's end (PENDING).
+DRAWN = (APPLIED, SKIPPED, ABORTED, PENDING)
 SERIES_KEY = ("group_id", "topic", "partition")
 CONSUMER_OFFSETS = "__consumer_offsets"
 _SEVERITY_COLS = [f"findings_{s.lower()}" for s in SEVERITY_ORDER]
@@ -451,8 +454,9 @@ def _query_points(
             F.max("committed_offset").alias("high"),
             F.count(F.lit(1)).alias("n"),
         ),
-        # APPLIED plain and transactional, ABORTED and PENDING transactional: four per interval.
-        len(keys) * (limits.time_buckets + 1) * 4,
+        # APPLIED plain and transactional, SKIPPED, ABORTED and PENDING transactional: five per
+        # interval.
+        len(keys) * (limits.time_buckets + 1) * 5,
     )
 
 

@@ -107,6 +107,7 @@ svg .commit-range{stroke:#455a64;stroke-width:1}
 .commit-TRANSACTIONAL,i.commit-TRANSACTIONAL{fill:#2e7d32;background:#2e7d32}
 svg .commit-ABORTED{fill:#fff;stroke:#8e24aa;stroke-width:2}i.commit-ABORTED{background:#8e24aa}
 svg .commit-PENDING{fill:#fff;stroke:#fb8c00;stroke-width:2}i.commit-PENDING{background:#fb8c00}
+svg .commit-SKIPPED{fill:#fff;stroke:#00838f;stroke-width:2}i.commit-SKIPPED{background:#00838f}
 """
 
 
@@ -549,6 +550,7 @@ def _groups_section(data: ReportData) -> str:
             [
                 ("commit-PLAIN", "plain commit (applied)"),
                 ("commit-TRANSACTIONAL", "transactional commit (applied)"),
+                ("commit-SKIPPED", "skipped: committed, a later record applied first"),
                 ("commit-ABORTED", "aborted"),
                 ("commit-PENDING", "pending at the export's end"),
                 (

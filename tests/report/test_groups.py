@@ -2,9 +2,9 @@
 
 As tests/processing/test_coordinator_audit.py, the coordinator's segments are Kafka's bytes; one
 run audits them, and the report is read from its warehouse. Group zeta-copier commits three
-input partitions, one of them transactionally with an aborted, a rewinding (CRITICAL) and a
-pending commit and then plainly (a mixed commit); group alpha commits one partition plainly,
-without findings.
+input partitions, one of them transactionally with an aborted, a rewinding (CRITICAL), a skipped
+(another producer's, older than a plain commit applied before its marker) and a pending commit
+and then plainly (a mixed commit); group alpha commits one partition plainly, without findings.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from eos_audit.report.tables import TableLocation, run_tables
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from tests.fixtures.segment_builder import (
     BASE_TS,
+    control_batch,
     data_batch,
+    record_batch,
     write_partition_dir,
 )
 from tests.processing.test_coordinator_audit import marker, plain, txn
@@ -43,6 +45,7 @@ from tests.sources.test_coordinator_records import (
 pytestmark = pytest.mark.slow
 
 ZETA, ALPHA, INPUT = "zeta-copier", "alpha", "orders"
+OTHER_PID = 7  # a second transactional producer of zeta-copier
 
 
 def _commit(group: str, partition: int, value: int, second: float) -> tuple[bytes, bytes]:
@@ -51,9 +54,19 @@ def _commit(group: str, partition: int, value: int, second: float) -> tuple[byte
     return offset_commit_key(group, INPUT, partition), offset_commit_value(3, value, "", ts)
 
 
+def _other(offset: int, record: tuple[bytes, bytes] | None = None) -> bytes:
+    """The second producer's transactional commit, or its COMMIT marker."""
+    if record is None:
+        return control_batch(offset, producer_id=OTHER_PID, producer_epoch=0, commit=True,
+                             timestamp=BASE_TS + offset)  # fmt: skip
+    return record_batch(offset, [record], producer_id=OTHER_PID, producer_epoch=0, base_sequence=0,
+                        is_transactional=True, timestamp=BASE_TS + offset)  # fmt: skip
+
+
 # zeta-copier: orders-0 committed 10, 20 in transactions, 30 aborted, 15 committed (a
-# TRANSACTIONAL rewind at record 7), then 18 plainly (mixed), 40 pending at the end; orders-1 and
-# orders-2 plainly.
+# TRANSACTIONAL rewind at record 7), then 18 plainly (mixed), 25 by another producer's
+# transaction, skipped (22 was committed plainly before its marker), 40 pending at the end;
+# orders-1 and orders-2 plainly.
 ZETA_LOG = [
     plain(0, (i16(2) + string(ZETA), group_metadata_value(3, [member(3, "m-1")]))),
     txn(1, 0, _commit(ZETA, 0, 10, 1)), marker(2, 0, True),
@@ -61,10 +74,11 @@ ZETA_LOG = [
     txn(5, 0, _commit(ZETA, 0, 30, 3)), marker(6, 0, False),
     txn(7, 0, _commit(ZETA, 0, 15, 4)), marker(8, 0, True),
     plain(9, _commit(ZETA, 0, 18, 5)),
-    plain(10, _commit(ZETA, 1, 5, 1.5)),
-    plain(11, _commit(ZETA, 1, 8, 5.5)),
-    plain(12, _commit(ZETA, 2, 3, 2.5)),
-    txn(13, 0, _commit(ZETA, 0, 40, 6)),
+    _other(10, _commit(ZETA, 0, 25, 5.3)), plain(11, _commit(ZETA, 0, 22, 5.6)), _other(12),
+    plain(13, _commit(ZETA, 1, 5, 1.5)),
+    plain(14, _commit(ZETA, 1, 8, 5.5)),
+    plain(15, _commit(ZETA, 2, 3, 2.5)),
+    txn(16, 0, _commit(ZETA, 0, 40, 6)),
 ]  # fmt: skip
 ALPHA_LOG = [plain(0, _commit(ALPHA, 0, 100, 1)), plain(1, _commit(ALPHA, 0, 200, 2))]
 
@@ -102,11 +116,12 @@ def test_groups_with_findings_come_first_with_their_partitions_and_counts(audite
     zeta, alpha = groups.groups
     assert (zeta.group_id, alpha.group_id) == (ZETA, ALPHA)  # findings first, then by name
     assert (zeta.coordinator_partition, zeta.commits, zeta.total_partitions) == (
-        partition_for(ZETA), 9, 3
+        partition_for(ZETA), 11, 3
     )  # fmt: skip
     assert zeta.counts == {
-        ("PLAIN", "APPLIED"): 4,
+        ("PLAIN", "APPLIED"): 5,
         ("TRANSACTIONAL", "APPLIED"): 3,
+        ("TRANSACTIONAL", "SKIPPED"): 1,
         ("TRANSACTIONAL", "ABORTED"): 1,
         ("TRANSACTIONAL", "PENDING"): 1,
     }
@@ -114,9 +129,9 @@ def test_groups_with_findings_come_first_with_their_partitions_and_counts(audite
     assert zeta.findings_by_severity["CRITICAL"] == 1
     # The partition with findings first; the last committed offset at the export's end.
     assert [(p.topic, p.partition, p.last_offset) for p in zeta.partitions] == [
-        (INPUT, 0, 18), (INPUT, 1, 8), (INPUT, 2, 3)
+        (INPUT, 0, 22), (INPUT, 1, 8), (INPUT, 2, 3)
     ]  # fmt: skip
-    assert zeta.partitions[0].last_ms == BASE_TS + 5_000
+    assert zeta.partitions[0].last_ms == BASE_TS + 5_600
     assert alpha.findings_by_type == {} and alpha.partitions[0].last_offset == 200
     assert zeta.x_is_time and zeta.x_domain == (BASE_TS + 1_000, BASE_TS + 6_000)
 
@@ -130,6 +145,8 @@ def test_the_partitions_series_has_every_commit_and_the_findings_at_their_commit
         ("TRANSACTIONAL", "ABORTED", 3_000, 30),
         ("TRANSACTIONAL", "APPLIED", 4_000, 15),
         ("PLAIN", "APPLIED", 5_000, 18),
+        ("TRANSACTIONAL", "SKIPPED", 5_300, 25),
+        ("PLAIN", "APPLIED", 5_600, 22),
         ("TRANSACTIONAL", "PENDING", 6_000, 40),
     ]
     marks = {m.finding_type: m for m in orders0.marks}
@@ -153,7 +170,9 @@ def test_the_section_draws_the_group_and_links_the_rewind_to_its_finding(page):
     chart = re.search(r'<figure id="g-zeta-copier-orders-0">.*?</figure>', section, re.S).group(0)
     assert chart.count('class="commit-step"') == 1
     assert chart.count('class="mark commit commit-TRANSACTIONAL"') == 3
-    assert chart.count('class="mark commit commit-PLAIN"') == 1
+    assert chart.count('class="mark commit commit-PLAIN"') == 2
+    assert chart.count('class="mark commit commit-SKIPPED"') == 1
+    assert "transactional commit skipped: offset 25 at" in chart
     assert chart.count('class="mark commit commit-ABORTED"') == 1
     assert chart.count('class="mark commit commit-PENDING"') == 1
     (href,) = re.findall(r'<a href="#(f-[^"]+)"><g class="mark finding sev-CRITICAL">', chart)
@@ -161,8 +180,8 @@ def test_the_section_draws_the_group_and_links_the_rewind_to_its_finding(page):
     assert "OFFSET_REWIND (CRITICAL, TRANSACTIONAL): offset 15 after 20, record 7" in chart
     assert 'class="regress"' in chart
     # The group's table: per partition and for the whole group.
-    assert "transactional: applied 3, aborted 1, pending 1" in section
-    assert "18 (2023-11-14 22:13:25 UTC)" in section
+    assert "transactional: applied 3, skipped 1, aborted 1, pending 1" in section
+    assert "22 (2023-11-14 22:13:25 UTC)" in section
     assert '<a href="#t-OFFSET_REWIND">OFFSET_REWIND</a> 1' in section
     for svg in re.findall(r"<svg .*?</svg>", section, flags=re.S):
         _assert_labels_fit(svg)
