@@ -4,10 +4,10 @@ The `consumer_offsets` table (eos_audit.processing) has every OffsetCommit recor
 group coordinator made of it. Per group (the most severe findings first) and input partition, the
 APPLIED commits are a step line, the SKIPPED, ABORTED and PENDING transactional ones marks of their
 own (a SKIPPED one's transaction committed, but a later record of the key had been applied: its
-offset never became the group's), and
-the group's findings on the partition (rewinds, mixed commits, concurrent owners) marks linking to
-their evidence. Commits are read per interval (the last of each, with the lowest and highest), so
-a partition committed every second for a night costs no more than one committed ten times.
+offset never became the group's), and the group's findings on the partition (rewinds, mixed
+commits, concurrent owners) marks linking to their evidence. Commits are read per interval (the
+last of each, with the lowest and highest), so a partition committed every second for a night
+costs no more than one committed ten times.
 """
 
 from __future__ import annotations
