@@ -71,8 +71,9 @@ _REASONS = {
     "offset 0 in the export (compacted or deleted commits): a range could span several "
     "transactions",
     "RANGE_START_UNKNOWN": "where its transaction began reading is not in the log: the group's "
-    "offset had been deleted before this commit, or it is the group's first commit and the "
-    "export holds the input from after offset 0 only",
+    "offset had been deleted before this commit, it is the group's first commit and the export "
+    "holds the input from after offset 0 only, or the coordinator skipped this commit and it is "
+    "below the group's offset when its record was written",
     "INPUT_NOT_EXPORTED": "the input partition is not in the export",
     "INPUT_NOT_WHOLE": "the range holds offsets of the input partition where the export does "
     "not hold one record per offset (compaction, or batches not read)",
@@ -218,7 +219,9 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
     reason = (
         F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
         .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
-        .when(start.isNull(), "RANGE_START_UNKNOWN")
+        # A skipped commit below the group's offset of its time read from further back.
+        .when(start.isNull() | (skipped & (start > F.col("committed_offset"))),
+              "RANGE_START_UNKNOWN")
         .when(meets("uncounted"), "INPUT_NOT_WHOLE")
         .when(meets("unattributed"), "MARKERS_NOT_ATTRIBUTED")
         .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),

@@ -56,6 +56,9 @@ while they were pending, KAFKA-14505), their transactions committed all the same
 - `owned-twice` (`src10`): two owners read from offset 0; the first one's commit of 6 is
   written, then the second one's transaction commits 5 and gets its marker first (the 6 is
   skipped): the first one processed [0, 5) again (DUPLICATE_PROCESSING, OVERLAPPING_RANGE).
+- `laggard` (`src11`): a transaction commits 8; the next commits 4, read from somewhere below
+  the group's 8, and a plain commit of 10 lands before its marker (its 4 is skipped): where it
+  began reading is not in the log (UNVERIFIABLE, RANGE_START_UNKNOWN), never a pass.
 
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
@@ -285,7 +288,15 @@ def build_export() -> Export:
     second = Processor(export, "owned-twice", 6801, "src10", "dst10", "owned-twice-b-tx")
     first.transaction(10, outputs=6, commit_to=6,
                       between=lambda t: second.transaction(t, outputs=5, commit_to=5))  # fmt: skip
-    assert not {raced.co, first.co} & {other.co for other in (*others, trimmed)}
+
+    # A transaction commits 4 when the group is at 8 (it read from further back), and is skipped
+    # behind a plain commit of 10: where it began reading is not in the log.
+    plain(export, "src11", 10)
+    laggard = Processor(export, "laggard", 6900, "src11", "dst11")
+    laggard.transaction(10, outputs=8, commit_to=8)
+    laggard.transaction(20, outputs=4, commit_to=4,
+                        between=lambda t: laggard.operator_commits(t, 10))  # fmt: skip
+    assert not {raced.co, first.co, laggard.co} & {other.co for other in (*others, trimmed)}
     return export
 
 
@@ -297,7 +308,7 @@ PLAIN_RACE_CO, OWNED_TWICE_CO = partition_for("plain-race"), partition_for("owne
 
 # The groups the audit declares one-to-one (conftest.timelines).
 DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention",
-            "plain-race", "owned-twice")  # fmt: skip
+            "plain-race", "owned-twice", "laggard")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -347,6 +358,7 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "RANGE_SPLITS_TRANSACTION", "INFO", "src2", 0, -1),
+        ("UNVERIFIABLE", "RANGE_START_UNKNOWN", "INFO", "src11", 0, -1),
         ("UNVERIFIABLE", "RANGE_START_UNKNOWN", "INFO", "src8", 0, -1),
     ]  # fmt: skip
 
