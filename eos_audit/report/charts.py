@@ -11,7 +11,7 @@ from itertools import pairwise
 
 from eos_audit.findings import MARK_DUPLICATE, MARK_FENCED, MARK_GAP, MARK_LOST, SEVERITY_ORDER
 from eos_audit.report.findings import FindingsMatrix, Offender
-from eos_audit.report.groups import ABORTED, PENDING, SKIPPED, ConsumerGroup, GroupPartition
+from eos_audit.report.groups import APPLIED, ConsumerGroup, GroupPartition
 from eos_audit.report.history import History
 from eos_audit.report.list_offsets import OffsetSeries
 from eos_audit.report.partitions import PartitionTimeline
@@ -779,7 +779,7 @@ def group_chart(group: ConsumerGroup, part: GroupPartition) -> str:
                 el("line", {"x1": cx, "x2": cx, "y1": y(p.low), "y2": y(p.high),
                             "class": "commit-range"})
             )  # fmt: skip
-        hollow = p.outcome in (SKIPPED, ABORTED, PENDING)
+        hollow = p.outcome != APPLIED  # the other outcomes drawn (groups.DRAWN)
         if hollow:
             shapes.append(el("circle", {"cx": cx, "cy": cy, "r": 4.5}))
         elif p.kind == "TRANSACTIONAL":

@@ -12,14 +12,14 @@ past a transaction that then commits is READ_PAST_LSO, past one that then aborts
 processors of one input for one group, both pending before either commits, are
 CONCURRENT_OFFSET_OWNERS, and the second one's outputs DUPLICATE_PROCESSING (where the second
 one's transaction commits first, the first one's offset commit is skipped, and its range
-DUPLICATE_PROCESSING); a commit far beyond
-the input's end, which the input then passed, is COMMIT_BEYOND_LOG; a group's offset below the log
-start that DeleteRecords and retention left is COMMIT_BELOW_LOG_START; an operator's reset of an
-emptied group forward past input no copier read is SKIPPED_INPUT, one back to the earliest offset
-with the input copied again DUPLICATE_PROCESSING; a member's commit lower than the group's offset
-is an OFFSET_REWIND of cause LATE_COMMIT, a transaction's TRANSACTIONAL; a plain commit past the
-input of an open transaction that then aborts is MIXED_OFFSET_COMMITS of cause
-ABORTED_RANGE_COMMITTED; a commit below the offset a deleted group had is EXPIRED_RESET; a copier
+DUPLICATE_PROCESSING); a commit far beyond the input's end, which the input then passed, is
+COMMIT_BEYOND_LOG; a group's offset below the log start that DeleteRecords and retention left is
+COMMIT_BELOW_LOG_START; an operator's reset of an emptied group forward past input no copier
+read is SKIPPED_INPUT, one back to the earliest offset with the input copied again
+DUPLICATE_PROCESSING; a member's commit lower than the group's offset is an OFFSET_REWIND of
+cause LATE_COMMIT, a transaction's TRANSACTIONAL; a plain commit past the input of an open
+transaction that then aborts is MIXED_OFFSET_COMMITS of cause ABORTED_RANGE_COMMITTED; a commit
+below the offset a deleted group had is EXPIRED_RESET; a copier
 of an input the cleaner compacted gets UNVERIFIABLE for exactly its transactions that read where
 the cleaner had been, and passes the rest. No other processing finding above INFO is raised on any
 of it. A copy of the 4.x export whose copier's abort
