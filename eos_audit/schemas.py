@@ -688,7 +688,7 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "member_count",
         T.IntegerType(),
         True,
-        "GroupMetadata: number of members (0: the group is Empty); null when the text hides it",
+        "GroupMetadata: number of members (0: the group is Empty); null, unknown, is read as Empty",
     ),
     Column(
         "member_id",

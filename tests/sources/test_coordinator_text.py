@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from eos_audit.processing.offset_metadata_manager import Event, replay_partition
 from eos_audit.sources.kafka.coordinator_dump_log import parse_coordinator_dump_log
 from eos_audit.sources.kafka.coordinator_records import (
     CoordinatorRecordError,
@@ -187,6 +188,7 @@ def test_2_4_group_metadata_json():
         protocol_type="consumer",
         generation=3,
         protocol="range",
+        member_count=1,
     )
     empty = _offsets(
         'key: {"metadata":"G"} payload: {"protocolType":"consumer","protocol":null,'
@@ -231,8 +233,52 @@ def test_2_5_to_3_7_offset_commit_group_metadata_and_tombstones():
         'key: group_metadata::group=G payload: {"protocolType":"consumer","protocol":"range",'
         '"generationId":9,"assignment":"{c-1=[t-0, t-1]}"}'
     )
-    assert (group.record_type, group.generation, group.member_count) == (2, 9, None)
+    assert (group.record_type, group.generation, group.member_count) == (2, 9, 1)
     assert _offsets("key: group_metadata::group=G payload: <DELETE>").is_tombstone
+
+
+@pytest.mark.parametrize(
+    ("protocol_type", "assignment", "members"),
+    [
+        ("consumer", "{}", 0),
+        ("consumer", "{c-1=[t-0, t-1]}", 1),
+        ("consumer", "{c-1=[t-0, my-topic-11],c-2=[]}", 2),
+        ("consumer", "{c-1=[t-0]:00FF,c-2=[t-1],c-3=[t-2]:}", 3),  # user data, in hex
+        ("connect", "{w-1=0001AB,w-2=}", 2),  # another protocol's assignment, in hex
+    ],
+)
+def test_2_5_to_3_7_group_metadata_counts_the_members_of_its_assignment(
+    protocol_type, assignment, members
+):
+    line = (
+        f'key: group_metadata::group=G payload: {{"protocolType":"{protocol_type}",'
+        f'"protocol":"range","generationId":9,"assignment":"{assignment}"}}'
+    )
+    assert _offsets(line).member_count == members
+
+
+def test_a_live_members_rewind_in_3_7_text_is_a_late_commit_not_an_operators_reset():
+    """The group's members are in the printed assignment: the replay must not take it Empty."""
+    lines = [
+        'key: group_metadata::group=G payload: {"protocolType":"consumer","protocol":"range",'
+        '"generationId":9,"assignment":"{c-1=[t-0, t-1]}"}',
+        "key: offset_commit::group=G,partition=t-0 payload: offset=10",
+        "key: offset_commit::group=G,partition=t-0 payload: offset=5",
+    ]
+    events = []
+    for offset, line in enumerate(lines):
+        decoded = _offsets(line)
+        events.append(
+            Event(
+                offset, record_type=decoded.record_type, group_id=decoded.group_id,
+                topic=decoded.committed_topic, partition=decoded.committed_partition,
+                committed_offset=decoded.committed_offset, member_count=decoded.member_count,
+            )  # fmt: skip
+        )
+    (_, rewind) = sorted(replay_partition(events), key=lambda r: r.event.offset)  # the commits
+    assert [(f.finding_type, f.cause) for f in rewind.findings] == [
+        ("OFFSET_REWIND", "LATE_COMMIT")
+    ]
 
 
 def test_2_5_to_3_9_transaction_log_tombstone():

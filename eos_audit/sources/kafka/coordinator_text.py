@@ -78,6 +78,10 @@ _OLD_UNKNOWN_TYPE = re.compile(r"^unknown::version=(-?\d+)$")
 _ERROR = re.compile(r"^Error at offset \d+, skipping\. ?(.*)$", re.S)
 _OFFSET_VALUE_2_5 = re.compile(rf"^offset=({_INT})(?:,metadata=(.*))?$", re.S)
 _OFFSET_VALUE_2_4 = re.compile(rf"^({_INT})(?::(.*))?$", re.S)
+# The end of one member's entry in a ≤ 3.7 group's printed assignment, "{m-1=[t-0, t-1],m-2=..}":
+# `=` then a consumer's partition list (topics hold no bracket), with its user data in hex after
+# a colon, or another protocol's assignment in hex; then the next entry or the end.
+_ASSIGNMENT_ENTRY_END = re.compile(r"=(?:\[[^\[\]]*\](?::[0-9A-Fa-f]*)?|[0-9A-Fa-f]*)(?=,|$)")
 _TXN_VALUE = re.compile(
     rf"^producerId:({_INT}),producerEpoch:({_INT}),state=(\w+),"
     r"partitions=(\[[^\]]*\]|\w*Set\([^)]*\)),"
@@ -273,10 +277,27 @@ def _group_metadata_text(group: str, payload: str) -> tuple[DecodedRecord, int] 
         protocol_type=value.get("protocolType"),
         generation=_json_int(value, "generationId"),
         protocol=value.get("protocol"),
-        # The assignment is printed as "{member=[t-0, t-1],...}": only "{}" says how many.
-        member_count=0 if value.get("assignment") == "{}" else None,
+        member_count=_assignment_members(value.get("assignment")),
     )
     return record, size
+
+
+def _assignment_members(assignment: object) -> int | None:
+    """How many members a ≤ 3.7 group's printed assignment lists; None when it is not printed.
+
+    Kafka prints each member as `memberId=[t-0, t-1]` (the consumer protocol, user data in hex
+    after a colon) or `memberId=<hex>` (any other), joined by commas inside braces
+    (GroupMetadataManager's GroupMetadataMessageFormatter). Whether the group has members is
+    what the replay reads (an Empty group's rewind is an operator's reset): "{}" is none, and
+    any other assignment at least one, even where a member id with `=` and `,` in it blurs the
+    count.
+    """
+    if not isinstance(assignment, str):
+        return None
+    inner = assignment.removeprefix("{").removesuffix("}")
+    if not inner:
+        return 0
+    return max(1, len(_ASSIGNMENT_ENTRY_END.findall(inner)))
 
 
 def _parse_group_metadata_2_5(key: str, payload: str) -> tuple[DecodedRecord, int] | None:
