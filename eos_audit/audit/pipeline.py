@@ -351,7 +351,10 @@ def _stage_processing(
         transaction_log_table,
     )
     from eos_audit.processing.downstream_reads import last_stable_offset
-    from eos_audit.processing.exported_logs import cleaned_offset_partitions
+    from eos_audit.processing.exported_logs import (
+        cleaned_offset_partitions,
+        unlogged_offset_transactions,
+    )
     from eos_audit.processing.hanging_offsets import (
         distributed_two_phase_commit_partitions,
         find_hanging_transactions,
@@ -387,6 +390,9 @@ def _stage_processing(
             find_hanging_transactions(history, records, config, run_id, as_of_ms, partitions_listed)
         )
         .unionByName(cleaned_offset_partitions(history, records, config, run_id))
+        .unionByName(
+            unlogged_offset_transactions(history, records, config, run_id, partitions_listed)
+        )
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id

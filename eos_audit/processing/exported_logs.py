@@ -10,6 +10,7 @@ checks that count records by offset say UNVERIFIABLE where they meet it
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
@@ -20,9 +21,16 @@ from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
+from eos_audit.sources.kafka.coordinator_keys import (
+    TRANSACTION_STATE_TOPIC as TRANSACTION_STATE,
+)
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
+
+TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # an UNVERIFIABLE cause
+# What became of a transactional offset commit once its transaction's marker was written.
+_DECIDED = ("APPLIED", "SKIPPED", "ABORTED")
 
 
 def exported_logs(partitions: DataFrame) -> DataFrame:
@@ -55,7 +63,7 @@ def exported_logs(partitions: DataFrame) -> DataFrame:
 
 
 def unverifiable_finding(
-    check: str,
+    check: str | Column,
     values: dict[str, Column],
     identity: list[Column],
     config: AuditConfig,
@@ -67,7 +75,7 @@ def unverifiable_finding(
     its group) stays out.
 
     Args:
-        check: the check that cannot be decided (`evidence.check`).
+        check: the check that cannot be decided (`evidence.check`), or a column naming it.
         values: the finding's columns and evidence: `cause`, `topic`, `partition`, `reason`,
             `scope` (what the finding covers, for its `detail`), and what else the check knows.
         identity: what makes the finding unique and stable across runs.
@@ -79,7 +87,7 @@ def unverifiable_finding(
         **unknown,
         "base_offset": F.lit(-1),
         "last_offset": F.lit(-1),
-        "check": F.lit(check),
+        "check": check if isinstance(check, Column) else F.lit(check),
         **values,
     }
     return finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=filled)
@@ -152,3 +160,136 @@ def cleaned_offset_partitions(
     identity = [F.col("coordinator_partition"), F.lit("OFFSETS_NOT_WHOLE")]
     finding = unverifiable_finding("OFFSET_REWIND", values, identity, config, run_id)
     return judged.select(finding.alias("f")).select("f.*")
+
+
+def transaction_log_held(
+    records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
+) -> DataFrame:
+    """One row: the partitions `__transaction_state` has, and how many of them the export holds.
+
+    `log_partitions_held` counts those the export lists (`listed`) or holds records of.
+    `log_partitions` is `partitions` (`processing.transaction_state_partitions`), or more where
+    the export holds a higher one: Kafka numbers a topic's partitions from 0, so a configured
+    count below the cluster's never makes a partial export look whole.
+    """
+    named = sorted({p for t, p in listed if t == TRANSACTION_STATE and p >= 0})
+    in_records = records.where(
+        (F.col("coordinator_topic") == TRANSACTION_STATE) & (F.col("coordinator_partition") >= 0)
+    ).agg(F.collect_set("coordinator_partition").alias("held"))
+    listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
+    held = F.array_union(F.col("held"), listed_column)
+    return in_records.select(
+        F.greatest(F.lit(partitions), F.coalesce(F.array_max(held) + 1, F.lit(0))).alias(
+            "log_partitions"
+        ),
+        F.size(held).alias("log_partitions_held"),
+    )
+
+
+def transaction_log_held_reason(config: AuditConfig) -> Column:
+    """How much of `__transaction_state` the export holds, for an UNVERIFIABLE reason.
+
+    From `transaction_log_held`'s columns: "the export holds 3 of its 50 partitions
+    (processing.transaction_state_partitions)", or, where the export holds a partition beyond
+    the configured count, "of its at least N partitions (it holds __transaction_state-M, ...)".
+    """
+    # The export holds a partition the configured count does not have: the count is too low.
+    beyond_configured = F.col("log_partitions") > F.lit(
+        config.processing.transaction_state_partitions
+    )
+    return F.format_string(
+        "the export holds %d of its %s partitions (%s)",
+        "log_partitions_held",
+        F.concat(
+            F.when(beyond_configured, F.lit("at least ")).otherwise(F.lit("")),
+            F.col("log_partitions").cast("string"),
+        ),
+        F.when(
+            beyond_configured,
+            F.format_string(
+                "it holds __transaction_state-%d, beyond processing.transaction_state_partitions",
+                F.col("log_partitions") - 1,
+            ),
+        ).otherwise(F.lit("processing.transaction_state_partitions")),
+    )
+
+
+def unlogged_offset_transactions(
+    history: DataFrame,
+    records: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+    partitions_listed: Collection[tuple[str, int]] = (),
+) -> DataFrame:
+    """UNVERIFIABLE (TORN_TRANSACTION, ZOMBIE_COMMIT): offset commits the transaction log misses.
+
+    Both checks start from `__transaction_state`: a torn transaction from the partitions its
+    PrepareCommit or PrepareAbort record lists, a zombie commit from the producer ids and epochs
+    its records give a transactional id. A transactional offset commit whose marker was written
+    (applied, skipped or aborted), by a producer id no exported record of the transaction log
+    has, is judged by neither. Where the export does not hold every partition of the log, the
+    producer's transactional id may be in one it lacks: one finding per `__consumer_offsets`
+    partition and check, with the commits, producers and groups it covers
+    (TRANSACTION_LOG_NOT_WHOLE). Where it holds the whole log, the id's records are gone (an
+    expired transactional id, its records cleaned), older than what the log can show: not raised.
+
+    Args:
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        records: decoded coordinator records (coordinator_records contract, `_source_error`).
+        config: the run configuration (`processing.transaction_state_partitions`, severities).
+        run_id: the run id.
+        partitions_listed: the (topic, partition) pairs the export lists, with or without
+            records (`BatchRead.partitions_listed`).
+
+    Returns:
+        FINDINGS rows.
+    """
+    logged = (
+        records.where(
+            (F.col("coordinator_topic") == TRANSACTION_STATE)
+            & F.col("_source_error").isNull()
+            & F.col("producer_id").isNotNull()
+        )
+        .select("producer_id")
+        .distinct()
+    )
+    decided = history.where(
+        (F.col("kind") == "TRANSACTIONAL") & F.col("outcome").isin(*_DECIDED)
+    ).join(logged, "producer_id", "left_anti")
+    unlogged = decided.groupBy("coordinator_partition").agg(
+        F.count(F.lit(1)).alias("commits"),
+        F.count_distinct("producer_id").alias("producers"),
+        F.count_distinct("group_id").alias("groups"),
+        F.min_by(F.struct("record_offset", "producer_id", "group_id"), "record_offset").alias(
+            "first"
+        ),
+    )
+    held = transaction_log_held(
+        records, config.processing.transaction_state_partitions, partitions_listed
+    )
+    judged = unlogged.crossJoin(held).where(F.col("log_partitions_held") < F.col("log_partitions"))
+    first = F.col("first")
+    values = {
+        "cause": F.lit(TRANSACTION_LOG_NOT_WHOLE),
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": F.col("coordinator_partition"),
+        "producer_id": first["producer_id"],
+        "group_id": first["group_id"],
+        "groups": F.col("groups"),
+        "scope": F.format_string(
+            "%d transactional offset commit(s) of %d producer(s) and %d group(s), the first at "
+            "record %d",
+            "commits", "producers", "groups", first["record_offset"],
+        ),
+        "reason": F.concat(
+            F.lit("no exported record of __transaction_state has their producer ids, and "),
+            transaction_log_held_reason(config),
+            F.lit(": their transactional ids, with the partitions and epochs the check reads, "
+                  "may be in one the export lacks"),
+        ),
+    }  # fmt: skip
+    checks = F.explode(F.array(F.lit("TORN_TRANSACTION"), F.lit("ZOMBIE_COMMIT"))).alias("check")
+    per_check = judged.select("*", checks)
+    identity = [F.col("coordinator_partition"), F.col("check"), F.lit(TRANSACTION_LOG_NOT_WHOLE)]
+    finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
+    return per_check.select(finding.alias("f")).select("f.*")

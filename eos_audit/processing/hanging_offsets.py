@@ -27,7 +27,12 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
-from eos_audit.processing.exported_logs import unverifiable_finding
+from eos_audit.processing.exported_logs import (
+    TRANSACTION_LOG_NOT_WHOLE,
+    transaction_log_held,
+    transaction_log_held_reason,
+    unverifiable_finding,
+)
 from eos_audit.sinks.finding_rows import finding_struct, lowered_by
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -44,7 +49,6 @@ _OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 # (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 TWO_PHASE_COMMIT = "TWO_PHASE_COMMIT"  # the cause (findings.CAUSE_CEILING)
-TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # UNVERIFIABLE's causes
 EXPORT_DOES_NOT_SPAN = "EXPORT_DOES_NOT_SPAN"
 
 
@@ -101,16 +105,12 @@ def find_hanging_transactions(
         F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
     )
     judged = old.join(_current_transactions(records), "producer_id", "left").crossJoin(
-        _transaction_log_held(
+        transaction_log_held(
             records, config.processing.transaction_state_partitions, partitions_listed
         )
     )
     log = F.col("log")
     whole = F.col("log_partitions_held") == F.col("log_partitions")
-    # The export holds a partition the configured count does not have: the count is too low.
-    beyond_configured = F.col("log_partitions") > F.lit(
-        config.processing.transaction_state_partitions
-    )
     listed = F.exists(
         log["transaction_partitions"],
         lambda tp: (
@@ -177,22 +177,10 @@ def find_hanging_transactions(
             ),
             "reason": F.when(
                 F.col("cause") == TRANSACTION_LOG_NOT_WHOLE,
-                F.format_string(
-                    "no exported record of __transaction_state has that producer id, and the "
-                    "export holds %d of its %s partitions (%s): its transactional id may be in "
-                    "one the export lacks",
-                    "log_partitions_held",
-                    F.concat(
-                        F.when(beyond_configured, F.lit("at least ")).otherwise(F.lit("")),
-                        F.col("log_partitions").cast("string"),
-                    ),
-                    F.when(
-                        beyond_configured,
-                        F.format_string(
-                            "it holds __transaction_state-%d, beyond "
-                            "processing.transaction_state_partitions", F.col("log_partitions") - 1,
-                        ),
-                    ).otherwise(F.lit("processing.transaction_state_partitions")),
+                F.concat(
+                    F.lit("no exported record of __transaction_state has that producer id, and "),
+                    transaction_log_held_reason(config),
+                    F.lit(": its transactional id may be in one the export lacks"),
                 ),
             ).otherwise(
                 F.format_string(
@@ -212,30 +200,6 @@ def find_hanging_transactions(
         hanging.select(finding.alias("f"))
         .unionByName(undecided.select(unverifiable.alias("f")))
         .select("f.*")
-    )
-
-
-def _transaction_log_held(
-    records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
-) -> DataFrame:
-    """One row: the partitions `__transaction_state` has, and how many of them the export holds.
-
-    `log_partitions_held` counts those the export lists (`listed`) or holds records of.
-    `log_partitions` is `partitions` (`processing.transaction_state_partitions`), or more where
-    the export holds a higher one: Kafka numbers a topic's partitions from 0, so a configured
-    count below the cluster's never makes a partial export look whole.
-    """
-    named = sorted({p for t, p in listed if t == TRANSACTION_STATE and p >= 0})
-    in_records = records.where(
-        (F.col("coordinator_topic") == TRANSACTION_STATE) & (F.col("coordinator_partition") >= 0)
-    ).agg(F.collect_set("coordinator_partition").alias("held"))
-    listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
-    held = F.array_union(F.col("held"), listed_column)
-    return in_records.select(
-        F.greatest(F.lit(partitions), F.coalesce(F.array_max(held) + 1, F.lit(0))).alias(
-            "log_partitions"
-        ),
-        F.size(held).alias("log_partitions_held"),
     )
 
 

@@ -44,6 +44,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.downstream_reads import last_stable_offset
+from eos_audit.processing.exported_logs import unlogged_offset_transactions
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
 from eos_audit.processing.transaction_markers import matched_markers
 from eos_audit.sources.kafka.coordinator_keys import partition_for
@@ -404,6 +405,47 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     )
     # Every partition up to the highest one exported: the whole log, whatever the configuration.
     assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
+
+
+def test_offset_transactions_the_exported_transaction_log_misses_are_unverifiable(
+    spark, tmp_path
+):
+    """`proc`'s two decided transactions (offsets committed at records 0 and 2, markers at 1 and
+    3): torn and zombie commits are found from the transaction log, so without `proc-tx`'s
+    records neither check judged them. Where the export lacks partitions of the log, that is
+    said, once per check; the whole log without them (an expired id, cleaned) says nothing."""
+    root = tmp_path / "export"
+    write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS[:4])
+    export = read_kafka_export(spark, [str(root)])
+    records = staged_records(export.coordinator_records)
+    history = replay_offsets(offset_events(records))
+
+    def unlogged(listed) -> list[tuple]:
+        rows = unlogged_offset_transactions(history, records, AuditConfig(), "run", listed)
+        found = [(r["finding_type"], r["cause"], r["topic"], r["partition"], r["base_offset"],
+                  r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
+                 for r in rows.collect()]  # fmt: skip
+        return sorted(found, key=lambda f: f[5])
+
+    reason = (
+        f"cannot be decided for {CO}-{PROC_CO} (2 transactional offset commit(s) of 1 "
+        "producer(s) and 1 group(s), the first at record 0): no exported record of "
+        "__transaction_state has their producer ids, and the export holds 0 of its 50 "
+        "partitions (processing.transaction_state_partitions): their transactional ids, with "
+        "the partitions and epochs the check reads, may be in one the export lacks."
+    )
+    assert unlogged(export.partitions_listed) == [
+        ("UNVERIFIABLE", "TRANSACTION_LOG_NOT_WHOLE", CO, PROC_CO, -1, check, PROCESSOR,
+         f"{check} {reason}")
+        for check in ("TORN_TRANSACTION", "ZOMBIE_COMMIT")
+    ]  # fmt: skip
+    assert unlogged({("__transaction_state", p) for p in range(50)}) == []
+    # With the producer's transactional id in the export, the checks judge its commits.
+    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
+    export = read_kafka_export(spark, [str(root)])
+    records = staged_records(export.coordinator_records)
+    history = replay_offsets(offset_events(records))
+    assert unlogged(export.partitions_listed) == []
 
 
 def test_a_marker_written_after_the_complete_record_ends_another_transaction(spark):
