@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
+from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -103,9 +104,17 @@ def offsets_logs(records: DataFrame) -> DataFrame:
         records: decoded coordinator records (coordinator_records contract).
 
     Returns:
-        coordinator_partition, `first_offset`, `last_offset` and `offsets_whole`: every offset
-        from 0 to the last holds a record.
+        coordinator_partition, `first_offset`, `last_offset`, `offsets_whole` (every offset from
+        0 to the last holds a record) and `keyless_tombstones`: tombstones whose key the export
+        does not show (`kafka-dump-log.sh` 2.4 and older prints none), so which commit or group
+        each removed is unknown.
     """
+    keyless = (
+        F.col("is_tombstone")
+        & F.col("record_type").isNull()
+        & F.col("control_type").isNull()
+        & F.col(SOURCE_ERROR).isNull()
+    )
     stats = (
         records.where(F.col("coordinator_topic") == CONSUMER_OFFSETS)
         .groupBy("coordinator_partition")
@@ -113,22 +122,28 @@ def offsets_logs(records: DataFrame) -> DataFrame:
             F.min("offset").alias("first_offset"),
             F.max("offset").alias("last_offset"),
             F.count_distinct("offset").alias("offsets"),
+            F.count(F.when(keyless, F.lit(1))).alias("keyless_tombstones"),
+            F.min(F.when(keyless, F.col("offset"))).alias("first_keyless_tombstone"),
         )
     )
     whole = (F.col("first_offset") == 0) & (F.col("offsets") == F.col("last_offset") + 1)
     return stats.select(
-        "coordinator_partition", "first_offset", "last_offset", whole.alias("offsets_whole")
-    )
+        "coordinator_partition", "first_offset", "last_offset", whole.alias("offsets_whole"),
+        "keyless_tombstones", "first_keyless_tombstone",
+    )  # fmt: skip
 
 
 def cleaned_offset_partitions(
     history: DataFrame, records: DataFrame, config: AuditConfig, run_id: str
 ) -> DataFrame:
-    """UNVERIFIABLE (OFFSET_REWIND): `__consumer_offsets` partitions the export holds cleaned.
+    """UNVERIFIABLE (OFFSET_REWIND): `__consumer_offsets` partitions the export cannot replay whole.
 
-    One finding per partition that is not whole from offset 0 and holds some group's commits,
-    with the number of those groups: the replay's rewind check saw only the commits the cleaner
-    kept.
+    One finding per partition that holds some group's commits, with the number of those groups,
+    where the replay's rewind check saw only part of what the coordinator did: the partition is
+    not whole from offset 0 (OFFSETS_NOT_WHOLE: the cleaner kept only some commits), or the
+    export shows tombstones without their key (KEYLESS_TOMBSTONES: `kafka-dump-log.sh` 2.4 and
+    older prints none, so the replay cannot remove what each removed, and a later commit below
+    a removed value, an expired offset's restart, cannot be told from a rewind).
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -139,25 +154,41 @@ def cleaned_offset_partitions(
     Returns:
         FINDINGS rows.
     """
-    cleaned = offsets_logs(records).where(~F.col("offsets_whole"))
+    logs = offsets_logs(records).withColumn(
+        "cause",
+        F.when(~F.col("offsets_whole"), F.lit("OFFSETS_NOT_WHOLE")).when(
+            F.col("keyless_tombstones") > 0, F.lit("KEYLESS_TOMBSTONES")
+        ),
+    )
     groups = history.groupBy("coordinator_partition").agg(
         F.count_distinct("group_id").alias("groups")
     )
-    judged = cleaned.join(groups, "coordinator_partition")
+    judged = logs.where(F.col("cause").isNotNull()).join(groups, "coordinator_partition")
     values = {
-        "cause": F.lit("OFFSETS_NOT_WHOLE"),
+        "cause": F.col("cause"),
         "topic": F.lit(CONSUMER_OFFSETS),
         "partition": F.col("coordinator_partition"),
-        "reason": F.format_string(
-            "the export holds records from offset %d to %d of it, not one at every offset (the "
-            "cleaner keeps a key's last commit only): a rewind among commits it removed cannot "
-            "be seen",
-            "first_offset", "last_offset",
+        "reason": F.when(
+            F.col("cause") == "OFFSETS_NOT_WHOLE",
+            F.format_string(
+                "the export holds records from offset %d to %d of it, not one at every offset "
+                "(the cleaner keeps a key's last commit only): a rewind among commits it removed "
+                "cannot be seen",
+                "first_offset", "last_offset",
+            ),
+        ).otherwise(
+            F.format_string(
+                "the export shows %d tombstone(s) without their key, the first at offset %d "
+                "(kafka-dump-log.sh 2.4 and older prints none): which commits they removed is "
+                "unknown, so a commit below a removed value, a restart from an expired offset, "
+                "cannot be told from a rewind",
+                "keyless_tombstones", "first_keyless_tombstone",
+            )
         ),
         "scope": F.format_string("%d group(s) committed there", "groups"),
         "groups": F.col("groups"),
     }  # fmt: skip
-    identity = [F.col("coordinator_partition"), F.lit("OFFSETS_NOT_WHOLE")]
+    identity = [F.col("coordinator_partition"), F.col("cause")]
     finding = unverifiable_finding("OFFSET_REWIND", values, identity, config, run_id)
     return judged.select(finding.alias("f")).select("f.*")
 
@@ -247,7 +278,7 @@ def unlogged_offset_transactions(
     logged = (
         records.where(
             (F.col("coordinator_topic") == TRANSACTION_STATE)
-            & F.col("_source_error").isNull()
+            & F.col(SOURCE_ERROR).isNull()
             & F.col("producer_id").isNotNull()
         )
         .select("producer_id")

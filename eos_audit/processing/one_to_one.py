@@ -70,6 +70,9 @@ _REASONS = {
     "OFFSETS_NOT_WHOLE": "the __consumer_offsets partition holding the group is not whole from "
     "offset 0 in the export (compacted or deleted commits): a range could span several "
     "transactions",
+    "KEYLESS_TOMBSTONES": "the export shows tombstones of the __consumer_offsets partition "
+    "holding the group without their key (kafka-dump-log.sh 2.4 and older prints none): where "
+    "the group's offset was deleted, and so where a range began, is unknown",
     "RANGE_START_UNKNOWN": "where its transaction began reading is not in the log: the group's "
     "offset had been deleted before this commit, it is the group's first commit and the export "
     "holds the input from after offset 0 only, or the coordinator skipped this commit and it is "
@@ -197,7 +200,9 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         )
     ]
     decided = with_past.select("*", *starts).where(committed)
-    offsets_log = offsets_logs(records).select("coordinator_partition", "offsets_whole")
+    offsets_log = offsets_logs(records).select(
+        "coordinator_partition", "offsets_whole", "keyless_tombstones"
+    )
     joined = (
         decided.drop("probe", "stored", "applied_before")
         .join(offsets_log, "coordinator_partition", "left")
@@ -218,6 +223,7 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
 
     reason = (
         F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
+        .when(F.col("keyless_tombstones") > 0, "KEYLESS_TOMBSTONES")
         .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
         # A skipped commit below the group's offset of its time read from further back.
         .when(start.isNull() | (skipped & (start > F.col("committed_offset"))),

@@ -14,8 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from eos_audit.audit import output_records
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
+from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
+from eos_audit.processing.exported_logs import cleaned_offset_partitions
+from eos_audit.processing.one_to_one import send_offsets_to_transaction
+from eos_audit.sources.kafka.coordinator_dump_log import read_coordinator_dump_log
+from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from eos_audit.sources.kafka.coordinator_segments import parse_coordinator_segment
 from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
@@ -236,3 +242,101 @@ def test_the_stage_leaves_out_contract_columns_only():
     from eos_audit.schemas import COORDINATOR_RECORDS_COLUMNS
 
     assert UNREAD_COLUMNS.issubset({c.name for c in COORDINATOR_RECORDS_COLUMNS})
+
+
+def dump_2_4_batch(offset: int, record: str, producer_id: int = -1) -> str:
+    """One batch of one record as kafka-dump-log.sh 2.4 prints it with the offsets decoder: a
+    plain one, or of producer `producer_id`'s transaction (epoch 0)."""
+    producer = (
+        "producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 0 isTransactional: false"
+        if producer_id < 0
+        else f"producerId: {producer_id} producerEpoch: 0 partitionLeaderEpoch: 0 "
+        "isTransactional: true"
+    )
+    return (
+        f"baseOffset: {offset} lastOffset: {offset} count: 1 baseSequence: 0 lastSequence: 0 "
+        f"{producer} isControl: false position: {offset * 100} CreateTime: {BASE_TS + offset} "
+        "size: 100 magic: 2 compresscodec: NONE crc: 1 isvalid: true\n"
+        f"| offset: {offset} CreateTime: {BASE_TS + offset} keysize: 22 {record}\n"
+    )
+
+
+# A commit of 42, a tombstone (printed without its key: the offset expired), a restart at 7.
+COMMIT_LINE = f"valuesize: 28 sequence: 0 headerKeys: [] key: offset::{GROUP}:{INPUT}:0 payload: "
+TOMBSTONE_LINE = "valuesize: -1 sequence: 0 headerKeys: []"
+
+
+def dump_2_4(producer_id: int = -1) -> str:
+    """The partition's dump: the commits plain, or in producer `producer_id`'s transactions."""
+    return (
+        f"Dumping /logs/{CONSUMER_OFFSETS}-{CO}/00000000000000000000.log\nStarting offset: 0\n"
+        + dump_2_4_batch(0, COMMIT_LINE + "42", producer_id)
+        + dump_2_4_batch(1, TOMBSTONE_LINE)
+        + dump_2_4_batch(2, COMMIT_LINE + "7", producer_id)
+    )
+
+
+def test_tombstones_the_text_prints_without_their_key_make_the_rewind_check_unverifiable(
+    spark, tmp_path
+):
+    """Kafka removed the commit of 42 at the tombstone, so 7 is a restart from an expired offset;
+    the text does not say which key the tombstone removed, so the replay keeps 42 and sees a
+    rewind. The partition is said UNVERIFIABLE for the check, naming the tombstones."""
+    dump = tmp_path / "offsets-2.4.txt"
+    dump.write_text(dump_2_4())
+    records = staged_records(read_coordinator_dump_log(spark, [str(dump)]))
+    history = replay_offsets(offset_events(records))
+    rewinds = [(r["record_offset"], [f["cause"] for f in r["findings"]]) for r in history.collect()]
+    assert rewinds == [(0, []), (2, ["LATE_COMMIT"])]
+    (row,) = cleaned_offset_partitions(history, records, AuditConfig(), "run").collect()
+    assert (row["finding_type"], row["cause"], row["partition"], row["evidence"]["check"]) == (
+        "UNVERIFIABLE", "KEYLESS_TOMBSTONES", CO, "OFFSET_REWIND",
+    )  # fmt: skip
+    assert row["detail"] == (
+        f"OFFSET_REWIND cannot be decided for {CONSUMER_OFFSETS}-{CO} (1 group(s) committed "
+        "there): the export shows 1 tombstone(s) without their key, the first at offset 1 "
+        "(kafka-dump-log.sh 2.4 and older prints none): which commits they removed is unknown, "
+        "so a commit below a removed value, a restart from an expired offset, cannot be told "
+        "from a rewind."
+    )
+
+
+def dump_2_4_marker(offset: int) -> str:
+    """Producer PID's COMMIT marker as kafka-dump-log.sh 2.4 prints it."""
+    return (
+        f"baseOffset: {offset} lastOffset: {offset} count: 1 baseSequence: -1 lastSequence: -1 "
+        f"producerId: {PID} producerEpoch: 0 partitionLeaderEpoch: 0 isTransactional: true "
+        f"isControl: true position: {offset * 100} CreateTime: {BASE_TS + offset} size: 78 "
+        "magic: 2 compresscodec: NONE crc: 1 isvalid: true\n"
+        f"| offset: {offset} CreateTime: {BASE_TS + offset} keysize: 4 valuesize: 6 sequence: -1 "
+        "headerKeys: [] endTxnMarker: COMMIT coordinatorEpoch: 0\n"
+    )
+
+
+def test_a_one_to_one_groups_ranges_behind_keyless_tombstones_are_unverifiable(spark, tmp_path):
+    """The same partition with the commits made in transactions: where the group's offset was
+    deleted, and so where the next transaction's range began, the text does not say."""
+    dump = tmp_path / "offsets-2.4.txt"
+    dump.write_text(
+        f"Dumping /logs/{CONSUMER_OFFSETS}-{CO}/00000000000000000000.log\nStarting offset: 0\n"
+        + dump_2_4_batch(0, COMMIT_LINE + "42", PID)
+        + dump_2_4_marker(1)
+        + dump_2_4_batch(2, TOMBSTONE_LINE)
+        + dump_2_4_batch(3, COMMIT_LINE + "7", PID)
+        + dump_2_4_marker(4)
+    )
+    records = staged_records(read_coordinator_dump_log(spark, [str(dump)]))
+    history = replay_offsets(offset_events(records))
+    assert [(r["record_offset"], r["outcome"]) for r in history.collect()] == [
+        (0, "APPLIED"), (3, "APPLIED"),
+    ]  # fmt: skip
+    nothing_audited = spark.createDataFrame([], output_records.OUTPUT_RECORD)
+    config = AuditConfig().with_overrides(processing={"one_to_one_groups": [GROUP]})
+    rows = send_offsets_to_transaction(
+        records, history, output_records.transactions_of(nothing_audited),
+        output_records.partition_summary_of(nothing_audited), config, "run",
+    ).collect()  # fmt: skip
+    assert [(r["finding_type"], r["cause"], r["topic"], r["partition"]) for r in rows] == [
+        ("UNVERIFIABLE", "KEYLESS_TOMBSTONES", INPUT, 0)
+    ]
+    assert "(kafka-dump-log.sh 2.4 and older prints none)" in rows[0]["detail"]

@@ -532,6 +532,15 @@ def test_trap_the_2_4_tombstone_line_has_no_key():
         parse_record_line(line.replace("valuesize: -1", "valuesize: 24"), CO)
 
 
+def test_trap_2_4_stops_at_a_transaction_log_tombstone():
+    """2.4's transaction-log decoder fails on a tombstone after printing its offset and sizes:
+    the line is the dump's last, and says the rest of the partition is missing."""
+    line = "| offset: 5 CreateTime: 1570000000000 keysize: 13 valuesize: -1 sequence: -1"
+    line += " headerKeys: []"
+    with pytest.raises(CoordinatorRecordError, match="the rest of the partition is missing"):
+        parse_record_line(line, TS)
+
+
 def test_trap_json_values_are_strings_or_numbers():
     as_strings = _offsets(
         'key: {"type":"1","data":{"group":"G","topic":"T","partition":0}} payload: {"version":"3",'

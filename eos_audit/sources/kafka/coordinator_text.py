@@ -162,9 +162,18 @@ def parse_decoder_text(
     body = text.lstrip(" ").rstrip("\r\n")
     is_tombstone = value_size == -1
     if not body:
-        # ≤ 2.4 offsets decoder: `if (!record.hasValue) (None, None)`: a tombstone, key unknown.
         if value_size not in (None, -1):
             raise CoordinatorRecordError(f"no decoder output for a value of {value_size} bytes")
+        if coordinator_topic == TRANSACTION_STATE_TOPIC:
+            # ≤ 2.4's transaction-log decoder reads a tombstone's value as null and fails on it
+            # (`readTxnRecordValue` returns null, the parser reads its producerId), after the
+            # line's offset and sizes: the tool stops there, and the dump ends with this line.
+            raise CoordinatorRecordError(
+                "a tombstone without decoder output: kafka-dump-log.sh 2.4 and older fails on a "
+                "__transaction_state tombstone (NullPointerException) and prints nothing after "
+                "it, so the rest of the partition is missing; dump it with 2.5 or newer"
+            )
+        # ≤ 2.4 offsets decoder: `if (!record.hasValue) (None, None)`: a tombstone, key unknown.
         return DecodedRecord(None, None, is_tombstone=True)
     if not body.startswith("key: "):
         raise CoordinatorRecordError("the decoder output has no key")
