@@ -223,6 +223,13 @@ def _print_summary(result, out=None) -> None:
             "output, counted by their bytes (see input_files), not as batches",
             file=out,
         )
+    if result.coordinator_records_skipped:
+        counts = ", ".join(f"{k} ({n})" for k, n in result.coordinator_records_skipped.items())
+        print(
+            f"{sum(result.coordinator_records_skipped.values())} coordinator record(s) skipped, "
+            f"of types the audit does not read: {counts}",
+            file=out,
+        )
     if result.seeded_from_run and not result.batches_skipped:
         print(f"seeded with run {result.seeded_from_run}'s producer_state", file=out)
     if result.error:

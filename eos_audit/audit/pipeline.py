@@ -19,7 +19,7 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -317,6 +317,10 @@ class ProcessingTables:
     transaction_log: DataFrame
     # The partitions of open KIP-939 transactions, or None when the transaction log has none.
     two_phase_commit: DataFrame | None = None
+    # Records of types the audit does not read (a consumer group's assignments and epochs, share
+    # and streams groups, types a newer Kafka writes): how many, by `_record_type`. Counted, not
+    # quarantined: they are no error.
+    skipped: dict[str, int] = field(default_factory=dict)
 
 
 COORDINATOR_INPUT = "coordinator_records"
@@ -403,11 +407,28 @@ def _stage_processing(
         output_records.problem_records(rejected, run_id)
     )
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
+    # One small job: its rows are bounded by the record types, never by the records.
+    skipped = (
+        records.where(F.col("is_skipped") & F.col(SOURCE_ERROR).isNull())
+        .groupBy("coordinator_topic", "record_type")
+        .count()
+        .collect()
+    )
     return ProcessingTables(
         consumer_offsets_table(history, run_id),
         transaction_log_table(records, run_id),
         distributed_two_phase_commit_partitions(records),
+        {_record_type(r["coordinator_topic"], r["record_type"]): r["count"] for r in skipped},
     )
+
+
+def _record_type(topic: str, record_type: int | None) -> str:
+    """A coordinator record type as the run's summary names it: `<topic> type <n> (<name>)`."""
+    from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC
+    from eos_audit.sources.kafka.coordinator_records import GROUP_RECORD_TYPE_NAMES
+
+    name = GROUP_RECORD_TYPE_NAMES.get(record_type) if topic == CONSUMER_OFFSETS_TOPIC else None
+    return f"{topic} type {record_type}" + (f" ({name})" if name else "")
 
 
 def _summary(staged: DataFrame) -> dict:
@@ -652,6 +673,13 @@ def _audit_and_write(
                 spark, read.coordinator_records, config, run_id, stage, staged_path, as_of_ms,
                 read.partitions_listed,
             )  # fmt: skip
+    if processing is not None and processing.skipped:
+        result.coordinator_records_skipped = dict(sorted(processing.skipped.items()))
+        log.info(
+            "run %s: skipped %d coordinator record(s) of types the audit does not read: %s",
+            run_id, sum(processing.skipped.values()),
+            ", ".join(f"{k} ({n})" for k, n in result.coordinator_records_skipped.items()),
+        )  # fmt: skip
     _reached("staged")
     staged = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
     if processing is not None and processing.two_phase_commit is not None:

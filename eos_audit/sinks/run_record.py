@@ -59,6 +59,10 @@ class RunResult:
     # Lines of dump-log texts that are no part of the tool's output (quarantine input
     # dump_log_line): not batches, so in no batch count; their bytes count (input_files).
     lines_quarantined: int = 0
+    # Coordinator records of types the audit does not read (a consumer group's assignments,
+    # share and streams groups), by "<topic> type <n> (<name>)": counted and skipped, never an
+    # error.
+    coordinator_records_skipped: dict[str, int] = field(default_factory=dict)
     seeded_from_run: str | None = None
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     findings_by_type: list[tuple[str, str, int]] = field(default_factory=list)

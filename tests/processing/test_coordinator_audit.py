@@ -9,6 +9,8 @@ rows with the state before each.
 
 from __future__ import annotations
 
+import io
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,6 +18,7 @@ from deltalake import DeltaTable, QueryBuilder
 
 from eos_audit.audit import output_records
 from eos_audit.audit.pipeline import AuditInputs, run_audit
+from eos_audit.cli import _print_summary
 from eos_audit.config import AuditConfig
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.exported_logs import cleaned_offset_partitions
@@ -77,7 +80,9 @@ def marker(offset: int, epoch: int, commit: bool) -> bytes:
 
 # __consumer_offsets: a transactional copier committing 10, 20; a transaction of 20-29 during
 # which the group's consumer auto-commits 25, and which aborts (20-24 committed, never processed);
-# the group empties and an operator resets to 0 (a rewind, INFO); a transaction pending at the end.
+# the group empties and an operator resets to 0 (a rewind, INFO); a transaction pending at the end;
+# two records of a share group (KIP-932), a type the audit counts and does not read.
+SHARE_GROUP_METADATA = (i16(11) + string("share-group"), i16(0) + b"\x00\x00\x00\x01")
 OFFSETS_LOG = [
     plain(0, group(1)),
     txn(1, 0, commit(10)), marker(2, 0, True),
@@ -86,6 +91,7 @@ OFFSETS_LOG = [
     plain(8, group(0)),
     plain(9, commit(0)),
     txn(10, 1, commit(5)),
+    plain(11, SHARE_GROUP_METADATA, SHARE_GROUP_METADATA),
 ]  # fmt: skip
 TRANSACTIONS_LOG = [
     plain(0, (txn_key(TXN_ID), txn_value(0, PID, 0, 0, None, BASE_TS))),
@@ -133,6 +139,16 @@ def test_every_commit_gets_the_coordinators_outcome(audited):
     assert {
         (r["group_id"], r["topic"], r["partition"], r["coordinator_partition"]) for r in rows
     } == {(GROUP, INPUT, 0, CO)}
+    # The share group's records are no commit: counted for the run's summary, not quarantined.
+    assert result.coordinator_records_skipped == {
+        "__consumer_offsets type 11 (ShareGroupMetadata)": 2
+    }
+    summary = io.StringIO()
+    _print_summary(result, summary)
+    assert (
+        "2 coordinator record(s) skipped, of types the audit does not read: "
+        "__consumer_offsets type 11 (ShareGroupMetadata) (2)"
+    ) in summary.getvalue()
     assert [r["previous_committed_offset"] for r in rows] == [None, 10, None, 20, 25, None]
     assert result.status == "SUCCEEDED"
 
