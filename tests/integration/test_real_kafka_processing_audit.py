@@ -153,12 +153,11 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     )  # fmt: skip
     assert {r["outcome"] for r in outcomes} >= {"APPLIED", "ABORTED"}
     # The operator's reset of the emptied group.
-    reset = facts.get("admin_reset")
-    if reset is not None:
-        # One rewind per input partition the reset moved back to 0.
-        assert _processing_findings(warehouse, reset.group) == [
-            ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
-        ] * reset.partitions
+    reset = facts["admin_reset"]
+    # One rewind per input partition the reset moved back to 0.
+    assert _processing_findings(warehouse, reset.group) == [
+        ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
+    ] * reset.partitions
     # The same reset of an emptied KIP-848 consumer group (4.x): its member's tombstone, not a
     # GroupMetadata record, says it left.
     emptied = facts.get("consumer_protocol_reset")
@@ -168,27 +167,24 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
             ("OFFSET_REWIND", "ADMIN_RESET", "INFO")
         ] * emptied.partitions
     # A plain consumer committing in the copier's group.
-    mixed = facts.get("auto_commit")
-    if mixed is not None:
-        assert _processing_findings(warehouse, mixed.group) == [
-            ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")
-        ]
+    mixed = facts["auto_commit"]
+    assert _processing_findings(warehouse, mixed.group) == [
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")
+    ]
     # A downstream consumer at read_uncommitted: past a transaction that committed, and past one
     # that aborted.
-    reader = facts.get("aborted_read")
-    if reader is not None:
-        assert _processing_findings(warehouse, reader.group) == [
-            ("ABORTED_READ", None, "CRITICAL"), ("READ_PAST_LSO", None, "WARNING")
-        ]
+    reader = facts["aborted_read"]
+    assert _processing_findings(warehouse, reader.group) == [
+        ("ABORTED_READ", None, "CRITICAL"), ("READ_PAST_LSO", None, "WARNING")
+    ]
     # Two processors of one input for one group, at once: both transactions' offset commits of
     # the one key were pending together, and both committed; the second one's outputs copied
     # input the first one's commit had already covered.
-    owners = facts.get("two_owners")
-    if owners is not None:
-        assert _processing_findings(warehouse, owners.group) == [
-            ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL"),
-            ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL"),
-        ]
+    owners = facts["two_owners"]
+    assert _processing_findings(warehouse, owners.group) == [
+        ("CONCURRENT_OFFSET_OWNERS", None, "CRITICAL"),
+        ("DUPLICATE_PROCESSING", "MORE_OUTPUT_THAN_INPUT", "CRITICAL"),
+    ]
     # The same, the second owner's transaction committing first: the first one's commit, the
     # older record of the key, is skipped at its marker, and its transaction's outputs are
     # committed all the same: it copied again the input the second one's had.
@@ -208,65 +204,61 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
     ) == [{"outcome": "SKIPPED"}, {"outcome": "APPLIED"}]  # fmt: skip
     # A consumer's commit far beyond its input's end, which later input passed: the group
     # claims the offsets those records took.
-    beyond = facts.get("commit_beyond_log")
-    if beyond is not None:
-        assert _processing_findings(warehouse, beyond.group) == [
-            ("COMMIT_BEYOND_LOG", None, "CRITICAL")
-        ]
-        (evidence,) = _evidence(warehouse, beyond.group, "COMMIT_BEYOND_LOG")
-        key = f"{beyond.input_topic}:0"
-        assert (int(evidence["committed_offset"]), int(evidence["log_end_offset"])) == (
-            beyond.committed[key], beyond.log_end[key]
-        )  # fmt: skip
+    beyond = facts["commit_beyond_log"]
+    assert _processing_findings(warehouse, beyond.group) == [
+        ("COMMIT_BEYOND_LOG", None, "CRITICAL")
+    ]
+    (evidence,) = _evidence(warehouse, beyond.group, "COMMIT_BEYOND_LOG")
+    key = f"{beyond.input_topic}:0"
+    assert (int(evidence["committed_offset"]), int(evidence["log_end_offset"])) == (
+        beyond.committed[key], beyond.log_end[key]
+    )  # fmt: skip
     # A group's offset below the log start that DeleteRecords set and retention made the
     # export's first offset.
-    below = facts.get("commit_below_log_start")
-    if below is not None:
-        assert _processing_findings(warehouse, below.group) == [
-            ("COMMIT_BELOW_LOG_START", None, "WARNING")
-        ]
-        (evidence,) = _evidence(warehouse, below.group, "COMMIT_BELOW_LOG_START")
-        (deleted,) = [d for _, what, d in below.events if what == "records deleted"]
-        key = f"{below.input_topic}:0"
-        assert (int(evidence["committed_offset"]), int(evidence["log_start_offset"])) == (
-            below.committed[key], deleted["low_watermark"]
-        )  # fmt: skip
+    below = facts["commit_below_log_start"]
+    assert _processing_findings(warehouse, below.group) == [
+        ("COMMIT_BELOW_LOG_START", None, "WARNING")
+    ]
+    (evidence,) = _evidence(warehouse, below.group, "COMMIT_BELOW_LOG_START")
+    (deleted,) = [d for _, what, d in below.events if what == "records deleted"]
+    key = f"{below.input_topic}:0"
+    assert (int(evidence["committed_offset"]), int(evidence["log_start_offset"])) == (
+        below.committed[key], deleted["low_watermark"]
+    )  # fmt: skip
     # An operator's reset of the emptied group forward, past input no copier read: the
     # copier's next transaction left the range between unprocessed. The offsets the group had
     # show that range too.
-    forward = facts.get("forward_reset")
-    if forward is not None:
-        assert _processing_findings(warehouse, forward.group) == [
-            ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL")
-        ]
-        (reset,) = [d for _, what, d in forward.events if what == "offsets reset"]
-        ((key, (first, end)),) = reset["skipped"].items()
-        (gap,) = _evidence(warehouse, forward.group, "SKIPPED_INPUT")
-        assert (int(gap["covered_to"]), int(gap["range_start"])) == (first, end)
-        applied = _sql(
-            warehouse, "consumer_offsets",
-            f"SELECT topic, partition, committed_offset, kind FROM t WHERE group_id = "
-            f"'{forward.group}' AND outcome = 'APPLIED' ORDER BY record_offset",
-        )  # fmt: skip
-        assert {f"{r['topic']}:{r['partition']}" for r in applied} == {key}
-        kinds = [r["kind"] for r in applied]
-        at = kinds.index("PLAIN")
-        assert kinds.count("PLAIN") == 1 and "TRANSACTIONAL" in kinds[:at] + kinds[at + 1 :]
-        assert [r["committed_offset"] for r in applied[at - 1 : at + 1]] == [first, end]
-        assert applied[-1]["committed_offset"] == forward.committed[key]
+    forward = facts["forward_reset"]
+    assert _processing_findings(warehouse, forward.group) == [
+        ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL")
+    ]
+    (reset,) = [d for _, what, d in forward.events if what == "offsets reset"]
+    ((key, (first, end)),) = reset["skipped"].items()
+    (gap,) = _evidence(warehouse, forward.group, "SKIPPED_INPUT")
+    assert (int(gap["covered_to"]), int(gap["range_start"])) == (first, end)
+    applied = _sql(
+        warehouse, "consumer_offsets",
+        f"SELECT topic, partition, committed_offset, kind FROM t WHERE group_id = "
+        f"'{forward.group}' AND outcome = 'APPLIED' ORDER BY record_offset",
+    )  # fmt: skip
+    assert {f"{r['topic']}:{r['partition']}" for r in applied} == {key}
+    kinds = [r["kind"] for r in applied]
+    at = kinds.index("PLAIN")
+    assert kinds.count("PLAIN") == 1 and "TRANSACTIONAL" in kinds[:at] + kinds[at + 1 :]
+    assert [r["committed_offset"] for r in applied[at - 1 : at + 1]] == [first, end]
+    assert applied[-1]["committed_offset"] == forward.committed[key]
     # An operator's reset of the emptied group to the earliest offset, and the whole input
     # copied again: one rewind, and its first transaction reported as reprocessing what the
     # group's transactions had covered.
-    again = facts.get("rewind_reprocess")
-    if again is not None:
-        assert _processing_findings(warehouse, again.group) == [
-            ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL"),
-            ("OFFSET_REWIND", "ADMIN_RESET", "INFO"),
-        ]
-        (reset,) = [d for _, what, d in again.events if what == "offsets reset"]
-        ((key, (first, end)),) = reset["reprocessed"].items()
-        (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
-        assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
+    again = facts["rewind_reprocess"]
+    assert _processing_findings(warehouse, again.group) == [
+        ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL"),
+        ("OFFSET_REWIND", "ADMIN_RESET", "INFO"),
+    ]
+    (reset,) = [d for _, what, d in again.events if what == "offsets reset"]
+    ((key, (first, end)),) = reset["reprocessed"].items()
+    (overlap,) = _evidence(warehouse, again.group, "DUPLICATE_PROCESSING")
+    assert (int(overlap["range_start"]), int(overlap["covered_to"])) == (first, end)
     # A member's commit below the group's offset; a transaction committing a lower offset; a
     # plain commit past the input of an open transaction that then aborted; a commit below the
     # offset the deleted group had.
@@ -278,9 +270,8 @@ def test_the_processing_audit_of_real_logs(audited, real_kafka, release):
                            ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", "WARNING")]),
         ("expired_reset", [("OFFSET_REWIND", "EXPIRED_RESET", "WARNING")]),
     ):  # fmt: skip
-        play = facts.get(scenario)
-        if play is not None:
-            assert _processing_findings(warehouse, play.group) == expected, scenario
+        play = facts[scenario]
+        assert _processing_findings(warehouse, play.group) == expected, scenario
     # A compacted input copied from its start after the cleaner ran, then the input written
     # since: the transactions whose ranges reach the offsets the cleaner left in doubt cannot be
     # counted, and say so; every later one is judged, and passes.
