@@ -362,6 +362,7 @@ def _stage_processing(
     from eos_audit.processing.hanging_offsets import (
         distributed_two_phase_commit_partitions,
         find_hanging_transactions,
+        two_phase_commit_record,
     )
     from eos_audit.processing.one_to_one import send_offsets_to_transaction
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
@@ -407,18 +408,28 @@ def _stage_processing(
         output_records.problem_records(rejected, run_id)
     )
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
-    # One small job: its rows are bounded by the record types, never by the records.
-    skipped = (
-        records.where(F.col("is_skipped") & F.col(SOURCE_ERROR).isNull())
-        .groupBy("coordinator_topic", "record_type")
+    # One small job, its rows bounded by the record types, never by the records: whether the
+    # transaction log holds a two-phase-commit transaction, and the records of the types the
+    # audit does not read.
+    two_phase = two_phase_commit_record()
+    skipped = F.col("is_skipped") & F.col(SOURCE_ERROR).isNull()
+    counted = (
+        records.where(two_phase | skipped)
+        .groupBy(two_phase.alias("two_phase"), "coordinator_topic", "record_type")
         .count()
         .collect()
     )
     return ProcessingTables(
         consumer_offsets_table(history, run_id),
         transaction_log_table(records, run_id),
-        distributed_two_phase_commit_partitions(records),
-        {_record_type(r["coordinator_topic"], r["record_type"]): r["count"] for r in skipped},
+        distributed_two_phase_commit_partitions(records)
+        if any(r["two_phase"] for r in counted)
+        else None,
+        {
+            _record_type(r["coordinator_topic"], r["record_type"]): r["count"]
+            for r in counted
+            if not r["two_phase"]
+        },
     )
 
 

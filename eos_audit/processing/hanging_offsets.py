@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
@@ -237,26 +237,31 @@ def _current_transactions(records: DataFrame) -> DataFrame:
     )
 
 
-def distributed_two_phase_commit_partitions(records: DataFrame) -> DataFrame | None:
-    """The partitions of each open KIP-939 two-phase-commit transaction, or None.
+def two_phase_commit_record() -> Column:
+    """Whether a decoded coordinator record is of a KIP-939 two-phase-commit transaction.
 
     Kafka marks such a transaction by its timeout alone: `TransactionMetadata
-    .isDistributedTwoPhaseCommitTxn` is `txnTimeoutMs == Integer.MAX_VALUE`, and the coordinator
-    never aborts it (docs/rules.md#hanging-transaction). One is open where its producer id's
-    latest record has that timeout and an open state; its partitions are the ones it lists.
+    .isDistributedTwoPhaseCommitTxn` is `txnTimeoutMs == Integer.MAX_VALUE`.
+    """
+    return (F.col("coordinator_topic") == TRANSACTION_STATE) & F.coalesce(
+        F.col("transaction_timeout_ms") == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS), F.lit(False)
+    )
+
+
+def distributed_two_phase_commit_partitions(records: DataFrame) -> DataFrame:
+    """The partitions of each open KIP-939 two-phase-commit transaction.
+
+    The coordinator never aborts such a transaction (docs/rules.md#hanging-transaction). One is
+    open where its producer id's latest record has that timeout (`two_phase_commit_record`) and
+    an open state; its partitions are the ones it lists. The caller asks for them only where
+    some record has that timeout (the usual case has none: no join).
 
     Args:
         records: decoded coordinator records (coordinator_records contract, `_source_error`).
 
     Returns:
-        producer_id, topic, partition (distinct); None, after one small Spark job over the
-        transaction log's records, when no record has that timeout (the usual case: no join).
+        producer_id, topic, partition (distinct).
     """
-    two_phase = (F.col("coordinator_topic") == TRANSACTION_STATE) & (
-        F.col("transaction_timeout_ms") == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS)
-    )
-    if records.where(two_phase).isEmpty():
-        return None
     log = F.col("log")
     is_open = (log["transaction_timeout_ms"] == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS)) & log[
         "transaction_status"
