@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
+from eos_audit.processing.offset_metadata_manager import ABORTED, APPLIED, SKIPPED, TRANSACTIONAL
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -29,9 +30,11 @@ from eos_audit.sources.kafka.coordinator_keys import (
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
-TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"  # an UNVERIFIABLE cause
+# UNVERIFIABLE's causes.
+TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"
+KEYLESS_TOMBSTONES = "KEYLESS_TOMBSTONES"
 # What became of a transactional offset commit once its transaction's marker was written.
-_DECIDED = ("APPLIED", "SKIPPED", "ABORTED")
+_DECIDED = (APPLIED, SKIPPED, ABORTED)
 
 
 def exported_logs(partitions: DataFrame) -> DataFrame:
@@ -157,7 +160,7 @@ def cleaned_offset_partitions(
     logs = offsets_logs(records).withColumn(
         "cause",
         F.when(~F.col("offsets_whole"), F.lit("OFFSETS_NOT_WHOLE")).when(
-            F.col("keyless_tombstones") > 0, F.lit("KEYLESS_TOMBSTONES")
+            F.col("keyless_tombstones") > 0, F.lit(KEYLESS_TOMBSTONES)
         ),
     )
     groups = history.groupBy("coordinator_partition").agg(
@@ -285,7 +288,7 @@ def unlogged_offset_transactions(
         .distinct()
     )
     decided = history.where(
-        (F.col("kind") == "TRANSACTIONAL") & F.col("outcome").isin(*_DECIDED)
+        (F.col("kind") == TRANSACTIONAL) & F.col("outcome").isin(*_DECIDED)
     ).join(logged, "producer_id", "left_anti")
     unlogged = decided.groupBy("coordinator_partition").agg(
         F.count(F.lit(1)).alias("commits"),

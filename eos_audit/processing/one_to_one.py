@@ -44,6 +44,7 @@ from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.processing.exported_logs import (
+    KEYLESS_TOMBSTONES,
     exported_logs,
     offsets_logs,
     unverifiable_finding,
@@ -70,7 +71,7 @@ _REASONS = {
     "OFFSETS_NOT_WHOLE": "the __consumer_offsets partition holding the group is not whole from "
     "offset 0 in the export (compacted or deleted commits): a range could span several "
     "transactions",
-    "KEYLESS_TOMBSTONES": "the export shows tombstones of the __consumer_offsets partition "
+    KEYLESS_TOMBSTONES: "the export shows tombstones of the __consumer_offsets partition "
     "holding the group without their key (kafka-dump-log.sh 2.4 and older prints none): where "
     "the group's offset was deleted, and so where a range began, is unknown",
     "RANGE_START_UNKNOWN": "where its transaction began reading is not in the log: the group's "
@@ -223,7 +224,7 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
 
     reason = (
         F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
-        .when(F.col("keyless_tombstones") > 0, "KEYLESS_TOMBSTONES")
+        .when(F.col("keyless_tombstones") > 0, KEYLESS_TOMBSTONES)
         .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
         # A skipped commit below the group's offset of its time read from further back.
         .when(start.isNull() | (skipped & (start > F.col("committed_offset"))),

@@ -296,7 +296,8 @@ def _assignment_members(assignment: object) -> int | None:
 
     Kafka prints each member as `memberId=[t-0, t-1]` (the consumer protocol, user data in hex
     after a colon) or `memberId=<hex>` (any other), joined by commas inside braces
-    (GroupMetadataManager's GroupMetadataMessageFormatter). Whether the group has members is
+    (`GroupMetadataManager.formatRecordKeyAndValue` of 2.5-3.7, DumpLogSegments'
+    OffsetsMessageParser before). Whether the group has members is
     what the replay reads (an Empty group's rewind is an operator's reset): "{}" is none, and
     any other assignment at least one, even where a member id with `=` and `,` in it blurs the
     count.
