@@ -97,11 +97,16 @@ class ProcessingConfig:
     `transaction_state_partitions` is the cluster's `transaction.state.log.num.partitions`: a
     producer id no transactional id owns can be told only from the whole transaction log
     (docs/rules.md#hanging-offset-transaction).
+
+    `offsets_topic_partitions` is the cluster's `offsets.topic.num.partitions`: it tells which
+    `__consumer_offsets` partition holds a group declared one-to-one by name, so that a group
+    the export holds no commit of is reported, never passed (docs/rules.md#one-to-one-processors).
     """
 
     clock_skew_ms: int = 1000
     one_to_one_groups: tuple[str, ...] = ()
     transaction_state_partitions: int = 50
+    offsets_topic_partitions: int = 50
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,8 @@ NUMBER_RANGES: dict[str, tuple[int | float, int | float]] = {
     "processing.clock_skew_ms": (0, INT_MAX),
     # An int of at least 1 in Kafka (TransactionLogConfig), as here.
     "processing.transaction_state_partitions": (1, INT_MAX),
+    # An int of at least 1 in Kafka (GroupCoordinatorConfig), as here.
+    "processing.offsets_topic_partitions": (1, INT_MAX),
     "run.max_quarantined_share": (0, 1),
 }
 

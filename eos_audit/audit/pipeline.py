@@ -678,10 +678,22 @@ def _audit_and_write(
             )
             offset_errors = list_offsets_error_counts(observations, run_id)
     processing = None
-    if read.coordinator_records is not None:
+    coordinator = read.coordinator_records
+    if coordinator is None:
+        from eos_audit.processing.coordinator_audit import SOURCE_ERROR
+        from eos_audit.processing.one_to_one import groups_declared_by_name
+        from eos_audit.schemas import COORDINATOR_RECORDS
+
+        if groups_declared_by_name(config):
+            # A group declared one-to-one by name is reported at its partition when the export
+            # holds no coordinator record at all, as when it holds others: never passed silently.
+            coordinator = spark.createDataFrame([], COORDINATOR_RECORDS).withColumn(
+                SOURCE_ERROR, F.lit(None).cast("string")
+            )
+    if coordinator is not None:
         with progress.stage(spark, run_id, "replaying the group coordinators' offsets"):
             processing = _stage_processing(
-                spark, read.coordinator_records, config, run_id, stage, staged_path, as_of_ms,
+                spark, coordinator, config, run_id, stage, staged_path, as_of_ms,
                 read.partitions_listed,
             )  # fmt: skip
     if processing is not None and processing.skipped:

@@ -24,7 +24,8 @@ commits, so a range could span several transactions), a range over input offsets
 not hold one record at or over markers it cannot attribute (the replay's spans of them, per input
 partition: `exported_logs`), a range reaching outside the exported input, an aborted or
 undecided transaction straddling a range's end, an output partition not exported, or a
-transaction `__transaction_state` does not show.
+transaction `__transaction_state` does not show. A group declared by name that the export holds
+no commit of is said to be so, at the `__consumer_offsets` partition that holds it.
 
 The counting is Spark work with no driver: the ranges come from the offset replay's history in
 one window per group and input partition; a range's input records from one stream per input
@@ -58,12 +59,14 @@ from eos_audit.sinks.finding_rows import coded_finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
+from eos_audit.sources.kafka.coordinator_keys import partition_for
 from eos_audit.sql_text import lookup
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 ONE_TO_ONE_TYPES = ("DUPLICATE_PROCESSING", "SKIPPED_INPUT")
+_WILDCARDS = frozenset("*?")  # those of `processing.one_to_one_groups` (config.glob_to_java_regex)
 KEY = ["group_id", "topic", "partition"]
 _TRANSACTION = ["coordinator_partition", "marker_offset", "group_id"]
 
@@ -92,6 +95,12 @@ _REASONS = {
     "outputs are not one group's",
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
     "outputs are unknown",
+    "GROUP_NOT_EXPORTED": "the export holds no record of the __consumer_offsets partition that "
+    "holds the group's commits (its id's hash modulo processing.offsets_topic_partitions), so "
+    "none of its transactions is known",
+    "NO_COMMITS_OF_GROUP": "the export holds the __consumer_offsets partition that holds the "
+    "group's commits, and no offset commit of the group: it committed none in the exported "
+    "range, or the declared name is not the group's",
 }
 
 # The reasons that name a span of the input partition (`exported_logs`), and what it holds.
@@ -136,11 +145,57 @@ def send_offsets_to_transaction(
     counted = _input_records(ranges, transactions)
     outputs = _outputs(records, history, transactions, logs, config.processing.clock_skew_ms)
     judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
-    return (
+    found = (
         _range_findings(judged, config, run_id)
         .unionByName(_count_findings(judged, config, run_id))
         .unionByName(_unverifiable(judged, config, run_id))
     )
+    absent = _declared_groups_not_found(history, records, config, run_id)
+    return found if absent is None else found.unionByName(absent)
+
+
+def groups_declared_by_name(config: AuditConfig) -> list[str]:
+    """The groups `processing.one_to_one_groups` names without a wildcard."""
+    return [group for group in config.processing.one_to_one_groups if not _WILDCARDS & set(group)]
+
+
+def _declared_groups_not_found(
+    history: DataFrame, records: DataFrame, config: AuditConfig, run_id: str
+) -> DataFrame | None:
+    """UNVERIFIABLE (ONE_TO_ONE) for each group declared by name that the export shows no commit of.
+
+    A declared name without wildcards tells the `__consumer_offsets` partition that holds the
+    group (`partition_for`, over `processing.offsets_topic_partitions`). Where the export holds
+    no offset commit of the group, the check verified none of its transactions: that is said,
+    naming the partition, never passed. A wildcard pattern names no partition, and matching no
+    group is what a pattern may rightly do (a group not yet started), so it gives no finding.
+
+    Returns:
+        FINDINGS rows, or None when no group is declared by name.
+    """
+    count = config.processing.offsets_topic_partitions
+    names = [(group, partition_for(group, count)) for group in groups_declared_by_name(config)]
+    if not names:
+        return None
+    declared = history.sparkSession.createDataFrame(
+        names, "group_id string, coordinator_partition int"
+    )
+    held = offsets_logs(records).select("coordinator_partition", F.lit(True).alias("held"))
+    absent = declared.join(history.select("group_id").distinct(), "group_id", "left_anti").join(
+        held, "coordinator_partition", "left"
+    )
+    verdict = F.when(F.col("held"), "NO_COMMITS_OF_GROUP").otherwise("GROUP_NOT_EXPORTED")
+    values = {
+        "cause": verdict,
+        "topic": F.lit(CONSUMER_OFFSETS),
+        "partition": F.col("coordinator_partition"),
+        "reason": lookup(verdict, _REASONS),
+        "scope": F.concat(F.lit("group "), F.col("group_id"), F.lit(", declared one-to-one")),
+        "group_id": F.col("group_id"),
+    }
+    identity = [F.col("group_id"), F.lit(CONSUMER_OFFSETS), F.col("coordinator_partition"), verdict]
+    finding = unverifiable_finding("ONE_TO_ONE", values, identity, config, run_id)
+    return absent.select(finding.alias("f")).select("f.*")
 
 
 def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFrame:

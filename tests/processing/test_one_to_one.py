@@ -74,6 +74,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_keys import partition_for
@@ -306,9 +307,15 @@ COMPACTED_CO = partition_for("cdc-sink")
 PLAIN_RACE_CO, OWNED_TWICE_CO = partition_for("plain-race"), partition_for("owned-twice")
 
 
+# Two groups declared by name commit nothing in the export: `ledger-sink`'s partition is exported
+# (`late-out` commits there), `payments-copier`'s is not. A pattern that matches no group
+# (`retired-*`) is not reported: a group not yet started matches none.
+LEDGER_CO, PAYMENTS_CO = partition_for("ledger-sink"), partition_for("payments-copier")
+
 # The groups the audit declares one-to-one (conftest.timelines).
 DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention",
-            "plain-race", "owned-twice", "laggard")  # fmt: skip
+            "plain-race", "owned-twice", "laggard", "ledger-sink", "payments-copier",
+            "retired-*")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -350,8 +357,10 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("DUPLICATE_PROCESSING", "OVERLAPPING_RANGE", "CRITICAL", CO, PLAIN_RACE_CO, 5),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
+        ("UNVERIFIABLE", "GROUP_NOT_EXPORTED", "INFO", CO, PAYMENTS_CO, -1),
         ("UNVERIFIABLE", "INPUT_NOT_WHOLE", "INFO", COMPACTED, 0, -1),
         ("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED", "INFO", COMPACTED, 0, -1),
+        ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", "INFO", CO, LEDGER_CO, -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_NOT_COUNTED", "INFO", "src7", 0, -1),
@@ -409,7 +418,10 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
         "markers that closed nothing are at offsets 16 to 16.",
     }
     cleaned = [
-        f for f in findings(audited) if (f["finding_type"], f["topic"]) == ("UNVERIFIABLE", CO)
+        f
+        for f in findings(audited)
+        if (f["finding_type"], f["topic"]) == ("UNVERIFIABLE", CO)
+        and dict(f["evidence"])["check"] == "OFFSET_REWIND"
     ]
     assert [f["detail"] for f in cleaned] == [
         f"OFFSET_REWIND cannot be decided for {CO}-{partition_for('gappy')} (1 group(s) "
@@ -417,6 +429,58 @@ def test_the_findings_say_what_was_processed_twice_or_never(audited):
         "offset (the cleaner keeps a key's last commit only): a rewind among commits it removed "
         "cannot be seen."
     ]
+
+
+def test_a_group_declared_by_name_that_committed_nothing_here_is_said(audited):
+    """The export holds no commit of `ledger-sink` or `payments-copier`: what the check could not
+    see is said at the partition that holds each group, never passed."""
+    from tests.processing.test_transaction_outcomes import DOWN_CO, PROC_CO
+
+    held = {p for topic, p in EXPORT.logs if topic == CO} | {DOWN_CO, PROC_CO}
+    assert LEDGER_CO in held and PAYMENTS_CO not in held
+    said = {
+        f["cause"]: (f["partition"], f["detail"], dict(f["evidence"])["group_id"])
+        for f in findings(audited)
+        if f["cause"] in ("GROUP_NOT_EXPORTED", "NO_COMMITS_OF_GROUP")
+    }
+    assert said == {
+        "GROUP_NOT_EXPORTED": (
+            PAYMENTS_CO,
+            f"ONE_TO_ONE cannot be decided for {CO}-{PAYMENTS_CO} (group payments-copier, "
+            "declared one-to-one): the export holds no record of the __consumer_offsets "
+            "partition that holds the group's commits (its id's hash modulo "
+            "processing.offsets_topic_partitions), so none of its transactions is known.",
+            "payments-copier",
+        ),
+        "NO_COMMITS_OF_GROUP": (
+            LEDGER_CO,
+            f"ONE_TO_ONE cannot be decided for {CO}-{LEDGER_CO} (group ledger-sink, declared "
+            "one-to-one): the export holds the __consumer_offsets partition that holds the "
+            "group's commits, and no offset commit of the group: it committed none in the "
+            "exported range, or the declared name is not the group's.",
+            "ledger-sink",
+        ),
+    }
+
+
+def test_a_group_declared_by_name_is_looked_for_in_an_export_without_coordinator_topics(
+    spark, tmp_path
+):
+    """No `__consumer_offsets` at all: the group is said to be missing at its partition, by the
+    cluster's `offsets.topic.num.partitions` as configured."""
+    write_partition_dir(tmp_path / "export", 1, "src", 0, data_batch(0, 3, timestamp=at(1)))
+    config = AuditConfig().with_overrides(
+        processing={
+            "one_to_one_groups": ["payments-copier", "retired-*"],
+            "offsets_topic_partitions": 10,
+        }
+    )
+    inputs = AuditInputs(batches=(str(tmp_path / "export"),))
+    run_audit(spark, inputs, config, str(tmp_path / "warehouse"))
+    assert [
+        (f["finding_type"], f["cause"], f["topic"], f["partition"])
+        for f in findings(tmp_path / "warehouse")
+    ] == [("UNVERIFIABLE", "GROUP_NOT_EXPORTED", CO, partition_for("payments-copier", 10))]
 
 
 def test_a_skipped_commits_transaction_counts_for_what_the_group_processed(audited):
