@@ -21,6 +21,7 @@ with the offsets Kafka's admin API listed at the end of each scenario.
 from __future__ import annotations
 
 import shutil
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -39,6 +40,7 @@ from eos_audit.sources.kafka.coordinator_segments import (
 )
 from eos_audit.sources.kafka.dump_log import parse_dump_log
 from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL, parse_segment
+from tests.fixtures.segment_builder import split_entries
 from tests.jars import KAFKA_3, KAFKA_4
 from tests.kafka import tamper
 from tests.kafka.cluster import BROKER_SETTINGS
@@ -702,6 +704,69 @@ def test_an_abort_marker_rewritten_to_commit_makes_the_aborted_offset_committed(
     markers = tampered.markers(CO, partition, producer_id)
     index = [m["base_offset"] for m in markers].index(at)
     assert (prepared[index], markers[index]["control_type"]) == ("PrepareAbort", "COMMIT")
+
+
+# --- compressed coordinator batches --------------------------------------------------------------
+
+# Kafka's codecs (`offsets.topic.compression.codec` 1 to 4), by Kafka's names.
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _data_batch_codecs(segments: Path) -> set[int]:
+    """The codecs of the `__consumer_offsets` data batches under `segments` (a broker's folder;
+    control batches are never compressed)."""
+    return {
+        struct.unpack_from(">h", entry, 21)[0] & 0x07
+        for log in segments.glob(f"{CO}-*/*.log")
+        for _, entry in split_entries(log.read_bytes())
+        if not struct.unpack_from(">h", entry, 21)[0] & 0x20
+    }
+
+
+def test_the_4x_group_coordinator_compressed_its_offsets_as_configured(processing):
+    """The 4.x cluster's coordinator writes `__consumer_offsets` in zstd batches
+    (`offsets.topic.compression.codec` 4), so its export's audit reads a broker's zstd; 3.9's
+    are uncompressed, Kafka's default."""
+    assert _data_batch_codecs(_first_replica(processing[RELEASE_4].segments)) == {CODECS["zstd"]}
+    assert _data_batch_codecs(_first_replica(processing[RELEASE_3].segments)) == {0}
+
+
+@pytest.fixture(scope="module")
+def recompressed(processing, tmp_path_factory) -> dict[str, Path]:
+    """Per codec, a copy of the 3.9 export's `__consumer_offsets` partitions (uncompressed) whose
+    data batches Kafka's own record writer compressed with that codec (`tamper.recompress`), as a
+    group coordinator with `offsets.topic.compression.codec` writes them."""
+    from tests.jars import KAFKA_3_JARS
+    from tests.kafka.clients import compile_client
+
+    classes = compile_client(KAFKA_3_JARS, tmp_path_factory.mktemp("classes"))
+    copies = {}
+    for codec in CODECS:
+        into = tmp_path_factory.mktemp(f"recompressed-{codec}") / "1"
+        for partition in _first_replica(processing[RELEASE_3].segments).glob(f"{CO}-*"):
+            shutil.copytree(partition, into / partition.name)
+            for log in (into / partition.name).glob("*.log"):
+                tamper.recompress(KAFKA_3_JARS, classes, codec, log)
+        copies[codec] = into.parent
+    return copies
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_coordinator_records_in_batches_kafka_compressed_decode_as_uncompressed(
+    processing, recompressed, codec
+):
+    """Every codec Kafka writes a batch with is read: the records and markers decode as from
+    the uncompressed original, and none is quarantined."""
+    copy = _decode(str(recompressed[codec]), "", "segments")
+    original = decoded(processing[RELEASE_3], "segments")
+
+    def without_source(rows) -> list[dict]:
+        # A row's source names its batch's byte position, which the codec moves.
+        return [{**row, "source": None} for row in rows if row["coordinator_topic"] == CO]
+
+    assert without_source(copy.rows) == without_source(original.rows)
+    assert all(row[SOURCE_ERROR_COL] is None for row in copy.rows)
+    assert _data_batch_codecs(recompressed[codec] / "1") == {CODECS[codec]}
 
 
 # --- Spark: the batch audit and the coordinator readers ------------------------------------------

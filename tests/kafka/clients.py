@@ -5,7 +5,8 @@
 - `rdkafka_producer`: librdkafka, the C client, through `confluent-kafka`.
 
 `DumpLogSegmentsRuns.java`, compiled with it, is no client: it runs Kafka's DumpLogSegments
-several times in one JVM (`cluster.dump_logs`).
+several times in one JVM (`cluster.dump_logs`). Nor is `RecompressedSegments.java`: it writes
+segments again with another codec, by Kafka's record writer (`tamper.recompress`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tests.jars import JarSet
 
 SOURCE = Path(__file__).with_name("EosClient.java")
 # The Java classes compiled with it, from the files of the same names beside this one.
-CLASSES = ("EosClient", "DumpLogSegmentsRuns")
+CLASSES = ("EosClient", "DumpLogSegmentsRuns", "RecompressedSegments")
 
 
 class ClientError(RuntimeError):

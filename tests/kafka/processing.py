@@ -63,7 +63,8 @@ coordinator partition. Its `facts` say which group, ids and
 topics belong to which scenario (`Played`), and what Kafka answered at the end of each.
 
 `two_phase_commit` plays on 4.x only (`PROCESSING_4`, on a cluster with
-`TWO_PHASE_COMMIT_SETTINGS`): 3.9 has no InitProducerId version 6.
+`TWO_PHASE_COMMIT_SETTINGS`): 3.9 has no InitProducerId version 6. That cluster's group
+coordinator compresses `__consumer_offsets` with zstd (`PROCESSING_4_SETTINGS`).
 `consumer_protocol_reset` plays on 4.x only (`PROCESSING_4`): librdkafka's consumer protocol
 needs ConsumerGroupHeartbeat version 1 (Kafka 4.0's), and 3.9's KIP-848 preview
 (`group.coordinator.rebalance.protocols=classic,consumer`) has only version 0: librdkafka says
@@ -1141,6 +1142,10 @@ TWO_PHASE_COMMIT_SETTINGS = {
     "unstable.api.versions.enable": "true",
     "transaction.two.phase.commit.enable": "true",
 }
+# The 4.x processing cluster's settings: two-phase commit, and its group coordinator writing
+# `__consumer_offsets` in zstd batches (CompressionType 4), so that the audit of that export reads
+# records a broker compressed; the 3.9 cluster writes them uncompressed, Kafka's default.
+PROCESSING_4_SETTINGS = {**TWO_PHASE_COMMIT_SETTINGS, "offsets.topic.compression.codec": "4"}
 
 def two_phase_commit(cluster: Cluster) -> Played:
     """A two-phase-commit participant copies its input, adds its offsets, and exits without

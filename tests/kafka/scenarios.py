@@ -60,7 +60,7 @@ from tests.kafka.processing import (
     COORDINATOR_TOPICS,
     PROCESSING,
     PROCESSING_4,
-    TWO_PHASE_COMMIT_SETTINGS,
+    PROCESSING_4_SETTINGS,
     Played,
 )
 
@@ -626,7 +626,7 @@ def build(folder: Path) -> Built:
         # the longest block, they would add their whole time to the build's.
         processing_4 = pool.submit(
             _play, KAFKA_4_JARS, (), classes[KAFKA_4_JARS.name], folder, PROCESSING_4,
-            f"processing-{KAFKA_4_JARS.name}", TWO_PHASE_COMMIT_SETTINGS,
+            f"processing-{KAFKA_4_JARS.name}", PROCESSING_4_SETTINGS,
         )  # fmt: skip
         # 3.9's scenarios end early: its processing scenarios follow them on its cluster.
         older = pool.submit(

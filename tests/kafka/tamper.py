@@ -7,11 +7,13 @@ CRC-32C at 17 over the bytes from the attributes at 21 to the end: the RecordBat
 from __future__ import annotations
 
 import struct
+import subprocess
 from pathlib import Path
 
 import crc32c
 
 from tests.fixtures.segment_builder import kafka_python_view, split_entries
+from tests.jars import JarSet
 
 
 def batches(segment: Path) -> list[tuple[int, bytes, dict]]:
@@ -58,6 +60,21 @@ def next_offset(segment: Path) -> int:
 # marker), then the key, version int16 and type int16 (0 ABORT, 1 COMMIT).
 MARKER_TYPE_AT = 61 + 5 + 2
 MARKER_TYPES = {"ABORT": 0, "COMMIT": 1}
+
+
+def recompress(jars: JarSet, classes: Path, codec: str, segment: Path) -> None:
+    """Write `segment` again, its data batches compressed with `codec` (gzip, snappy, lz4, zstd)
+    by Kafka's own record writer (`RecompressedSegments.java`, compiled into `classes` against
+    `jars`): the bytes a broker writes with that codec, as `offsets.topic.compression.codec` has
+    the group coordinator write `__consumer_offsets`."""
+    copy = segment.with_suffix(f".{codec}")
+    subprocess.run(
+        ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+         "-cp", f"{classes}:{jars.classpath()}", "RecompressedSegments", codec,
+         str(segment), str(copy)],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    copy.replace(segment)
 
 
 def rewrite_marker(segment: Path, position: int, control_type: str) -> None:

@@ -19,6 +19,7 @@ import struct
 from pathlib import Path
 
 import pytest
+import snappy
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from eos_audit.schemas import COORDINATOR_RECORDS_COLUMNS, PUBLISHED, contract_json
@@ -612,14 +613,20 @@ def _batch(records: list[tuple[bytes | None, bytes | None]], compression: int = 
     return bytes(builder.build())
 
 
-@pytest.mark.parametrize("compression", [0, 1])
+# kafka-python's codecs, Kafka's framing of each: gzip, snappy-java's stream (xerial), LZ4 frame,
+# zstd frame.
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@pytest.mark.parametrize("compression", CODECS.values(), ids=CODECS.keys())
 def test_a_batchs_records_walk_with_their_deltas_keys_and_values(compression):
     records = [
         (offset_commit_key("g", "t", 0), offset_commit_value(3, 1, "", 2)),
         (offset_commit_key("g", "t", 1), None),
-        (None, b"no key"),
+        (None, b"no key " * 100),  # enough to compress: kafka-python writes no gain uncompressed
     ]
     batch = _batch(records, compression, headers=[("h", b"v"), ("n", None)])
+    assert struct.unpack_from(">h", batch, 21)[0] & 0x07 == compression
     walked = list(walk_batch(batch))
     assert [(r.offset_delta, r.timestamp_delta) for r in walked] == [(0, 0), (1, 3), (2, 6)]
     assert [(r.key, r.value) for r in walked] == records
@@ -639,14 +646,37 @@ def test_a_transactional_offset_commit_batch_decodes_end_to_end():
     ]
 
 
-@pytest.mark.parametrize(
-    ("codec", "name"), [(2, "snappy"), (3, "lz4"), (4, "zstd"), (5, "unknown codec 5")]
-)
-def test_a_codec_not_decoded_says_so(codec, name):
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_codec_kafka_does_not_define_says_so(codec):
     with pytest.raises(
-        CompressionNotDecodedError, match=re.escape(f"not decoded: compression {name}")
+        CompressionNotDecodedError,
+        match=re.escape(f"not decoded: compression unknown codec {codec}"),
     ):
         list(walk_records(b"\x00" * 8, codec, 1))
+
+
+def test_a_snappy_section_is_read_framed_in_blocks_or_as_one_raw_block():
+    """snappy-java cuts its stream into blocks (32 KiB each by default); a section without its
+    magic is one raw block, as `SnappyInputStream` reads it."""
+    records = [(offset_commit_key("g", "t", p), b"v" * 20_000) for p in range(4)]
+    framed = _batch(records, CODECS["snappy"])
+    assert framed[61:69] == b"\x82SNAPPY\x00"
+    assert [r.key for r in walk_batch(framed)] == [key for key, _ in records]
+    raw = snappy.compress(_batch(records)[61:])
+    assert [(r.key, r.value) for r in walk_records(raw, CODECS["snappy"], 4)] == records
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "zstd"])
+def test_a_compressed_section_that_is_cut_or_damaged_says_so(codec):
+    batch = _batch([(b"k", b"v" * 1000)], CODECS[codec])
+    assert struct.unpack_from(">h", batch, 21)[0] & 0x07 == CODECS[codec]
+    section = batch[61:]
+    with pytest.raises(RecordBatchError, match=f"{codec} "):
+        list(walk_records(section[:-7], CODECS[codec], 1))
+    with pytest.raises(RecordBatchError, match=f"{codec} "):
+        list(
+            walk_records(b"\x82SNAPPY\x00" if codec == "snappy" else b"\x00" * 9, CODECS[codec], 1)
+        )
 
 
 def test_gzip_records_are_checked_like_the_others():

@@ -109,7 +109,7 @@ BYTES_ONLY = [
     record_batch(8, [commit(2, 11)], base_sequence=0, compression_type=1, timestamp=BASE_TS + 60),
     with_header(
         record_batch(9, [commit(3, 12)], base_sequence=0, timestamp=BASE_TS + 70),
-        attributes_or=4,  # zstd
+        attributes_or=5,  # a codec Kafka does not define (CompressionType: 0-4)
     ),
     bytes(_FLIPPED),
     record_batch(11, [commit(3, 14)], base_sequence=0)[:40],  # a copy cut mid-batch
@@ -265,8 +265,8 @@ def test_what_does_not_decode_is_a_row_naming_its_position_and_reason():
     assert [(r["offset"], r["base_offset"], r["source"], r[SOURCE_ERROR_COL]) for r in errors] == [
         (6, 6, f"{path}:{POSITIONS[5]}", "record at offset 6 does not decode: OffsetCommit value "
          "version 9 is not one Kafka defines (0-4)"),
-        (None, 9, f"{path}:{POSITIONS[7]}", "not decoded: compression zstd: the 1 records of the "
-         f"batch at byte {POSITIONS[7]} are not decoded"),
+        (None, 9, f"{path}:{POSITIONS[7]}", "not decoded: compression unknown codec 5: the 1 "
+         f"records of the batch at byte {POSITIONS[7]} are not decoded"),
         (None, 10, f"{path}:{POSITIONS[8]}", f"the batch at byte {POSITIONS[8]} fails its CRC-32C: "
          "its 1 records are not decoded (damaged bytes)"),
         (None, 11, f"{path}:{POSITIONS[9]}", f"truncated batch at byte {POSITIONS[9]}: header "

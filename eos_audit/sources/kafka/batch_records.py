@@ -6,10 +6,19 @@ attributes (int8, unused), timestamp delta (varlong), offset delta (varint), key
 -1 = null) and key, value length (varint, -1 = null) and value, header count (varint) and headers
 (key length, key, value length, value each). Varints are zig-zag encoded.
 
-The records section is compressed as a whole when the attributes' bits 0-2 are not 0. Gzip is
-decompressed here (the standard library has it); snappy, lz4 and zstd are not, and a batch with
-them raises `CompressionNotDecodedError` rather than yielding nothing. Kafka's coordinators write
-with `offsets.topic.compression.codec` (none by default) and the transaction log uncompressed.
+The records section is compressed as a whole when the attributes' bits 0-2 are not 0
+(`CompressionType`: 1 gzip, 2 snappy, 3 lz4, 4 zstd). Kafka's coordinators write with
+`offsets.topic.compression.codec` (none by default) and the transaction log uncompressed. Each
+codec is read as Kafka's Java client writes it:
+- gzip: a gzip stream (`GZIPOutputStream`), by the standard library;
+- snappy: snappy-java's stream framing (`SnappyOutputStream`): an 8-byte magic (0x82, `SNAPPY`,
+  0), two int32 versions, then blocks of an int32 length and one raw snappy block each; a section
+  without the magic is one raw snappy block, as `SnappyInputStream` reads it;
+- lz4: an LZ4 frame (`Lz4BlockOutputStream`, the frame format with a header checksum Kafka has
+  computed rightly since message format v1);
+- zstd: a zstd frame (zstd-jni's `ZstdOutputStreamNoFinalizer`).
+The last three are decompressed by pyarrow's codecs, on the executor that walks the batch. An
+unknown codec raises `CompressionNotDecodedError` rather than yielding nothing.
 """
 
 from __future__ import annotations
@@ -55,9 +64,84 @@ def _records_bytes(section: bytes, attributes: int) -> bytes:
     codec = attributes & COMPRESSION_MASK
     if codec == 0:
         return section
-    if codec != 1:
-        name = COMPRESSION_NAMES.get(codec, f"unknown codec {codec}")
-        raise CompressionNotDecodedError(f"not decoded: compression {name}")
+    if codec == 1:
+        return _gunzip(section)
+    if codec == 2:
+        return _snappy_stream(section)
+    if codec in (3, 4):
+        return _frame(section, COMPRESSION_NAMES[codec])
+    raise CompressionNotDecodedError(f"not decoded: compression unknown codec {codec}")
+
+
+def _frame(section: bytes, codec: str) -> bytes:
+    """An LZ4 or zstd frame's bytes, refused past MAX_DECOMPRESSED_BYTES or cut short."""
+    import pyarrow as pa
+
+    try:
+        stream = pa.CompressedInputStream(pa.BufferReader(section), codec)
+        out = stream.read(MAX_DECOMPRESSED_BYTES + 1)
+    except (OSError, pa.ArrowException) as err:
+        # pyarrow says "Truncated compressed stream" for a frame cut short.
+        raise RecordBatchError(f"{codec} records do not decompress: {err}") from None
+    if len(out) > MAX_DECOMPRESSED_BYTES:
+        raise RecordBatchError(f"{codec} records inflate past {MAX_DECOMPRESSED_BYTES} bytes")
+    return out
+
+
+# snappy-java's stream header (SnappyCodec): the magic, then its version and the oldest
+# version that reads it, both 1.
+_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+_SNAPPY_HEADER = len(_SNAPPY_MAGIC) + 8
+
+
+def _snappy_stream(section: bytes) -> bytes:
+    """The bytes of snappy-java's framed stream, or of one raw block without its magic."""
+    if not section.startswith(_SNAPPY_MAGIC):
+        return _snappy_block(section, 0, len(section))
+    if len(section) < _SNAPPY_HEADER:
+        raise RecordBatchError("snappy records end inside their stream header (truncated)")
+    out, at, total = [], _SNAPPY_HEADER, 0
+    while at < len(section):
+        if at + 4 > len(section):
+            raise RecordBatchError("snappy records end inside a block's length (truncated)")
+        size = int.from_bytes(section[at : at + 4], "big", signed=True)
+        at += 4
+        if size < 0 or at + size > len(section):
+            raise RecordBatchError(
+                f"snappy block of {size} bytes at {at - 4} does not fit the {len(section)} of "
+                "the records (truncated)"
+            )
+        block = _snappy_block(section, at, at + size)
+        total += len(block)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise RecordBatchError(f"snappy records inflate past {MAX_DECOMPRESSED_BYTES} bytes")
+        out.append(block)
+        at += size
+    return b"".join(out)
+
+
+def _snappy_block(section: bytes, start: int, end: int) -> bytes:
+    """One raw snappy block: its uncompressed length (a little-endian base-128 varint) first."""
+    import pyarrow as pa
+
+    size, shift, at = 0, 0, start
+    while True:
+        if at >= end or shift > 28:
+            raise RecordBatchError("snappy block's length does not decode")
+        byte = section[at]
+        size |= (byte & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not byte & 0x80:
+            break
+    if size > MAX_DECOMPRESSED_BYTES:
+        raise RecordBatchError(f"snappy records inflate past {MAX_DECOMPRESSED_BYTES} bytes")
+    try:
+        return pa.Codec("snappy").decompress(section[start:end], size, asbytes=True)
+    except (OSError, pa.ArrowException) as err:
+        raise RecordBatchError(f"snappy records do not decompress: {err}") from None
+
+
+def _gunzip(section: bytes) -> bytes:
     # Kafka's GZIPOutputStream writes a standard gzip stream: wbits 16 + 15 reads its header.
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
@@ -115,7 +199,7 @@ def walk_records(section: bytes, attributes: int, record_count: int) -> Iterator
         Each record's offset delta, timestamp delta, key and value (None when null).
 
     Raises:
-        CompressionNotDecodedError: for snappy, lz4, zstd or an unknown codec.
+        CompressionNotDecodedError: for an unknown codec (5 to 7).
         RecordBatchError: when a record is truncated or malformed, when fewer records than the
             count are found, or when bytes remain after the last one.
     """
