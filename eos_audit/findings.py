@@ -534,10 +534,12 @@ _TYPES += [
         evidence=(
             "transactional_id", "decision", "marker_type", "marker_offset",
             "transaction_log_partition", "transaction_log_offset", "group_id", "committed_topic",
-            "committed_partition", "committed_offset",
+            "committed_partition", "committed_offset", "offsets_partition",
         ),
         raised_by=PROCESSING,
-        previous_offset_means="the offset commit the marker decided",
+        # In __consumer_offsets-{offsets_partition}: the finding's own partition, or for an
+        # output partition the one where the transaction's marker decided the commit.
+        previous_offset_means="the offset commit the transaction's marker decided",
     ),
     FindingType(
         "UNVERIFIABLE",

@@ -244,7 +244,9 @@ def write_txn_markers(
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
     unverifiable = ["PARTITION_NOT_EXPORTED", "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
-    torn = _with_decided_offsets(verdicts.where(~F.col("verdict").isin(*unverifiable)), history)
+    torn = _with_decided_offsets(
+        verdicts.where(~F.col("verdict").isin(*unverifiable)), judged, history
+    )
     return _torn_findings(torn, config, run_id).unionByName(
         _unverifiable_findings(verdicts.where(F.col("verdict").isin(*unverifiable)), config, run_id)
     )
@@ -258,15 +260,30 @@ def _consequence(marker_type: Column) -> Column:
     return out
 
 
-def _with_decided_offsets(torn: DataFrame, history: DataFrame) -> DataFrame:
-    """Torn `__consumer_offsets` partitions with each offset commit their marker decided.
+def _with_decided_offsets(torn: DataFrame, judged: DataFrame, history: DataFrame) -> DataFrame:
+    """Torn partitions with each offset commit their transaction's offsets markers decided.
 
-    A finding per commit, with its group and input partition (so the report's group charts mark
-    it); a torn data partition, or a marker that decided none, keeps its one row.
+    A finding per commit, with its group and input partition, so that the report's group charts
+    mark it: a torn `__consumer_offsets` partition's own marker's commits; a torn output
+    partition's, the commits the markers of the same transaction (its prepare record) decided in
+    `__consumer_offsets`: the input whose outputs it tore. A torn partition whose transaction
+    decided no commit keeps its one row.
+
+    Args:
+        torn: the torn prepared partitions (`matched_markers`' rows with their verdict).
+        judged: every prepared partition with its marker (`matched_markers`' rows).
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
     """
+    transaction = ["transaction_log_partition", "transaction_log_offset"]
+    offsets_markers = judged.where(
+        (F.col("topic") == CONSUMER_OFFSETS) & F.col("marker").isNotNull()
+    ).select(
+        *transaction,
+        F.col("partition").alias("offsets_partition"),
+        F.col("marker.marker_offset").alias("decided_by"),
+    )
     decided = history.where(F.col("marker_offset").isNotNull()).select(
-        F.lit(CONSUMER_OFFSETS).alias("topic"),
-        F.col("coordinator_partition").alias("partition"),
+        F.col("coordinator_partition").alias("offsets_partition"),
         F.col("marker_offset").alias("decided_by"),
         F.struct(
             "group_id",
@@ -274,14 +291,19 @@ def _with_decided_offsets(torn: DataFrame, history: DataFrame) -> DataFrame:
             F.col("partition").alias("committed_partition"),
             "committed_offset",
             "record_offset",
+            F.col("coordinator_partition").alias("offsets_partition"),
         ).alias("commit"),
     )
+    commits = offsets_markers.join(decided, ["offsets_partition", "decided_by"])
     on = (
-        (torn["topic"] == decided["topic"])
-        & (torn["partition"] == decided["partition"])
-        & (torn["marker.marker_offset"] == decided["decided_by"])
+        (torn["transaction_log_partition"] == commits["transaction_log_partition"])
+        & (torn["transaction_log_offset"] == commits["transaction_log_offset"])
+        & (
+            (torn["topic"] != F.lit(CONSUMER_OFFSETS))
+            | (torn["partition"] == commits["offsets_partition"])
+        )
     )
-    return torn.join(decided, on, "left").select(torn["*"], "commit")
+    return torn.join(commits, on, "left").select(torn["*"], "commit")
 
 
 def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
@@ -313,6 +335,7 @@ def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFra
         "committed_topic": F.col("commit.committed_topic"),
         "committed_partition": F.col("commit.committed_partition"),
         "committed_offset": F.col("commit.committed_offset"),
+        "offsets_partition": F.col("commit.offsets_partition"),
         "previous_offset": F.col("commit.record_offset"),
     }
     identity = [F.col("transaction_log_partition"), F.col("transaction_log_offset"),

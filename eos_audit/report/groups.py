@@ -179,8 +179,17 @@ def group_findings(findings: DataFrame) -> DataFrame:
     Chosen by their evidence, not their type, so that a type the processing audit raises later
     takes its place on the charts without a change here. `partition` and `topic` become the input
     partition; the finding's own (the __consumer_offsets partition) is `coordinator_partition`.
+    A finding in another partition that names the offset commit it is about
+    (`offsets_partition` and `previous_offset`: a torn transaction's output partition) is
+    placed at that commit, as if it were in `__consumer_offsets`.
     """
     evidence = F.col("evidence")
+    offsets_partition = evidence["offsets_partition"].try_cast("int")
+    at_commit = (
+        (F.col("topic") != CONSUMER_OFFSETS)
+        & offsets_partition.isNotNull()
+        & F.col("previous_offset").isNotNull()
+    )
     return findings.where(
         evidence["group_id"].isNotNull()
         & evidence["committed_topic"].isNotNull()
@@ -190,9 +199,13 @@ def group_findings(findings: DataFrame) -> DataFrame:
         "finding_type",
         "severity",
         "cause",
-        F.col("topic").alias("finding_topic"),
-        F.col("partition").alias("coordinator_partition"),
-        F.col("base_offset").alias("record_offset"),
+        F.when(at_commit, F.lit(CONSUMER_OFFSETS)).otherwise(F.col("topic")).alias("finding_topic"),
+        F.when(at_commit, offsets_partition)
+        .otherwise(F.col("partition"))
+        .alias("coordinator_partition"),
+        F.when(at_commit, F.col("previous_offset"))
+        .otherwise(F.col("base_offset"))
+        .alias("record_offset"),
         batch_ms().alias("batch_ms"),
         evidence["group_id"].alias("group_id"),
         evidence["committed_topic"].alias("topic"),

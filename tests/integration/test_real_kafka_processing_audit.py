@@ -630,6 +630,10 @@ def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(l
     )  # fmt: skip
     assert hanging["base_offset"] < changed["cut"]
     assert (torn["partition"], torn["base_offset"]) == (0, rewritten)
+    # The torn output names the copier's commit its transaction's offsets marker decided.
+    assert (dict(torn["evidence"])["group_id"], dict(torn["evidence"])["offsets_partition"]) == (
+        changed["group"], str(changed["partition"])
+    )  # fmt: skip
     unverifiable = {
         (f["cause"], dict(f["evidence"])["check"], f["topic"] == "__consumer_offsets")
         for f in found

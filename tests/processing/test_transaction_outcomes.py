@@ -23,6 +23,10 @@ at read_uncommitted, committing plainly.
 | 59-60 | a KIP-939 two-phase-commit producer (transactional id `flink-sink-2pc`, timeout |
 | | Integer.MAX_VALUE) writes `prepared` in a transaction left open for its transaction manager |
 
+A second processor, `mirror` (`mirror-tx`), copies `mirror-in` to `mirror-out` at 69-74 in one
+transaction prepared to commit: its `__consumer_offsets` marker is COMMIT, its output's ABORT
+(torn: the input is committed, its output lost).
+
 The export holds all 50 partitions of `__transaction_state`, as Kafka creates them, the ones no
 transactional id used empty (the shared run's conftest): it can tell a producer id no
 transactional id owns.
@@ -47,6 +51,9 @@ from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.exported_logs import unlogged_offset_transactions
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
 from eos_audit.processing.transaction_markers import matched_markers
+from eos_audit.report.groups import build_consumer_groups, query_consumer_groups
+from eos_audit.report.limits import ReportLimits
+from eos_audit.report.tables import TableLocation, run_tables
 from eos_audit.sources.kafka.coordinator_keys import partition_for
 from eos_audit.sources.kafka.export import read_kafka_export
 from tests.fixtures.segment_builder import (
@@ -142,6 +149,44 @@ TRANSACTION_LOG = [
 ]  # fmt: skip
 
 
+MIRROR, MIRROR_TX, MIRROR_PID, MIRROR_IN, MIRROR_OUT = (
+    "mirror", "mirror-tx", 4003, "mirror-in", "mirror-out"
+)  # fmt: skip
+MIRROR_CO, MIRROR_TS = partition_for(MIRROR), partition_for(MIRROR_TX)
+
+
+def write_mirror(root) -> None:
+    """`mirror`'s transaction: offsets marker COMMIT, output marker ABORT, prepared to commit."""
+    assert MIRROR_CO not in (PROC_CO, DOWN_CO)
+    assert MIRROR_TS not in (TS, partition_for(TWO_PHASE_ID))
+    both = {MIRROR_OUT: [0], CO: [MIRROR_CO]}
+
+    def mirror_state(epoch: int, status: int, partitions: dict, when: float) -> tuple:
+        value = txn_value(0, MIRROR_PID, epoch, status, partitions, at(when), at(69))
+        return txn_key(MIRROR_TX), value
+
+    def mirror_marker(commit: bool) -> bytes:
+        return control_batch(
+            1, producer_id=MIRROR_PID, producer_epoch=1, commit=commit, timestamp=at(73)
+        )
+
+    write_partition_dir(root, 1, MIRROR_IN, 0, data_batch(0, 3, timestamp=at(65)))
+    write_partition_dir(root, 1, MIRROR_OUT, 0, data_batch(
+        0, 1, producer_id=MIRROR_PID, producer_epoch=0, base_sequence=0, is_transactional=True,
+        timestamp=at(70),
+    ), mirror_marker(False))  # fmt: skip
+    write_partition_dir(root, 1, CO, MIRROR_CO, record_batch(
+        0, [commit(MIRROR, MIRROR_IN, 3, 71)], producer_id=MIRROR_PID, producer_epoch=0,
+        base_sequence=0, is_transactional=True, timestamp=at(71),
+    ), mirror_marker(True))  # fmt: skip
+    write_partition_dir(root, 1, "__transaction_state", MIRROR_TS, *[
+        plain(offset, when, mirror_state(epoch, status, partitions, when))
+        for offset, (epoch, status, partitions, when) in enumerate([
+            (0, ONGOING, both, 69), (1, PREPARE_COMMIT, both, 72), (1, COMPLETE_COMMIT, {}, 74)
+        ])
+    ])  # fmt: skip
+
+
 def write_export(root) -> None:
     write_partition_dir(root, 1, OUTPUT, 0, *OUTPUT_LOG)
     write_partition_dir(root, 1, INPUT, 0, *[data_batch(100 + i) for i in range(3)])
@@ -159,6 +204,7 @@ def write_export(root) -> None:
         root, 1, "__transaction_state", partition_for(TWO_PHASE_ID),
         plain(0, 59, (txn_key(TWO_PHASE_ID), open_2pc)),
     )  # fmt: skip
+    write_mirror(root)
     write_partition_dir(root, 1, PREPARED, 0, data_batch(
         0, 2, producer_id=TWO_PHASE_PID, producer_epoch=0, base_sequence=0,
         is_transactional=True, timestamp=at(60),
@@ -220,7 +266,7 @@ def test_the_findings_say_what_happened(audited):
         "transactional_id": TXN_ID, "decision": "ABORT", "marker_type": "COMMIT",
         "marker_offset": "3", "transaction_log_partition": str(TS),
         "transaction_log_offset": "4", "group_id": PROCESSOR, "committed_topic": INPUT,
-        "committed_partition": "0", "committed_offset": "4",
+        "committed_partition": "0", "committed_offset": "4", "offsets_partition": str(PROC_CO),
     }  # fmt: skip
     missing = by[("TORN_TRANSACTION", "MARKER_MISSING", -1)]
     assert (
@@ -257,6 +303,30 @@ def test_the_findings_say_what_happened(audited):
         f"TORN_TRANSACTION cannot be decided for {ELSEWHERE}-0 (1 transaction(s) of {TXN_ID}, "
         f"the first at __transaction_state-{TS} offset 7): the partition is not in the export."
     )
+
+
+def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decided(spark, audited):
+    """`mirror-out`'s ABORT tore a transaction whose offsets marker committed `mirror`'s offset
+    of `mirror-in`: the finding names that commit, and the group's chart marks it there."""
+    registered = QueryBuilder().register("t", DeltaTable(str(audited / "findings")))
+    rows = registered.execute(
+        "SELECT run_id, finding_type, cause, base_offset, previous_offset, evidence FROM t "
+        f"WHERE topic = '{MIRROR_OUT}' OR (topic = '{CO}' AND partition = {MIRROR_CO})"
+    ).read_all()
+    ((run_id, *torn, evidence),) = [tuple(r.values()) for r in pa.table(rows).to_pylist()]
+    assert torn == ["TORN_TRANSACTION", "ABORT_WHERE_COMMIT", 1, 0]
+    assert {k: v for k, v in evidence if k in ("group_id", "committed_topic",
+            "committed_partition", "committed_offset", "offsets_partition")} == {
+        "group_id": MIRROR, "committed_topic": MIRROR_IN, "committed_partition": "0",
+        "committed_offset": "3", "offsets_partition": str(MIRROR_CO),
+    }  # fmt: skip
+    tables = run_tables(spark, TableLocation(str(audited)), run_id)
+    groups = build_consumer_groups(query_consumer_groups(tables, ReportLimits()))
+    (mirror,) = [g for g in groups.groups if g.group_id == MIRROR]
+    (mark,) = mirror.partitions[0].marks
+    assert (mark.finding_type, mark.cause, mark.offset, mark.record_offset, mark.x) == (
+        "TORN_TRANSACTION", "ABORT_WHERE_COMMIT", 3, 0, at(71)
+    )  # fmt: skip
 
 
 def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
