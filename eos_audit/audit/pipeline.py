@@ -357,6 +357,7 @@ def _stage_processing(
     from eos_audit.processing.downstream_reads import last_stable_offset
     from eos_audit.processing.exported_logs import (
         cleaned_offset_partitions,
+        unexported_input_partitions,
         unlogged_offset_transactions,
     )
     from eos_audit.processing.hanging_offsets import (
@@ -398,6 +399,7 @@ def _stage_processing(
         .unionByName(
             unlogged_offset_transactions(history, records, config, run_id, partitions_listed)
         )
+        .unionByName(unexported_input_partitions(history, partitions, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id

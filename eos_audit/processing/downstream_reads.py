@@ -46,7 +46,8 @@ def last_stable_offset(
     Named after the bound the rule replays (`UnifiedLog.lastStableOffset`). A commit's time is
     its group coordinator's (`commitTimestamp`, else the record's time), a transaction's end its
     marker's: `processing.clock_skew_ms` absorbs the two brokers' clocks. Commits of partitions
-    the export does not hold are not judged; an aborted transactional commit never counted.
+    the export does not hold are not judged (`exported_logs.unexported_input_partitions` says
+    so where the export holds the topic); an aborted transactional commit never counted.
 
     A transaction still open at the end of its partition's export was open at a commit only if
     the export shows the partition after the commit (a batch at least the skew later): of a

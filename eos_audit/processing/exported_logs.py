@@ -327,3 +327,66 @@ def unlogged_offset_transactions(
     identity = [F.col("coordinator_partition"), F.col("check"), F.lit(TRANSACTION_LOG_NOT_WHOLE)]
     finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
     return per_check.select(finding.alias("f")).select("f.*")
+
+
+PARTITION_NOT_EXPORTED = "PARTITION_NOT_EXPORTED"
+# The checks that judge a commit against its input partition's exported log.
+_INPUT_LOG_CHECKS = ("READ_PAST_LSO", "COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
+
+
+def unexported_input_partitions(
+    history: DataFrame, partitions: DataFrame, config: AuditConfig, run_id: str
+) -> DataFrame:
+    """UNVERIFIABLE (READ_PAST_LSO and others): commits of a partition of a topic it holds.
+
+    READ_PAST_LSO, COMMIT_BEYOND_LOG and COMMIT_BELOW_LOG_START judge a commit against its input
+    partition's exported log. A topic the export holds none of is out of its scope (an export
+    holds the topics its user audits, and most groups read others): its commits are not judged,
+    and not reported. A topic it holds some partitions of is in scope, and a partition of it
+    that the export holds no batch of (a broker not copied, a directory left out, a partition
+    empty in the export) leaves the commits of it unjudged: one finding per such partition and
+    check, with the commits and groups it covers (PARTITION_NOT_EXPORTED). ABORTED_READ is
+    READ_PAST_LSO's graver form.
+
+    Args:
+        history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        partitions: the audit's partition statistics (topic, partition).
+        config: the run configuration (severities).
+        run_id: the run id.
+
+    Returns:
+        FINDINGS rows.
+    """
+    key = ["topic", "partition"]
+    held = partitions.select(*key).distinct()
+    commits = (
+        history.where(F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED))
+        .join(held.select("topic").distinct(), "topic", "left_semi")
+        .join(held, key, "left_anti")
+    )
+    first = F.struct("coordinator_partition", "record_offset", "group_id")
+    missing = commits.groupBy(*key).agg(
+        F.count(F.lit(1)).alias("commits"),
+        F.count_distinct("group_id").alias("groups"),
+        F.min_by(first, F.struct("coordinator_partition", "record_offset")).alias("first"),
+    )
+    values = {
+        "cause": F.lit(PARTITION_NOT_EXPORTED),
+        "topic": F.col("topic"),
+        "partition": F.col("partition"),
+        "group_id": F.col("first.group_id"),
+        "groups": F.col("groups"),
+        "scope": F.format_string(
+            "%d commit(s) of %d group(s), the first at %s-%d offset %d",
+            "commits", "groups", F.lit(CONSUMER_OFFSETS), "first.coordinator_partition",
+            "first.record_offset",
+        ),
+        "reason": F.lit(
+            "the export holds other partitions of the topic and no batch of this one, whose log "
+            "the check judges the commits against"
+        ),
+    }  # fmt: skip
+    checks = F.explode(F.array(*[F.lit(c) for c in _INPUT_LOG_CHECKS])).alias("check")
+    identity = [F.col("topic"), F.col("partition"), F.col("check"), F.lit(PARTITION_NOT_EXPORTED)]
+    finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
+    return missing.select("*", checks).select(finding.alias("f")).select("f.*")

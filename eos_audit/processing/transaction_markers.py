@@ -274,11 +274,13 @@ def _with_decided_offsets(torn: DataFrame, judged: DataFrame, history: DataFrame
         judged: every prepared partition with its marker (`matched_markers`' rows).
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
     """
-    transaction = ["transaction_log_partition", "transaction_log_offset"]
+    # Named apart from `torn`'s columns: both sides come from `judged`, and a condition between
+    # two columns of one lineage would be trivially true.
     offsets_markers = judged.where(
         (F.col("topic") == CONSUMER_OFFSETS) & F.col("marker").isNotNull()
     ).select(
-        *transaction,
+        F.col("transaction_log_partition").alias("decided_log_partition"),
+        F.col("transaction_log_offset").alias("decided_log_offset"),
         F.col("partition").alias("offsets_partition"),
         F.col("marker.marker_offset").alias("decided_by"),
     )
@@ -296,8 +298,8 @@ def _with_decided_offsets(torn: DataFrame, judged: DataFrame, history: DataFrame
     )
     commits = offsets_markers.join(decided, ["offsets_partition", "decided_by"])
     on = (
-        (torn["transaction_log_partition"] == commits["transaction_log_partition"])
-        & (torn["transaction_log_offset"] == commits["transaction_log_offset"])
+        (torn["transaction_log_partition"] == commits["decided_log_partition"])
+        & (torn["transaction_log_offset"] == commits["decided_log_offset"])
         & (
             (torn["topic"] != F.lit(CONSUMER_OFFSETS))
             | (torn["partition"] == commits["offsets_partition"])

@@ -16,6 +16,7 @@ at read_uncommitted, committing plainly.
 | | completed, but `out` never got its marker (torn), the other partition is unverifiable |
 | 31 | `down` commits 6, past transaction 3, still open at the export's end (read past LSO) |
 | 38 | `down` commits 50: `out` ends at 7 and has a batch written at 40 (beyond the log) |
+| 41 | `down` commits 9 of `out`-1, a partition the export lacks (`out`-0 it holds) |
 | 44-45 | a zombie: the producer at epoch 1, fenced by the log's epoch 3, commits a transaction |
 | | in `zombie`, where nothing newer of it was written (so the leader accepted it) |
 | 50 | a producer the transaction log never knew commits an offset of `proc` in a transaction |
@@ -137,7 +138,11 @@ PROCESSOR_OFFSETS = [
 DOWNSTREAM_OFFSETS = [
     plain(i, when, commit(DOWNSTREAM, OUTPUT, offset, when))
     for i, (offset, when) in enumerate([(2, 15), (4, 22), (6, 31), (50, 38)])
-] + [plain(4, 39, commit(DOWNSTREAM, TRIMMED, 1, 39))]
+] + [
+    plain(4, 39, commit(DOWNSTREAM, TRIMMED, 1, 39)),
+    # `out`-1 is not in the export, `out`-0 is: this commit cannot be judged against its log.
+    plain(5, 41, (offset_commit_key(DOWNSTREAM, OUTPUT, 1), offset_commit_value(3, 9, "", at(41)))),
+]
 TRANSACTION_LOG = [
     state(0, 0, ONGOING, BOTH, 9), state(1, 1, PREPARE_COMMIT, BOTH, 12),
     state(2, 1, COMPLETE_COMMIT, {}, 14),
@@ -250,6 +255,7 @@ def test_each_rule_finds_its_fault_at_its_evidence(audited):
         ("TORN_TRANSACTION", "COMMIT_WHERE_ABORT", "CRITICAL", CO, PROC_CO, 3),
         ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", OUTPUT, 0, -1),
         ("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", "INFO", ELSEWHERE, 0, -1),
+        *[("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", "INFO", OUTPUT, 1, -1)] * 3,
         ("ZOMBIE_COMMIT", "EPOCH_FENCED", "CRITICAL", ZOMBIE, 0, 1),
     ]  # fmt: skip
 
@@ -298,7 +304,19 @@ def test_the_findings_say_what_happened(audited):
         f"{ZOMBIE}-0 (COMMIT marker at offset 1) after __transaction_state-{TS} (offset 8, "
         f"CompleteCommit) had given producer {PID} epoch 3."
     )
-    unverifiable = by[("UNVERIFIABLE", "PARTITION_NOT_EXPORTED", -1)]
+    unexported = sorted(
+        f["detail"] for f in findings(audited) if (f["topic"], f["partition"]) == (OUTPUT, 1)
+    )
+    assert unexported == [
+        f"{check} cannot be decided for {OUTPUT}-1 (1 commit(s) of 1 group(s), the first at "
+        f"{CO}-{DOWN_CO} offset 5): the export holds other partitions of the topic and no batch "
+        "of this one, whose log the check judges the commits against."
+        for check in ("COMMIT_BELOW_LOG_START", "COMMIT_BEYOND_LOG", "READ_PAST_LSO")
+    ]
+    (unverifiable,) = [
+        f for f in findings(audited)
+        if (f["cause"], f["topic"]) == ("PARTITION_NOT_EXPORTED", ELSEWHERE)
+    ]  # fmt: skip
     assert unverifiable["detail"] == (
         f"TORN_TRANSACTION cannot be decided for {ELSEWHERE}-0 (1 transaction(s) of {TXN_ID}, "
         f"the first at __transaction_state-{TS} offset 7): the partition is not in the export."
