@@ -1058,6 +1058,19 @@ def _partition_verification(cluster: Cluster, enabled: bool) -> None:
     admin = _admin(cluster)  # kept until its answers came (see `committed_offsets`)
     for done in admin.incremental_alter_configs(resources).values():
         done.result(30)
+    # The controller took the change; each broker applies it when it replays the metadata log, a
+    # moment later: a request sent before then meets the old setting (a TxnOffsetCommit refused
+    # with INVALID_PRODUCER_ID_MAPPING). Each broker answers DescribeConfigs from what it applied.
+    deadline = time.monotonic() + 30
+    for resource in resources:
+        while True:
+            plain = ConfigResource(ResourceType.BROKER, resource.name)
+            (described,) = admin.describe_configs([plain]).values()
+            if described.result(30)[entry.name].value == entry.value:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {resource.name} kept {entry.name} unchanged")
+            time.sleep(0.1)
 
 
 def _until_not_retriable(send: Callable[[], object], error: Callable[[object], int]) -> object:
