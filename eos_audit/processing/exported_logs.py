@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 # UNVERIFIABLE's causes.
 TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"
 KEYLESS_TOMBSTONES = "KEYLESS_TOMBSTONES"
+PARTITION_NOT_EXPORTED = "PARTITION_NOT_EXPORTED"
 # What became of a transactional offset commit once its transaction's marker was written.
 _DECIDED = (APPLIED, SKIPPED, ABORTED)
 
@@ -329,7 +330,6 @@ def unlogged_offset_transactions(
     return per_check.select(finding.alias("f")).select("f.*")
 
 
-PARTITION_NOT_EXPORTED = "PARTITION_NOT_EXPORTED"
 # The checks that judge a commit against its input partition's exported log.
 _INPUT_LOG_CHECKS = ("READ_PAST_LSO", "COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
 

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
-from eos_audit.processing.exported_logs import unverifiable_finding
+from eos_audit.processing.exported_logs import PARTITION_NOT_EXPORTED, unverifiable_finding
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -233,7 +233,7 @@ def write_txn_markers(
     data_left_open = later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew)
     completed = F.col("completed_at").isNotNull()
     verdict = (
-        F.when(F.col("max_timestamp").isNull(), "PARTITION_NOT_EXPORTED")
+        F.when(F.col("max_timestamp").isNull(), PARTITION_NOT_EXPORTED)
         .when(marker["outcome"].isin("COMMIT", "ABORT") & (marker["outcome"] != F.col("decision")),
               F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
@@ -243,7 +243,7 @@ def write_txn_markers(
         .when(marker.isNull() & completed & data_left_open, "EXPORT_DOES_NOT_SPAN")
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
-    unverifiable = ["PARTITION_NOT_EXPORTED", "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
+    unverifiable = [PARTITION_NOT_EXPORTED, "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
     torn = _with_decided_offsets(
         verdicts.where(~F.col("verdict").isin(*unverifiable)), judged, history
     )
@@ -347,7 +347,7 @@ def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFra
 
 
 _REASONS = {
-    "PARTITION_NOT_EXPORTED": "the partition is not in the export",
+    PARTITION_NOT_EXPORTED: "the partition is not in the export",
     "MARKER_TYPE_NOT_SHOWN": "the export does not show its markers' types (kafka-dump-log.sh "
     "without --deep-iteration)",
     "EXPORT_DOES_NOT_SPAN": "the exported partition does not span the transaction's time",
