@@ -298,6 +298,11 @@ def glob_to_java_regex(pattern: str) -> str:
     return "^" + "".join(out) + "$"
 
 
+def has_wildcard(pattern: str) -> bool:
+    """Whether a name of the configuration holds a wildcard (* or ?, as `glob_to_java_regex`)."""
+    return "*" in pattern or "?" in pattern
+
+
 def globs_to_java_regex(patterns: tuple[str, ...] | list[str]) -> str | None:
     """One Java regular expression matching any of the topic wildcards; None for none."""
     if not patterns:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.config import globs_to_java_regex
+from eos_audit.config import globs_to_java_regex, has_wildcard
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values
 from eos_audit.processing.exported_logs import (
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 ONE_TO_ONE_TYPES = ("DUPLICATE_PROCESSING", "SKIPPED_INPUT")
-_WILDCARDS = frozenset("*?")  # those of `processing.one_to_one_groups` (config.glob_to_java_regex)
 KEY = ["group_id", "topic", "partition"]
 _TRANSACTION = ["coordinator_partition", "marker_offset", "group_id"]
 
@@ -156,7 +155,7 @@ def send_offsets_to_transaction(
 
 def groups_declared_by_name(config: AuditConfig) -> list[str]:
     """The groups `processing.one_to_one_groups` names without a wildcard."""
-    return [group for group in config.processing.one_to_one_groups if not _WILDCARDS & set(group)]
+    return [group for group in config.processing.one_to_one_groups if not has_wildcard(group)]
 
 
 def _declared_groups_not_found(
