@@ -94,13 +94,16 @@ class ProcessingConfig:
     transactions are checked for input processed twice or never
     (docs/rules.md#one-to-one-processors).
 
-    `transaction_state_partitions` is the cluster's `transaction.state.log.num.partitions`: a
-    producer id no transactional id owns can be told only from the whole transaction log
+    `transaction_state_partitions` is the partition count of the cluster's `__transaction_state`
+    (`transaction.state.log.num.partitions` when the topic was created): a producer id no
+    transactional id owns can be told only from the whole transaction log
     (docs/rules.md#hanging-offset-transaction).
 
-    `offsets_topic_partitions` is the cluster's `offsets.topic.num.partitions`: it tells which
-    `__consumer_offsets` partition holds a group declared one-to-one by name, so that a group
-    the export holds no commit of is reported, never passed (docs/rules.md#one-to-one-processors).
+    `offsets_topic_partitions` is the partition count of the cluster's `__consumer_offsets`
+    (`offsets.topic.num.partitions` when the topic was created; Kafka hashes over the topic's
+    own count): it tells which partition holds a group declared one-to-one by name, so that a
+    group the export holds no commit of is reported, never passed
+    (docs/rules.md#one-to-one-processors).
     """
 
     clock_skew_ms: int = 1000

@@ -50,6 +50,7 @@ from eos_audit.processing.exported_logs import (
     offsets_logs,
     unverifiable_finding,
 )
+from eos_audit.processing.offset_metadata_manager import APPLIED, SKIPPED, TRANSACTIONAL
 from eos_audit.processing.transaction_markers import (
     matched_markers,
     prepared_partitions,
@@ -59,7 +60,7 @@ from eos_audit.sinks.finding_rows import coded_finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
 )
-from eos_audit.sources.kafka.coordinator_keys import partition_for
+from eos_audit.sources.kafka.coordinator_keys import coordinator_hash
 from eos_audit.sql_text import lookup
 
 if TYPE_CHECKING:
@@ -95,11 +96,13 @@ _REASONS = {
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
     "outputs are unknown",
     "GROUP_NOT_EXPORTED": "the export holds no record of the __consumer_offsets partition that "
-    "holds the group's commits (its id's hash modulo processing.offsets_topic_partitions), so "
-    "none of its transactions is known",
+    "holds the group's commits (its id's hash modulo the topic's partitions: "
+    "processing.offsets_topic_partitions, or more where the export holds a higher one), so none "
+    "of its transactions is known",
     "NO_COMMITS_OF_GROUP": "the export holds the __consumer_offsets partition that holds the "
-    "group's commits, and no offset commit of the group: it committed none in the exported "
-    "range, or the declared name is not the group's",
+    "group's commits, and no offset commit of the group that a committed transaction made: it "
+    "made none in the exported range (its records there, if any, are plain, aborted or pending "
+    "commits, or tombstones), or the declared name is not the group's",
 }
 
 # The reasons that name a span of the input partition (`exported_logs`), and what it holds.
@@ -154,33 +157,46 @@ def send_offsets_to_transaction(
 
 
 def groups_declared_by_name(config: AuditConfig) -> list[str]:
-    """The groups `processing.one_to_one_groups` names without a wildcard."""
-    return [group for group in config.processing.one_to_one_groups if not has_wildcard(group)]
+    """The groups `processing.one_to_one_groups` names without a wildcard, each once."""
+    named = (group for group in config.processing.one_to_one_groups if not has_wildcard(group))
+    return list(dict.fromkeys(named))
 
 
 def _declared_groups_not_found(
     history: DataFrame, records: DataFrame, config: AuditConfig, run_id: str
 ) -> DataFrame | None:
-    """UNVERIFIABLE (ONE_TO_ONE) for each group declared by name that the export shows no commit of.
+    """UNVERIFIABLE (ONE_TO_ONE) for each group declared by name that the check judged nothing of.
 
     A declared name without wildcards tells the `__consumer_offsets` partition that holds the
-    group (`partition_for`, over `processing.offsets_topic_partitions`). Where the export holds
-    no offset commit of the group, the check verified none of its transactions: that is said,
-    naming the partition, never passed. A wildcard pattern names no partition, and matching no
-    group is what a pattern may rightly do (a group not yet started), so it gives no finding.
+    group: the Java hash of its id modulo the topic's partition count (`partition_for`). Kafka
+    takes the count from the topic itself, which `processing.offsets_topic_partitions` gives;
+    an exported partition at or above it says the topic has more, at least that partition's
+    number plus one. Where the export holds no offset commit of the group that a committed
+    transaction made, the check verified none of its transactions (plain, aborted and pending
+    commits and tombstones are not judged): that is said, naming the partition, never passed. A
+    wildcard pattern names no partition, and matching no group is what a pattern may rightly do
+    (a group not yet started), so it gives no finding.
 
     Returns:
         FINDINGS rows, or None when no group is declared by name.
     """
-    count = config.processing.offsets_topic_partitions
-    names = [(group, partition_for(group, count)) for group in groups_declared_by_name(config)]
+    names = [(group, coordinator_hash(group)) for group in groups_declared_by_name(config)]
     if not names:
         return None
-    declared = history.sparkSession.createDataFrame(
-        names, "group_id string, coordinator_partition int"
+    declared = history.sparkSession.createDataFrame(names, "group_id string, group_hash long")
+    logs = offsets_logs(records)
+    exported_count = F.coalesce(F.max("coordinator_partition") + 1, F.lit(0))
+    count = logs.agg(
+        F.greatest(F.lit(config.processing.offsets_topic_partitions), exported_count).alias("n")
     )
-    held = offsets_logs(records).select("coordinator_partition", F.lit(True).alias("held"))
-    absent = declared.join(history.select("group_id").distinct(), "group_id", "left_anti").join(
+    placed = declared.crossJoin(count).select(
+        "group_id", (F.col("group_hash") % F.col("n")).cast("int").alias("coordinator_partition")
+    )
+    judged = history.where(
+        (F.col("kind") == TRANSACTIONAL) & F.col("outcome").isin(APPLIED, SKIPPED)
+    ).select("group_id")
+    held = logs.select("coordinator_partition", F.lit(True).alias("held"))
+    absent = placed.join(judged.distinct(), "group_id", "left_anti").join(
         held, "coordinator_partition", "left"
     )
     verdict = F.when(F.col("held"), "NO_COMMITS_OF_GROUP").otherwise("GROUP_NOT_EXPORTED")

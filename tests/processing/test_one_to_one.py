@@ -448,16 +448,19 @@ def test_a_group_declared_by_name_that_committed_nothing_here_is_said(audited):
             PAYMENTS_CO,
             f"ONE_TO_ONE cannot be decided for {CO}-{PAYMENTS_CO} (group payments-copier, "
             "declared one-to-one): the export holds no record of the __consumer_offsets "
-            "partition that holds the group's commits (its id's hash modulo "
-            "processing.offsets_topic_partitions), so none of its transactions is known.",
+            "partition that holds the group's commits (its id's hash modulo the topic's "
+            "partitions: processing.offsets_topic_partitions, or more where the export holds a "
+            "higher one), so none of its transactions is known.",
             "payments-copier",
         ),
         "NO_COMMITS_OF_GROUP": (
             LEDGER_CO,
             f"ONE_TO_ONE cannot be decided for {CO}-{LEDGER_CO} (group ledger-sink, declared "
             "one-to-one): the export holds the __consumer_offsets partition that holds the "
-            "group's commits, and no offset commit of the group: it committed none in the "
-            "exported range, or the declared name is not the group's.",
+            "group's commits, and no offset commit of the group that a committed transaction "
+            "made: it made none in the exported range (its records there, if any, are plain, "
+            "aborted or pending commits, or tombstones), or the declared name is not the "
+            "group's.",
             "ledger-sink",
         ),
     }
@@ -481,6 +484,51 @@ def test_a_group_declared_by_name_is_looked_for_in_an_export_without_coordinator
         (f["finding_type"], f["cause"], f["topic"], f["partition"])
         for f in findings(tmp_path / "warehouse")
     ] == [("UNVERIFIABLE", "GROUP_NOT_EXPORTED", CO, partition_for("payments-copier", 10))]
+
+
+def test_a_declared_group_that_no_committed_transaction_judged_is_said_once_where_kafka_puts_it(
+    spark, tmp_path
+):
+    """`retired-ledger`'s partition holds only its aborted commit and a tombstone of its key:
+    nothing the check judges, said, never passed. The configured count is 4 and the export holds
+    `__consumer_offsets-6`: the topic has at least 7 partitions, over which Kafka places the
+    groups (`retired-ledger` in 4, `payments-copier` in 5; over 4 they would be 1 and 2). Each
+    group is declared twice and said once."""
+    count = 7
+    ledger, payments = (
+        partition_for("retired-ledger", count),
+        partition_for("payments-copier", count),
+    )
+    assert (ledger, payments) == (4, 5)
+    assert (partition_for("retired-ledger", 4), partition_for("payments-copier", 4)) == (1, 2)
+    root = tmp_path / "export"
+    write_partition_dir(root, 1, "src", 0, data_batch(0, 3, timestamp=at(1)))
+    key = offset_commit_key("retired-ledger", "src", 0)
+    write_partition_dir(
+        root, 1, CO, ledger,
+        record_batch(0, [(key, offset_commit_value(3, 3, "", at(2)))], producer_id=7100,
+                     producer_epoch=0, base_sequence=0, is_transactional=True, timestamp=at(2)),
+        control_batch(1, producer_id=7100, producer_epoch=0, commit=False, timestamp=at(3)),
+        record_batch(2, [(key, None)], timestamp=at(4)),
+    )  # fmt: skip
+    other = (offset_commit_key("ledger-sink", "src", 0), offset_commit_value(3, 1, "", at(2)))
+    assert partition_for("ledger-sink", count) == count - 1
+    write_partition_dir(root, 1, CO, count - 1, record_batch(0, [other], timestamp=at(2)))
+    config = AuditConfig().with_overrides(
+        processing={
+            "one_to_one_groups": ["retired-ledger", "payments-copier"] * 2,
+            "offsets_topic_partitions": 4,
+        }
+    )
+    run_audit(spark, AuditInputs(batches=(str(root),)), config, str(tmp_path / "warehouse"))
+    said = [
+        (f["finding_type"], f["cause"], f["topic"], f["partition"], dict(f["evidence"])["group_id"])
+        for f in findings(tmp_path / "warehouse")
+    ]
+    assert said == [
+        ("UNVERIFIABLE", "GROUP_NOT_EXPORTED", CO, payments, "payments-copier"),
+        ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", CO, ledger, "retired-ledger"),
+    ]
 
 
 def test_a_skipped_commits_transaction_counts_for_what_the_group_processed(audited):

@@ -40,10 +40,6 @@ def java_string_hash(text: str) -> int:
 def partition_for(key: str, partitions: int = DEFAULT_COORDINATOR_PARTITIONS) -> int:
     """The coordinator partition Kafka gives a group id or transactional id.
 
-    `Utils.abs` maps Integer.MIN_VALUE to 0 rather than leaving it negative (`Utils.java`), so
-    `abs(h) % n` in Python is wrong for that one hash, and `abs(h % n)` is wrong for every
-    negative hash (Python's `%` takes the divisor's sign).
-
     Args:
         key: the group.id (for `__consumer_offsets`) or transactional.id (for
             `__transaction_state`).
@@ -57,6 +53,15 @@ def partition_for(key: str, partitions: int = DEFAULT_COORDINATOR_PARTITIONS) ->
     """
     if partitions <= 0:
         raise ValueError(f"a topic has at least one partition, not {partitions}")
+    return coordinator_hash(key) % partitions
+
+
+def coordinator_hash(key: str) -> int:
+    """`Utils.abs(key.hashCode())`: what Kafka takes modulo the partition count (`partition_for`).
+
+    `Utils.abs` maps Integer.MIN_VALUE to 0 rather than leaving it negative (`Utils.java`), so
+    `abs(h) % n` in Python is wrong for that one hash, and `abs(h % n)` is wrong for every
+    negative hash (Python's `%` takes the divisor's sign).
+    """
     h = java_string_hash(key)
-    kafka_abs = 0 if h == _INT32_MIN else abs(h)
-    return kafka_abs % partitions
+    return 0 if h == _INT32_MIN else abs(h)
