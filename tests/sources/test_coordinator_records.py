@@ -679,6 +679,24 @@ def test_a_compressed_section_that_is_cut_or_damaged_says_so(codec):
         )
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_section_that_inflates_past_the_cap_is_refused(codec):
+    """A few kB that would inflate to more than 64 MiB (a bomb, or not a coordinator batch) are
+    refused by size before or while inflating, never held whole."""
+    import pyarrow as pa
+
+    inflated = bytes(batch_records.MAX_DECOMPRESSED_BYTES + 1)
+    section = {
+        "gzip": lambda: gzip.compress(inflated, compresslevel=1),
+        "snappy": lambda: snappy.compress(inflated),
+        "lz4": lambda: pa.compress(inflated, codec="lz4", asbytes=True),
+        "zstd": lambda: pa.compress(inflated, codec="zstd", asbytes=True),
+    }[codec]()
+    assert len(section) < len(inflated) // 20  # snappy inflates at most about 21 times
+    with pytest.raises(RecordBatchError, match=f"{codec} records inflate past 67108864 bytes"):
+        list(walk_records(section, CODECS[codec], 1))
+
+
 def test_gzip_records_are_checked_like_the_others():
     with pytest.raises(RecordBatchError, match="do not decompress"):
         list(walk_records(b"not gzip", 1, 1))
