@@ -340,8 +340,11 @@ def _torn_findings(torn: DataFrame, config: AuditConfig, run_id: str) -> DataFra
         "offsets_partition": F.col("commit.offsets_partition"),
         "previous_offset": F.col("commit.record_offset"),
     }
+    # A transaction may commit offsets of groups in several `__consumer_offsets` partitions,
+    # whose records can share an offset: the commit is its partition and offset.
     identity = [F.col("transaction_log_partition"), F.col("transaction_log_offset"),
-                F.col("topic"), F.col("partition"), F.col("commit.record_offset")]  # fmt: skip
+                F.col("topic"), F.col("partition"), F.col("commit.record_offset"),
+                F.col("commit.offsets_partition")]  # fmt: skip
     finding = finding_struct("TORN_TRANSACTION", config, run_id, identity=identity, values=values)
     return torn.select(finding.alias("f")).select("f.*")
 

@@ -26,7 +26,9 @@ at read_uncommitted, committing plainly.
 
 A second processor, `mirror` (`mirror-tx`), copies `mirror-in` to `mirror-out` at 69-74 in one
 transaction prepared to commit: its `__consumer_offsets` marker is COMMIT, its output's ABORT
-(torn: the input is committed, its output lost).
+(torn: the input is committed, its output lost). The transaction commits the offsets of a
+second group, `mirror-copy`, in another `__consumer_offsets` partition, at the same record
+offset as `mirror`'s.
 
 The export holds all 50 partitions of `__transaction_state`, as Kafka creates them, the ones no
 transactional id used empty (the shared run's conftest): it can tell a producer id no
@@ -158,13 +160,15 @@ MIRROR, MIRROR_TX, MIRROR_PID, MIRROR_IN, MIRROR_OUT = (
     "mirror", "mirror-tx", 4003, "mirror-in", "mirror-out"
 )  # fmt: skip
 MIRROR_CO, MIRROR_TS = partition_for(MIRROR), partition_for(MIRROR_TX)
+MIRROR_COPY = "mirror-copy"
+MIRROR_COPY_CO = partition_for(MIRROR_COPY)
 
 
 def write_mirror(root) -> None:
     """`mirror`'s transaction: offsets marker COMMIT, output marker ABORT, prepared to commit."""
-    assert MIRROR_CO not in (PROC_CO, DOWN_CO)
+    assert len({MIRROR_CO, MIRROR_COPY_CO, PROC_CO, DOWN_CO}) == 4
     assert MIRROR_TS not in (TS, partition_for(TWO_PHASE_ID))
-    both = {MIRROR_OUT: [0], CO: [MIRROR_CO]}
+    both = {MIRROR_OUT: [0], CO: sorted([MIRROR_CO, MIRROR_COPY_CO])}
 
     def mirror_state(epoch: int, status: int, partitions: dict, when: float) -> tuple:
         value = txn_value(0, MIRROR_PID, epoch, status, partitions, at(when), at(69))
@@ -180,10 +184,11 @@ def write_mirror(root) -> None:
         0, 1, producer_id=MIRROR_PID, producer_epoch=0, base_sequence=0, is_transactional=True,
         timestamp=at(70),
     ), mirror_marker(False))  # fmt: skip
-    write_partition_dir(root, 1, CO, MIRROR_CO, record_batch(
-        0, [commit(MIRROR, MIRROR_IN, 3, 71)], producer_id=MIRROR_PID, producer_epoch=0,
-        base_sequence=0, is_transactional=True, timestamp=at(71),
-    ), mirror_marker(True))  # fmt: skip
+    for group, co in ((MIRROR, MIRROR_CO), (MIRROR_COPY, MIRROR_COPY_CO)):
+        write_partition_dir(root, 1, CO, co, record_batch(
+            0, [commit(group, MIRROR_IN, 3, 71)], producer_id=MIRROR_PID, producer_epoch=0,
+            base_sequence=0, is_transactional=True, timestamp=at(71),
+        ), mirror_marker(True))  # fmt: skip
     write_partition_dir(root, 1, "__transaction_state", MIRROR_TS, *[
         plain(offset, when, mirror_state(epoch, status, partitions, when))
         for offset, (epoch, status, partitions, when) in enumerate([
@@ -324,19 +329,30 @@ def test_the_findings_say_what_happened(audited):
 
 
 def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decided(spark, audited):
-    """`mirror-out`'s ABORT tore a transaction whose offsets marker committed `mirror`'s offset
-    of `mirror-in`: the finding names that commit, and the group's chart marks it there."""
+    """`mirror-out`'s ABORT tore a transaction whose offsets markers committed `mirror`'s and
+    `mirror-copy`'s offsets of `mirror-in`: a finding names each commit, with an id of its own
+    though both records are at offset 0 of their partitions, and the group's chart marks it."""
     registered = QueryBuilder().register("t", DeltaTable(str(audited / "findings")))
     rows = registered.execute(
-        "SELECT run_id, finding_type, cause, base_offset, previous_offset, evidence FROM t "
-        f"WHERE topic = '{MIRROR_OUT}' OR (topic = '{CO}' AND partition = {MIRROR_CO})"
+        "SELECT run_id, finding_id, finding_type, cause, base_offset, previous_offset, evidence "
+        f"FROM t WHERE topic = '{MIRROR_OUT}' "
+        f"OR (topic = '{CO}' AND partition IN ({MIRROR_CO}, {MIRROR_COPY_CO}))"
     ).read_all()
-    ((run_id, *torn, evidence),) = [tuple(r.values()) for r in pa.table(rows).to_pylist()]
-    assert torn == ["TORN_TRANSACTION", "ABORT_WHERE_COMMIT", 1, 0]
-    assert {k: v for k, v in evidence if k in ("group_id", "committed_topic",
-            "committed_partition", "committed_offset", "offsets_partition")} == {
-        "group_id": MIRROR, "committed_topic": MIRROR_IN, "committed_partition": "0",
-        "committed_offset": "3", "offsets_partition": str(MIRROR_CO),
+    found = [tuple(r.values()) for r in pa.table(rows).to_pylist()]
+    run_id = found[0][0]
+    assert len({finding_id for _, finding_id, *_ in found}) == len(found) == 2
+    said = {"group_id", "committed_topic", "committed_partition", "committed_offset",
+            "offsets_partition"}  # fmt: skip
+    by_group = {
+        dict(evidence)["group_id"]: [*torn, {k: v for k, v in evidence if k in said}]
+        for _, _, *torn, evidence in found
+    }
+    assert by_group == {
+        group: ["TORN_TRANSACTION", "ABORT_WHERE_COMMIT", 1, 0, {
+            "group_id": group, "committed_topic": MIRROR_IN, "committed_partition": "0",
+            "committed_offset": "3", "offsets_partition": str(co),
+        }]
+        for group, co in ((MIRROR, MIRROR_CO), (MIRROR_COPY, MIRROR_COPY_CO))
     }  # fmt: skip
     tables = run_tables(spark, TableLocation(str(audited)), run_id)
     groups = build_consumer_groups(query_consumer_groups(tables, ReportLimits()))
