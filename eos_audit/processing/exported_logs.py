@@ -197,6 +197,15 @@ def cleaned_offset_partitions(
     return judged.select(finding.alias("f")).select("f.*")
 
 
+def partition_count(configured: int, highest: Column) -> Column:
+    """A coordinator topic's partition count: `configured`, or more where the export shows more.
+
+    Kafka numbers a topic's partitions from 0, so an exported partition `highest` at or above
+    the configured count says the topic has at least `highest` + 1 (a null `highest`: none).
+    """
+    return F.greatest(F.lit(configured), F.coalesce(highest + 1, F.lit(0)))
+
+
 def transaction_log_held(
     records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
 ) -> DataFrame:
@@ -214,9 +223,7 @@ def transaction_log_held(
     listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
     held = F.array_union(F.col("held"), listed_column)
     return in_records.select(
-        F.greatest(F.lit(partitions), F.coalesce(F.array_max(held) + 1, F.lit(0))).alias(
-            "log_partitions"
-        ),
+        partition_count(partitions, F.array_max(held)).alias("log_partitions"),
         F.size(held).alias("log_partitions_held"),
     )
 

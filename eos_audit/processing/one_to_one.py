@@ -48,6 +48,7 @@ from eos_audit.processing.exported_logs import (
     KEYLESS_TOMBSTONES,
     exported_logs,
     offsets_logs,
+    partition_count,
     unverifiable_finding,
 )
 from eos_audit.processing.offset_metadata_manager import APPLIED, SKIPPED, TRANSACTIONAL
@@ -185,10 +186,8 @@ def _declared_groups_not_found(
         return None
     declared = history.sparkSession.createDataFrame(names, "group_id string, group_hash long")
     logs = offsets_logs(records)
-    exported_count = F.coalesce(F.max("coordinator_partition") + 1, F.lit(0))
-    count = logs.agg(
-        F.greatest(F.lit(config.processing.offsets_topic_partitions), exported_count).alias("n")
-    )
+    configured = config.processing.offsets_topic_partitions
+    count = logs.agg(partition_count(configured, F.max("coordinator_partition")).alias("n"))
     placed = declared.crossJoin(count).select(
         "group_id", (F.col("group_hash") % F.col("n")).cast("int").alias("coordinator_partition")
     )
