@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import commit_record_values
+from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -73,9 +73,9 @@ def offset_out_of_range(
         (F.col("last_offset") + 1).alias("log_end_offset"),
         F.col("max_timestamp").alias("written_until"),
     )
-    counted = history.where(
-        F.col("committed_offset").isNotNull() & (F.col("outcome") != "ABORTED")
-    ).withColumn("committed_at", F.coalesce("commit_timestamp_ms", "timestamp"))
+    counted = history.where(counted_commit()).withColumn(
+        "committed_at", F.coalesce("commit_timestamp_ms", "timestamp")
+    )
     judged = counted.join(logs, ["topic", "partition"])
     later = F.col("written_until") >= F.col("committed_at") + F.lit(config.processing.clock_skew_ms)
     beyond = judged.where(later & (F.col("committed_offset") > F.col("log_end_offset")))

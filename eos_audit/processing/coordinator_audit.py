@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import REGISTRY
+from eos_audit.processing.offset_metadata_manager import ABORTED
 from eos_audit.processing.offset_runner import replay_batches
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
 from eos_audit.sinks.finding_rows import coded_finding_struct
@@ -217,6 +218,16 @@ def transaction_log_table(records: DataFrame, run_id: str) -> DataFrame:
             for f in table.fields
         ]
     )
+
+
+def counted_commit() -> Column:
+    """An offset commit the input-log checks judge: one with an offset, not aborted.
+
+    An aborted transactional commit never became the group's offset. READ_PAST_LSO,
+    COMMIT_BEYOND_LOG, COMMIT_BELOW_LOG_START and what the export cannot judge of them
+    (`exported_logs.unexported_input_partitions`) take the same commits.
+    """
+    return F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED)
 
 
 def commit_record_values(of: Callable[[str], Column]) -> dict[str, Column]:

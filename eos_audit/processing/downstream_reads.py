@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import commit_record_values
+from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
 from eos_audit.processing.exported_logs import unverifiable_finding
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
@@ -67,7 +67,7 @@ def last_stable_offset(
     """
     key = ["topic", "partition"]
     commits = history.where(
-        F.col("committed_offset").isNotNull() & (F.col("outcome") != "ABORTED")
+        counted_commit()
     ).select(
         *key,
         F.col("committed_offset").alias("position"),

@@ -17,7 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import SOURCE_ERROR
+from eos_audit.processing.coordinator_audit import SOURCE_ERROR, counted_commit
 from eos_audit.processing.offset_metadata_manager import ABORTED, APPLIED, SKIPPED, TRANSACTIONAL
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
@@ -367,7 +367,7 @@ def unexported_input_partitions(
     key = ["topic", "partition"]
     held = partitions.select(*key).distinct()
     commits = (
-        history.where(F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED))
+        history.where(counted_commit())
         .join(held.select("topic").distinct(), "topic", "left_semi")
         .join(held, key, "left_anti")
     )
