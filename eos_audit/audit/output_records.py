@@ -46,8 +46,10 @@ FINDINGS_N = _nullable(FINDINGS)
 QUARANTINE_N = _nullable(QUARANTINE)
 TRANSACTION_STRUCT = _nullable(TRANSACTIONS)
 PRODUCER_STATE_N = _nullable(PRODUCER_STATE)
-# The kernel's statistics of one partition, which summaries.partition_summary completes, and the
-# spans of offsets it could not count (`processing.exported_logs`), which no table shows.
+# The kernel's statistics of one partition, which summaries.partition_summary completes, and what
+# the processing checks read of the exported log (`processing.exported_logs`), which no table
+# shows: the spans of offsets it could not count, and, with --since-state, the offset the seeded
+# state covers and the extent of the batches below it, skipped.
 PARTITION_STATS_N = _nullable(
     T.StructType(
         [
@@ -55,7 +57,8 @@ PARTITION_STATS_N = _nullable(
             *[
                 T.StructField(name, T.LongType(), True)
                 for name in ("producers", "uncounted_from", "uncounted_to", "unattributed_from",
-                             "unattributed_to", "log_start_checkpoint")
+                             "unattributed_to", "log_start_checkpoint", "covered_end",
+                             "skipped_from", "skipped_to", "skipped_max_timestamp")
             ],
         ]
     )

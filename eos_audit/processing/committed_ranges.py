@@ -13,7 +13,10 @@ docs/rules.md#commit-below-log-start).
 The log end is the export's: a commit is judged against it only where the partition holds a
 batch written after the commit (so the export of the partition was taken later, and its end is
 at least the end the group saw). The log start is the export's first offset, or the broker's
-`log-start-offset-checkpoint` where that is higher; on a compacted topic only the checkpoint's.
+`log-start-offset-checkpoint` where that is higher; on a compacted topic only the checkpoint's,
+and so in an incremental run (--since-state) on a partition its seeded state covers, whose
+export may start anywhere below that state's end. The batches such a run skips are exported all
+the same, and count in the log's end and in its latest batch (`exported_logs`).
 Only the group's last applied offset is judged against it: an older commit may have been above
 the log start of its time.
 """
@@ -28,6 +31,7 @@ from pyspark.sql import functions as F
 from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
+from eos_audit.processing.exported_logs import exported_logs
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -51,8 +55,8 @@ def offset_out_of_range(
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
-        partitions: the audit's partition statistics (topic, partition, first_offset,
-            last_offset, log_start_offset, max_timestamp) of every exported partition.
+        partitions: the audit's partition statistics of every exported partition (kernel
+            partials, as `exported_logs` reads them).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
 
@@ -60,18 +64,22 @@ def offset_out_of_range(
         FINDINGS rows.
     """
     compacted = _compacted(config)
-    logs = partitions.select(
+    # With --since-state an export may start anywhere below the offset the seeded state covers
+    # (it overlaps the last one's end), so its first offset is not the log's start there.
+    incremental = F.col("covered_end").isNotNull()
+    logs = exported_logs(partitions).select(
         "topic",
         "partition",
         # DeleteRecords or retention may have moved the log start inside the first exported
         # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes). The cleaner
         # removes a compacted log's first batches and never moves its start (the first segment's
         # base offset): there only the checkpoint tells it, and without one nothing is judged.
-        F.when(compacted, F.col("log_start_checkpoint"))
-        .otherwise(F.greatest("first_offset", "log_start_offset"))
+        F.when(compacted | incremental, F.col("log_start_checkpoint"))
+        .otherwise(F.greatest("log_start", "log_start_checkpoint"))
         .alias("log_start_offset"),
-        (F.col("last_offset") + 1).alias("log_end_offset"),
-        F.col("max_timestamp").alias("written_until"),
+        # The seeded state's run saw the log up to its covered offset: the log reached it.
+        F.greatest("log_end", "covered_end").alias("log_end_offset"),
+        "written_until",
     )
     counted = history.where(counted_commit()).withColumn(
         "committed_at", F.coalesce("commit_timestamp_ms", "timestamp")

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
-from eos_audit.processing.exported_logs import unverifiable_finding
+from eos_audit.processing.exported_logs import exported_logs, unverifiable_finding
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -58,7 +58,8 @@ def last_stable_offset(
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
-        partitions: the audit's partition statistics (topic, partition, max_timestamp).
+        partitions: the audit's partition statistics (kernel partials, as
+            `exported_logs` reads them: the latest batch of each, skipped ones included).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
 
@@ -120,7 +121,9 @@ def last_stable_offset(
         .alias("finding_type"),
         F.when(aborted_open, F.col("aborted")).otherwise(F.col("latest")).alias("t"),
     ).where(F.col("finding_type").isNotNull())
-    exported = partitions.groupBy(*key).agg(F.max("max_timestamp").alias("exported_until"))
+    exported = exported_logs(partitions).select(
+        *key, F.col("written_until").alias("exported_until")
+    )
     judged = judged.join(exported, key, "left")
     open_at_end = (F.col("finding_type") == "READ_PAST_LSO") & (F.col("t.ended_at") == _NEVER)
     spans = F.coalesce(F.col("exported_until") >= deadline, F.lit(False))

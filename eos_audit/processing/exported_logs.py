@@ -43,11 +43,20 @@ def exported_logs(partitions: DataFrame) -> DataFrame:
 
     Args:
         partitions: the audit's partition statistics (kernel partials: topic, partition,
-            first_offset, last_offset and the spans below).
+            first_offset, last_offset, max_timestamp, log_start_checkpoint, the spans below, and
+            covered_end, skipped_from, skipped_to, skipped_max_timestamp).
 
     Returns:
         topic, partition, `log_start` and `log_end` (the first exported offset and the last + 1),
+        `written_until` (the latest batch timestamp), `log_start_checkpoint`, `covered_end`,
         `uncounted_from`/`uncounted_to` and `unattributed_from`/`unattributed_to` (null: none).
+
+    The exported log is every batch the export holds, replayed or not: with --since-state the
+    batches below the offset the seeded state covers (`covered_end`) are skipped, not replayed
+    (docs/nightly.md), and are in the export all the same. What the replay alone knows (the
+    spans, the transactions) stops at `covered_end`, and such an export may start anywhere
+    below it (an incremental export overlaps the last one's end), so its first offset is not the
+    log's start there.
 
     Uncounted: the first and last offset where the export does not hold one record per offset
     (a hole between batches or inside one, batches overlapping); outside that span the batches'
@@ -58,8 +67,11 @@ def exported_logs(partitions: DataFrame) -> DataFrame:
     them, are still counted.
     """
     return partitions.groupBy("topic", "partition").agg(
-        F.min("first_offset").alias("log_start"),
-        (F.max("last_offset") + 1).alias("log_end"),
+        F.least(F.min("first_offset"), F.min("skipped_from")).alias("log_start"),
+        (F.greatest(F.max("last_offset"), F.max("skipped_to")) + 1).alias("log_end"),
+        F.greatest(F.max("max_timestamp"), F.max("skipped_max_timestamp")).alias("written_until"),
+        F.max("log_start_checkpoint").alias("log_start_checkpoint"),
+        F.max("covered_end").alias("covered_end"),
         F.min("uncounted_from").alias("uncounted_from"),
         F.max("uncounted_to").alias("uncounted_to"),
         F.min("unattributed_from").alias("unattributed_from"),

@@ -22,7 +22,8 @@ Where the export cannot count, the check says UNVERIFIABLE with the reason, neve
 a `__consumer_offsets` partition that is not whole from offset 0 (compaction or retention removed
 commits, so a range could span several transactions), a range over input offsets the export does
 not hold one record at or over markers it cannot attribute (the replay's spans of them, per input
-partition: `exported_logs`), a range reaching outside the exported input, an aborted or
+partition: `exported_logs`) or over offsets an incremental run (--since-state) skipped as an
+earlier run's, a range reaching outside the exported input, an aborted or
 undecided transaction straddling a range's end, an output partition not exported, or a
 transaction `__transaction_state` does not show. A group declared by name that the export holds
 no commit of is said to be so, at the `__consumer_offsets` partition that holds it.
@@ -83,6 +84,9 @@ _REASONS = {
     "holds the input from after offset 0 only, or the coordinator skipped this commit and it is "
     "below the group's offset when its record was written",
     "INPUT_NOT_EXPORTED": "the input partition is not in the export",
+    "INPUT_SKIPPED": "the range holds input offsets an earlier run audited: an incremental run "
+    "(--since-state) skips the batches below the offset its seeded state covers and does not "
+    "replay their transactions again, so the range's data records are not counted",
     "INPUT_NOT_WHOLE": "the range holds offsets of the input partition where the export does "
     "not hold one record per offset (compaction, or batches not read)",
     "MARKERS_NOT_ATTRIBUTED": "the range holds markers of input transactions the export does not "
@@ -298,6 +302,7 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         # A skipped commit below the group's offset of its time read from further back.
         .when(start.isNull() | (skipped & (start > F.col("committed_offset"))),
               "RANGE_START_UNKNOWN")
+        .when(F.coalesce(start < F.col("covered_end"), F.lit(False)), "INPUT_SKIPPED")
         .when(meets("uncounted"), "INPUT_NOT_WHOLE")
         .when(meets("unattributed"), "MARKERS_NOT_ATTRIBUTED")
         .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),
@@ -610,7 +615,10 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
     rows = judged.withColumn("verdict", reason).where(F.col("verdict").isNotNull())
     first = ["transactional_id", "transaction_log_partition", "transaction_log_offset",
              "producer_id", "producer_epoch"]  # fmt: skip
-    spans = [f"{span}_{end}" for span in _SPANS.values() for end in ("from", "to")]
+    spans = [
+        *[f"{span}_{end}" for span in _SPANS.values() for end in ("from", "to")],
+        "covered_end",
+    ]
     grouped = (
         rows.groupBy(*KEY, "verdict")
         .agg(
@@ -623,6 +631,10 @@ def _unverifiable(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFr
         .select(*KEY, "verdict", "transactions", "first.*", *spans)
     )
     said = lookup(F.col("verdict"), _REASONS)
+    said = F.when(
+        F.col("verdict") == "INPUT_SKIPPED",
+        F.format_string("%s; the seeded state covers offsets below %d", said, "covered_end"),
+    ).otherwise(said)
     for verdict, span in _SPANS.items():
         said = F.when(
             F.col("verdict") == verdict,

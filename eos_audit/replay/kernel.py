@@ -124,6 +124,10 @@ def finish_partition(part, entries, slots, acks, ack_index, params, out, tp_row,
         p.max_timestamp = part.max_timestamp
         p.producers = part.audited_producers
         p.batches_skipped = part.skipped_batches
+        p.covered_end = part.covered_end
+        p.skipped_from = part.skipped_from
+        p.skipped_to = part.skipped_to
+        p.skipped_max_timestamp = part.skipped_max_timestamp
     slots[:, 1] = -1
     if part.acks > 0:
         ack_index[:, 3] = -1

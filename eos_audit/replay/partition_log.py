@@ -73,17 +73,26 @@ def begin_partition(part, partition):
     part.acks = 0
     part.covered_end = NULL
     part.skipped_batches = 0
+    part.skipped_from = NULL
+    part.skipped_to = NULL
+    part.skipped_max_timestamp = NULL
 
 
 def in_snapshot(row, part):
     """A batch the seeded state holds already: counted as skipped, not replayed again.
 
     The runner decides which batches those are, for a whole Arrow batch at once
-    (`runner._Replayer.below_snapshot`, LogLoader's rule: docs/rules.md#seeded-state).
+    (`runner._Replayer.below_snapshot`, LogLoader's rule: docs/rules.md#seeded-state). The
+    export holds them all the same: their offsets and latest time are kept apart from the
+    replayed log's, for the checks that judge commits against the exported log
+    (`processing.exported_logs`).
     """
     if not row.below_snapshot:
         return False
     part.skipped_batches += 1
+    part.skipped_from = min_or_null(part.skipped_from, row.base_offset)
+    part.skipped_to = max_or_null(part.skipped_to, row.last_offset)
+    part.skipped_max_timestamp = max_or_null(part.skipped_max_timestamp, row.timestamp)
     return True
 
 

@@ -159,6 +159,9 @@ PARTITION_STATE = np.dtype(
         # --since-state: the log below this offset is in the seeded state already
         ("covered_end", np.int64),
         ("skipped_batches", np.int64),  # batches below it, not replayed again
+        ("skipped_from", np.int64),  # their first offset, last offset and latest timestamp
+        ("skipped_to", np.int64),
+        ("skipped_max_timestamp", np.int64),
         # statistics
         ("batches", np.int64),
         ("replica_batches", np.int64),
@@ -289,6 +292,10 @@ PARTITION_EVENT = np.dtype(
         ("max_timestamp", np.int64),
         ("producers", np.int64),
         ("batches_skipped", np.int64),
+        ("covered_end", np.int64),
+        ("skipped_from", np.int64),
+        ("skipped_to", np.int64),
+        ("skipped_max_timestamp", np.int64),
     ],
     align=True,
 )

@@ -47,6 +47,7 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import functions as F
 
+from eos_audit.audit.output_records import PARTITION_STATS_N
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
@@ -363,6 +364,13 @@ def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decide
     )  # fmt: skip
 
 
+def exported_partition(spark, topic: str, partition: int, written_until: int):
+    """The kernel's statistics of one partition whose latest batch is stamped `written_until`."""
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic=topic, partition=partition, max_timestamp=written_until)
+    return spark.createDataFrame([row], PARTITION_STATS_N)
+
+
 def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
     """A commit 4 s before the marker of an aborted transaction it passed: an aborted read
     with the default 1 s of skew, nothing with 10 s."""
@@ -378,9 +386,7 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
         "marker_offset long, outcome string, end_timestamp long",
     )
 
-    partitions = spark.createDataFrame(
-        [(OUTPUT, 0, at(30))], "topic string, partition int, max_timestamp long"
-    )
+    partitions = exported_partition(spark, OUTPUT, 0, at(30))
 
     def found(skew_ms: int) -> list[str]:
         config = AuditConfig()
@@ -413,9 +419,7 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
     )
-    partitions = spark.createDataFrame(
-        [(OUTPUT, 0, at(40))], "topic string, partition int, max_timestamp long"
-    )
+    partitions = exported_partition(spark, OUTPUT, 0, at(40))
     rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
     found = sorted((r["finding_type"], r["cause"], r["base_offset"]) for r in rows)
     assert found == [("READ_PAST_LSO", None, 0), ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN", -1)]
