@@ -29,7 +29,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
-from eos_audit.processing.exported_logs import PARTITION_NOT_EXPORTED, unverifiable_finding
+from eos_audit.processing.exported_logs import (
+    PARTITION_NOT_EXPORTED,
+    exported_logs,
+    unverifiable_finding,
+)
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
     CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS,
@@ -212,7 +216,8 @@ def write_txn_markers(
         history: the offset replay's history (`coordinator_audit.replay_offsets`): a torn
             `__consumer_offsets` marker is reported once per offset commit it decided.
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
-        partitions: the audit's partition statistics (topic, partition, max_timestamp).
+        partitions: the audit's partition statistics (kernel partials, as `exported_logs`
+            reads them: the latest batch of each, batches a --since-state run skipped included).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
 
@@ -221,7 +226,7 @@ def write_txn_markers(
     """
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
-    exported = partitions.select("topic", "partition", "max_timestamp")
+    exported = exported_logs(partitions).select("topic", "partition", "written_until")
     judged = matched_markers(prepared, transactions, skew).join(
         exported, ["topic", "partition"], "left"
     )
@@ -233,13 +238,13 @@ def write_txn_markers(
     data_left_open = later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew)
     completed = F.col("completed_at").isNotNull()
     verdict = (
-        F.when(F.col("max_timestamp").isNull(), PARTITION_NOT_EXPORTED)
+        F.when(F.col("written_until").isNull(), PARTITION_NOT_EXPORTED)
         .when(marker["outcome"].isin("COMMIT", "ABORT") & (marker["outcome"] != F.col("decision")),
               F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
               "MARKER_TYPE_NOT_SHOWN")
         .when(marker.isNull() & completed & data_left_open
-              & (F.col("max_timestamp") >= F.col("completed_at")), "MARKER_MISSING")
+              & (F.col("written_until") >= F.col("completed_at")), "MARKER_MISSING")
         .when(marker.isNull() & completed & data_left_open, "EXPORT_DOES_NOT_SPAN")
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())

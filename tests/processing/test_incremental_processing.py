@@ -18,6 +18,7 @@ so night 2 judges every commit again, against input partitions part of which it 
 | | | T3 reads [10, 15), writes 4 | SKIPPED_INPUT LESS_OUTPUT_THAN_INPUT |
 | `lagging` | commits 3 of `src`-0 | - | nothing: offset 3 is exported, skipped |
 | `ahead` | - | commits 9 of `tail`-0 | COMMIT_BEYOND_LOG: the log ends at 5 |
+| `archive` | one transaction: `archived`-0, its offsets' partition | - | nothing: both skipped |
 """
 
 from __future__ import annotations
@@ -55,13 +56,15 @@ def build_night(night: int) -> tuple[Export, dict[str, int]]:
     lagging = Processor(export, "lagging", 5100, "src", "unused")
     lagging.operator_commits(30, 3)
     ahead = Processor(export, "ahead", 5200, "tail", "unused")
+    archive = Processor(export, "archive", 5300, "src", "archived")
+    archive.transaction(25, outputs=2, commit_to=2)
     if night == 2:
         copy.transaction(40, outputs=5, commit_to=10)
         copy.transaction(50, outputs=4, commit_to=15)
         commit = (offset_commit_key("ahead", "tail", 0), offset_commit_value(3, 9, "", at(60)))
         export.add(CO, ahead.co, lambda o: record_batch(o, [commit], timestamp=at(60)))
-    groups = {"copy": copy.co, "lagging": lagging.co, "ahead": ahead.co}
-    assert len(set(groups.values())) == 3
+    groups = {"copy": copy.co, "lagging": lagging.co, "ahead": ahead.co, "archive": archive.co}
+    assert len(set(groups.values())) == 4
     return export, groups
 
 
@@ -111,13 +114,15 @@ def test_night_two_judges_commits_against_the_exported_log_skipped_batches_inclu
         nights,
         "partition_summary",
         "SELECT topic, batches, batches_skipped FROM partition_summary "
-        "WHERE run_id = 'night-2' AND topic IN ('src', 'tail') ORDER BY topic",
+        "WHERE run_id = 'night-2' AND topic IN ('src', 'tail', 'archived') ORDER BY topic",
     )
     assert skipped == [
+        {"topic": "archived", "batches": 0, "batches_skipped": 2},
         {"topic": "src", "batches": 5, "batches_skipped": 10},
         {"topic": "tail", "batches": 0, "batches_skipped": 5},
     ]
-    # No COMMIT_BELOW_LOG_START for `lagging`: the batches at 0-9 were skipped, not missing.
+    # No COMMIT_BELOW_LOG_START for `lagging`: the batches at 0-9 were skipped, not missing; no
+    # UNVERIFIABLE of `archive`'s transaction: its partitions' batches were too.
     assert _judged(nights, "night-2") == {
         ("COMMIT_BEYOND_LOG", None, CO, groups["ahead"]),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", CO, groups["copy"]),
