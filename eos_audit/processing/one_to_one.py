@@ -25,7 +25,8 @@ not hold one record at or over markers it cannot attribute (the replay's spans o
 partition: `exported_logs`) or over offsets an incremental run (--since-state) skipped as an
 earlier run's, a range reaching outside the exported input, an aborted or
 undecided transaction straddling a range's end, an output partition not exported, or a
-transaction `__transaction_state` does not show. A group declared by name that the export holds
+transaction `__transaction_state` does not show. Where only the count is in doubt, the range's
+place in the group's tiling is judged all the same. A group declared by name that the export holds
 no commit of is said to be so, at the `__consumer_offsets` partition that holds it.
 
 The counting is Spark work with no driver: the ranges come from the offset replay's history in
@@ -109,6 +110,14 @@ _REASONS = {
     "made none in the exported range (its records there, if any, are plain, aborted or pending "
     "commits, or tombstones), or the declared name is not the group's",
 }
+
+# The reasons that leave a range's input records uncounted, where the range itself is known: its
+# start and the group's earlier ranges come from `__consumer_offsets`, so its place in the
+# tiling is judged (`_range_findings`); the others leave the range's start in doubt.
+_UNCOUNTED_INPUT = (
+    "INPUT_NOT_EXPORTED", "INPUT_SKIPPED", "INPUT_NOT_WHOLE", "MARKERS_NOT_ATTRIBUTED",
+    "EXPORT_DOES_NOT_SPAN", "RANGE_SPLITS_TRANSACTION",
+)  # fmt: skip
 
 # The reasons that name a span of the input partition (`exported_logs`), and what it holds.
 _SPANS = {"INPUT_NOT_WHOLE": "uncounted", "MARKERS_NOT_ATTRIBUTED": "unattributed"}
@@ -492,12 +501,15 @@ def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     Once per rewind: a transaction that starts where the group's previous transaction ended
     continues a run of reprocessing the first one of which was reported (with the whole range
     the group's transactions had covered), so a replay of a million transactions is one finding.
+    Where a range starts and what the group covered before it are the offset replay's alone: a
+    range whose input records cannot be counted (`_UNCOUNTED_INPUT`) is judged all the same.
     """
     start, covered = F.col("range_start"), F.col("covered_to")
     resumed = F.coalesce(start == F.col("resumed_from"), F.lit(False))
     overlap = start < covered
+    placed = F.col("reason").isNull() | F.col("reason").isin(*_UNCOUNTED_INPUT)
     judgeable = judged.where(
-        F.col("reason").isNull() & covered.isNotNull() & (start != covered) & ~(overlap & resumed)
+        placed & covered.isNotNull() & (start != covered) & ~(overlap & resumed)
     )
     repeated_to = F.least(covered, F.col("committed_offset"))
     values = {

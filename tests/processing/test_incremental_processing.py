@@ -10,11 +10,13 @@ so night 2 judges every commit again, against input partitions part of which it 
 | `src`-0 | offsets 0-9 | 0-14 | below 10 |
 | `tail`-0 | offsets 0-4, written after the commits | 0-4: every batch skipped | below 5 |
 
-`copy` is declared one-to-one; INPUT_SKIPPED is an UNVERIFIABLE finding's cause.
+`copy` is declared one-to-one; INPUT_SKIPPED is an UNVERIFIABLE finding's cause: the records of
+a range over skipped offsets are not counted, and where the range starts is still judged.
 
 | group | night 1 | night 2 adds | expected of night 2 |
 |---|---|---|---|
-| `copy` | T1 reads [0, 5), writes 5 | T2 reads [5, 10), writes 5 | T1, T2: INPUT_SKIPPED |
+| `copy` | T1 reads [0, 5), writes 5 | an operator commits 7 | |
+| | | T2 reads [7, 10), writes 3 | T1, T2: INPUT_SKIPPED; T2: SKIPPED_INPUT RANGE_GAP |
 | | | T3 reads [10, 15), writes 4 | SKIPPED_INPUT LESS_OUTPUT_THAN_INPUT |
 | `lagging` | commits 3 of `src`-0 | - | nothing: offset 3 is exported, skipped |
 | `ahead` | - | commits 9 of `tail`-0 | COMMIT_BEYOND_LOG: the log ends at 5 |
@@ -59,7 +61,8 @@ def build_night(night: int) -> tuple[Export, dict[str, int]]:
     archive = Processor(export, "archive", 5300, "src", "archived")
     archive.transaction(25, outputs=2, commit_to=2)
     if night == 2:
-        copy.transaction(40, outputs=5, commit_to=10)
+        copy.operator_commits(35, 7)  # a forward reset: offsets 5-6 are never processed
+        copy.transaction(40, outputs=3, commit_to=10)
         copy.transaction(50, outputs=4, commit_to=15)
         commit = (offset_commit_key("ahead", "tail", 0), offset_commit_value(3, 9, "", at(60)))
         export.add(CO, ahead.co, lambda o: record_batch(o, [commit], timestamp=at(60)))
@@ -126,6 +129,9 @@ def test_night_two_judges_commits_against_the_exported_log_skipped_batches_inclu
     assert _judged(nights, "night-2") == {
         ("COMMIT_BEYOND_LOG", None, CO, groups["ahead"]),
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", CO, groups["copy"]),
+        ("SKIPPED_INPUT", "RANGE_GAP", CO, groups["copy"]),
+        # The operator's plain commit among the group's transactional ones, as in a full run.
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL", CO, groups["copy"]),
         ("UNVERIFIABLE", "INPUT_SKIPPED", "src", 0),
     }
     (unverifiable,) = _rows(
@@ -136,6 +142,12 @@ def test_night_two_judges_commits_against_the_exported_log_skipped_batches_inclu
     assert "group copy, 2 transaction(s)" in unverifiable["detail"]
     assert "an earlier run audited" in unverifiable["detail"]
     assert "the seeded state covers offsets below 10" in unverifiable["detail"]
+    (gap,) = _rows(
+        nights,
+        "findings",
+        "SELECT detail FROM findings WHERE run_id = 'night-2' AND cause = 'RANGE_GAP'",
+    )
+    assert "no committed transaction of the group processed offsets [5, 7)" in gap["detail"]
     (beyond,) = _rows(
         nights,
         "findings",
