@@ -121,9 +121,9 @@ def offsets_logs(records: DataFrame) -> DataFrame:
 
     Returns:
         coordinator_partition, `first_offset`, `last_offset`, `offsets_whole` (every offset from
-        0 to the last holds a record) and `keyless_tombstones`: tombstones whose key the export
+        0 to the last holds a record), `keyless_tombstones`: tombstones whose key the export
         does not show (`kafka-dump-log.sh` 2.4 and older prints none), so which commit or group
-        each removed is unknown.
+        each removed is unknown, and `undecoded`: the records that did not decode (quarantined).
     """
     keyless = (
         F.col("is_tombstone")
@@ -140,12 +140,13 @@ def offsets_logs(records: DataFrame) -> DataFrame:
             F.count_distinct("offset").alias("offsets"),
             F.count(F.when(keyless, F.lit(1))).alias("keyless_tombstones"),
             F.min(F.when(keyless, F.col("offset"))).alias("first_keyless_tombstone"),
+            F.count(F.when(F.col(SOURCE_ERROR).isNotNull(), F.lit(1))).alias("undecoded"),
         )
     )
     whole = (F.col("first_offset") == 0) & (F.col("offsets") == F.col("last_offset") + 1)
     return stats.select(
         "coordinator_partition", "first_offset", "last_offset", whole.alias("offsets_whole"),
-        "keyless_tombstones", "first_keyless_tombstone",
+        "keyless_tombstones", "first_keyless_tombstone", "undecoded",
     )  # fmt: skip
 
 

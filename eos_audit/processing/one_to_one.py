@@ -207,16 +207,25 @@ def _declared_groups_not_found(
     judged = history.where(
         (F.col("kind") == TRANSACTIONAL) & F.col("outcome").isin(APPLIED, SKIPPED)
     ).select("group_id")
-    held = logs.select("coordinator_partition", F.lit(True).alias("held"))
+    held = logs.select("coordinator_partition", F.lit(True).alias("held"), "undecoded")
     absent = placed.join(judged.distinct(), "group_id", "left_anti").join(
         held, "coordinator_partition", "left"
     )
     verdict = F.when(F.col("held"), "NO_COMMITS_OF_GROUP").otherwise("GROUP_NOT_EXPORTED")
+    # Records that did not decode may be the group's commits: said, with where they went.
+    undecoded = F.when(
+        F.col("undecoded") > 0,
+        F.format_string(
+            "; %d record(s) of the partition did not decode (quarantined, each with its reason), "
+            "and the group's commits may be among them",
+            "undecoded",
+        ),
+    ).otherwise(F.lit(""))
     values = {
         "cause": verdict,
         "topic": F.lit(CONSUMER_OFFSETS),
         "partition": F.col("coordinator_partition"),
-        "reason": lookup(verdict, _REASONS),
+        "reason": F.concat(lookup(verdict, _REASONS), undecoded),
         "scope": F.concat(F.lit("group "), F.col("group_id"), F.lit(", declared one-to-one")),
         "group_id": F.col("group_id"),
     }

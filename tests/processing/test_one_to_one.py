@@ -493,7 +493,8 @@ def test_a_declared_group_that_no_committed_transaction_judged_is_said_once_wher
     nothing the check judges, said, never passed. The configured count is 4 and the export holds
     `__consumer_offsets-6`: the topic has at least 7 partitions, over which Kafka places the
     groups (`retired-ledger` in 4, `payments-copier` in 5; over 4 they would be 1 and 2). Each
-    group is declared twice and said once."""
+    group is declared twice and said once. `refund-copier`'s only record there does not decode:
+    NO_COMMITS_OF_GROUP says so."""
     count = 7
     ledger, payments = (
         partition_for("retired-ledger", count),
@@ -514,21 +515,32 @@ def test_a_declared_group_that_no_committed_transaction_judged_is_said_once_wher
     other = (offset_commit_key("ledger-sink", "src", 0), offset_commit_value(3, 1, "", at(2)))
     assert partition_for("ledger-sink", count) == count - 1
     write_partition_dir(root, 1, CO, count - 1, record_batch(0, [other], timestamp=at(2)))
+    # `refund-copier`'s partition holds one commit whose value is cut short: quarantined.
+    refund = partition_for("refund-copier", count)
+    assert refund not in (ledger, payments, count - 1)
+    cut = (offset_commit_key("refund-copier", "src", 0), offset_commit_value(3, 2, "", at(2))[:9])
+    write_partition_dir(root, 1, CO, refund, record_batch(0, [cut], timestamp=at(2)))
     config = AuditConfig().with_overrides(
         processing={
-            "one_to_one_groups": ["retired-ledger", "payments-copier"] * 2,
+            "one_to_one_groups": ["retired-ledger", "payments-copier", "refund-copier"] * 2,
             "offsets_topic_partitions": 4,
         }
     )
     run_audit(spark, AuditInputs(batches=(str(root),)), config, str(tmp_path / "warehouse"))
+    found = findings(tmp_path / "warehouse")
     said = [
         (f["finding_type"], f["cause"], f["topic"], f["partition"], dict(f["evidence"])["group_id"])
-        for f in findings(tmp_path / "warehouse")
+        for f in found
     ]
     assert said == [
         ("UNVERIFIABLE", "GROUP_NOT_EXPORTED", CO, payments, "payments-copier"),
+        ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", CO, refund, "refund-copier"),
         ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", CO, ledger, "retired-ledger"),
     ]
+    details = {dict(f["evidence"])["group_id"]: f["detail"] for f in found}
+    undecoded = "1 record(s) of the partition did not decode (quarantined, each with its reason)"
+    assert undecoded in details["refund-copier"]
+    assert "did not decode" not in details["retired-ledger"]
 
 
 def test_a_skipped_commits_transaction_counts_for_what_the_group_processed(audited):
