@@ -242,6 +242,31 @@ def _spans(rows: list[dict]) -> dict:
     return {name: stats[name] for name in names}
 
 
+def test_offsets_above_the_covered_offset_that_no_batch_replayed_are_uncounted():
+    seed = [
+        row(RowKind.SEED_BATCH, producer_id=1, producer_epoch=0, base_sequence=0,
+            last_sequence=9, base_offset=0, last_offset=9, timestamp=TS, magic=2),
+        row(RowKind.SEED_STATE, producer_id=1, producer_epoch=0, base_sequence=-1,
+            last_sequence=-1, timestamp=TS, magic=2),
+        row(RowKind.STATE_COVERAGE, value=10),
+    ]  # fmt: skip
+
+    def uncounted(rows: list[dict]) -> tuple:
+        spans = _spans([*seed, *rows])
+        return spans["uncounted_from"], spans["uncounted_to"]
+
+    # The export resumes where the seeded state ends: every offset is held.
+    assert uncounted([data(0, 0, n=10), data(10, 10)]) == (None, None)
+    assert uncounted([data(10, 10)]) == (None, None)
+    # It resumes above it (a segment not exported): the offsets between held no record here,
+    # and the earlier run did not count them.
+    assert uncounted([data(0, 0, n=10), data(13, 10)]) == (10, 12)
+    assert uncounted([data(13, 10)]) == (10, 12)
+    # A skipped batch across the covered offset: its offsets above it are not replayed.
+    assert uncounted([data(5, 5, n=8), data(13, 13)]) == (10, 12)
+    assert uncounted([data(5, 5, n=8)]) == (10, 12)
+
+
 def test_the_offsets_the_export_cannot_count_by_offset_are_kept_as_spans():
     # Whole: every offset holds one record, and the marker closes producer 1's transaction.
     whole = [data(0, -1, n=2, pid=-1), data(2, 0, n=2, txn=True), marker(4), data(5, -1, pid=-1)]
