@@ -127,6 +127,16 @@ _SPAN_NAMES = {
 }
 
 
+def _start_unknown(start: Column) -> Column:
+    """Where the range starting at `start` begins is in doubt (RANGE_START_UNKNOWN).
+
+    No offset stood before it, or it is a skipped commit whose processor read from above what
+    it committed: it read from further back than the group's offset of its time.
+    """
+    skipped = F.col("outcome") == "SKIPPED"
+    return start.isNull() | (skipped & (start > F.col("committed_offset")))
+
+
 def send_offsets_to_transaction(
     records: DataFrame,
     history: DataFrame,
@@ -317,10 +327,10 @@ def _ranges(history: DataFrame, records: DataFrame, logs: DataFrame) -> DataFram
         F.when(~F.coalesce(F.col("offsets_whole"), F.lit(False)), "OFFSETS_NOT_WHOLE")
         .when(F.col("keyless_tombstones") > 0, KEYLESS_TOMBSTONES)
         .when(F.col("log_start").isNull(), "INPUT_NOT_EXPORTED")
-        # A skipped commit below the group's offset of its time read from further back.
-        .when(start.isNull() | (skipped & (start > F.col("committed_offset"))),
-              "RANGE_START_UNKNOWN")
-        .when(F.coalesce(start < F.col("covered_end"), F.lit(False)), "INPUT_SKIPPED")
+        .when(_start_unknown(start), "RANGE_START_UNKNOWN")
+        # Input offsets below the covered one: an empty range there holds none, and counts 0.
+        .when(F.coalesce((start < F.col("covered_end")) & (F.col("committed_offset") > start),
+                         F.lit(False)), "INPUT_SKIPPED")
         .when(meets("uncounted"), "INPUT_NOT_WHOLE")
         .when(meets("unattributed"), "MARKERS_NOT_ATTRIBUTED")
         .when((start < F.col("log_start")) | (F.col("committed_offset") > F.col("log_end")),
@@ -516,7 +526,10 @@ def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     start, covered = F.col("range_start"), F.col("covered_to")
     resumed = F.coalesce(start == F.col("resumed_from"), F.lit(False))
     overlap = start < covered
-    placed = F.col("reason").isNull() | F.col("reason").isin(*_UNCOUNTED_INPUT)
+    # A reason tested before RANGE_START_UNKNOWN (the input not exported) may hide that one.
+    placed = (F.col("reason").isNull() | F.col("reason").isin(*_UNCOUNTED_INPUT)) & ~_start_unknown(
+        start
+    )
     judgeable = judged.where(
         placed & covered.isNotNull() & (start != covered) & ~(overlap & resumed)
     )

@@ -59,6 +59,9 @@ while they were pending, KAFKA-14505), their transactions committed all the same
 - `laggard` (`src11`): a transaction commits 8; the next commits 4, read from somewhere below
   the group's 8, and a plain commit of 10 lands before its marker (its 4 is skipped): where it
   began reading is not in the log (UNVERIFIABLE, RANGE_START_UNKNOWN), never a pass.
+- `lost-laggard`: the same race after an operator's commit of 9, over an input the export does
+  not hold (`src12`): the count is UNVERIFIABLE (INPUT_NOT_EXPORTED), and the skipped
+  transaction, whose start is in doubt all the same, is not judged for a gap after offset 8.
 
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
@@ -297,7 +300,14 @@ def build_export() -> Export:
     laggard.transaction(10, outputs=8, commit_to=8)
     laggard.transaction(20, outputs=4, commit_to=4,
                         between=lambda t: laggard.operator_commits(t, 10))  # fmt: skip
-    assert not {raced.co, first.co, laggard.co} & {other.co for other in (*others, trimmed)}
+    # The same, over an input the export does not hold, after an operator's commit of 9.
+    lost = Processor(export, "lost-laggard", 6950, "src12", "dst12")
+    lost.transaction(10, outputs=8, commit_to=8)
+    lost.operator_commits(15, 9)
+    lost.transaction(20, outputs=4, commit_to=4, between=lambda t: lost.operator_commits(t, 10))
+    raced_ones = {raced.co, first.co, laggard.co, lost.co}
+    assert len(raced_ones) == 4
+    assert not raced_ones & {other.co for other in (*others, trimmed)}
     return export
 
 
@@ -314,7 +324,8 @@ LEDGER_CO, PAYMENTS_CO = partition_for("ledger-sink"), partition_for("payments-c
 
 # The groups the audit declares one-to-one (conftest.timelines).
 DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention",
-            "plain-race", "owned-twice", "laggard", "ledger-sink", "payments-copier",
+            "plain-race", "owned-twice", "laggard", "lost-laggard", "ledger-sink",
+            "payments-copier",
             "retired-*")  # fmt: skip
 
 
@@ -358,6 +369,7 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("SKIPPED_INPUT", "LESS_OUTPUT_THAN_INPUT", "CRITICAL", CO, COPY_CO, commit_record(5)),
         ("SKIPPED_INPUT", "RANGE_GAP", "CRITICAL", CO, COPY_CO, commit_record(4)),
         ("UNVERIFIABLE", "GROUP_NOT_EXPORTED", "INFO", CO, PAYMENTS_CO, -1),
+        ("UNVERIFIABLE", "INPUT_NOT_EXPORTED", "INFO", "src12", 0, -1),
         ("UNVERIFIABLE", "INPUT_NOT_WHOLE", "INFO", COMPACTED, 0, -1),
         ("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED", "INFO", COMPACTED, 0, -1),
         ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", "INFO", CO, LEDGER_CO, -1),
