@@ -335,12 +335,14 @@ def _stage_processing(
     staged_path: str,
     as_of_ms: int | None,
     partitions_listed: frozenset[tuple[str, int]] = frozenset(),
+    incremental: bool = False,
 ) -> ProcessingTables:
     """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
 
     The decoded records are staged once (the replay, the transaction log and the quarantine read
     them), and the replay's history once (its table and its findings read it).
-    `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`).
+    `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`);
+    `incremental`: the run is seeded by an earlier run's state (--since-state).
     """
     from eos_audit.processing.committed_ranges import offset_out_of_range
     from eos_audit.processing.coordinator_audit import (
@@ -390,7 +392,7 @@ def _stage_processing(
         processing_findings(history, config, run_id)
         .unionByName(write_txn_markers(records, history, transactions, partitions, config, run_id))
         .unionByName(last_stable_offset(history, transactions, partitions, config, run_id))
-        .unionByName(offset_out_of_range(history, partitions, config, run_id))
+        .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(
             find_hanging_transactions(history, records, config, run_id, as_of_ms, partitions_listed)
@@ -696,7 +698,7 @@ def _audit_and_write(
         with progress.stage(spark, run_id, "replaying the group coordinators' offsets"):
             processing = _stage_processing(
                 spark, coordinator, config, run_id, stage, staged_path, as_of_ms,
-                read.partitions_listed,
+                read.partitions_listed, incremental=covered is not None,
             )  # fmt: skip
     if processing is not None and processing.skipped:
         result.coordinator_records_skipped = dict(sorted(processing.skipped.items()))

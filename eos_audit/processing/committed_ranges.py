@@ -14,9 +14,11 @@ The log end is the export's: a commit is judged against it only where the partit
 batch written after the commit (so the export of the partition was taken later, and its end is
 at least the end the group saw). The log start is the export's first offset, or the broker's
 `log-start-offset-checkpoint` where that is higher; on a compacted topic only the checkpoint's,
-and so in an incremental run (--since-state) on a partition its seeded state covers, whose
-export may start anywhere below that state's end. The batches such a run skips are exported all
-the same, and count in the log's end and in its latest batch (`exported_logs`).
+and so in an incremental run (seeded by an earlier run's state, --since-state), whose exports
+may start anywhere: where the seeded state covers a partition, below that state's end; where it
+covers none (no idempotent producer wrote it), where the last export ended. The batches such a
+run skips are exported all the same, and count in the log's end and in its latest batch
+(`exported_logs`).
 Only the group's last applied offset is judged against it: an older commit may have been above
 the log start of its time.
 """
@@ -47,7 +49,11 @@ def _compacted(config: AuditConfig) -> Column:
 
 
 def offset_out_of_range(
-    history: DataFrame, partitions: DataFrame, config: AuditConfig, run_id: str
+    history: DataFrame,
+    partitions: DataFrame,
+    config: AuditConfig,
+    run_id: str,
+    incremental: bool = False,
 ) -> DataFrame:
     """COMMIT_BEYOND_LOG and COMMIT_BELOW_LOG_START findings of the groups' commits.
 
@@ -59,14 +65,16 @@ def offset_out_of_range(
             partials, as `exported_logs` reads them).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
+        incremental: the run is seeded by an earlier run's state (--since-state): its export
+            of a partition may start anywhere (it overlaps the last one's end), so the export's
+            first offset is not the log's start.
 
     Returns:
         FINDINGS rows.
     """
     compacted = _compacted(config)
-    # With --since-state an export may start anywhere below the offset the seeded state covers
-    # (it overlaps the last one's end), so its first offset is not the log's start there.
-    incremental = F.col("covered_end").isNotNull()
+    # A partition's covered offset says the run is seeded, whatever the run was told.
+    cut = F.lit(incremental) | F.col("covered_end").isNotNull()
     logs = exported_logs(partitions).select(
         "topic",
         "partition",
@@ -74,7 +82,7 @@ def offset_out_of_range(
         # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes). The cleaner
         # removes a compacted log's first batches and never moves its start (the first segment's
         # base offset): there only the checkpoint tells it, and without one nothing is judged.
-        F.when(compacted | incremental, F.col("log_start_checkpoint"))
+        F.when(compacted | cut, F.col("log_start_checkpoint"))
         .otherwise(F.greatest("log_start", "log_start_checkpoint"))
         .alias("log_start_offset"),
         # The seeded state's run saw the log up to its covered offset: the log reached it.
