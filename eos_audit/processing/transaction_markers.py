@@ -64,8 +64,8 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
     Args:
         records: decoded coordinator records (coordinator_records contract, `_source_error`).
         skew_ms: how far a marker's leader may stamp it before the coordinator's prepare record
-            (their clocks apart); never before the transactional id's previous record, which
-            follows the previous transaction's markers.
+            (their clocks apart); never before the end of the transactional id's previous
+            transaction (its Complete record, which follows that transaction's markers).
 
     Returns:
         transactional_id, its `__transaction_state` partition and offset, the producer id and
@@ -80,10 +80,16 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
         & ~F.col("is_tombstone")
     )
     by_id = Window.partitionBy("transactional_id").orderBy("coordinator_partition", "offset")
+    # The transaction's own Ongoing records (AddPartitionsToTxn, AddOffsetsToTxn) come between:
+    # written ms before its prepare, they would leave a marker no room for a leader's clock a
+    # few ms behind the coordinator's, and it would be taken for the next transaction's.
+    ended = ~F.col("transaction_status").isin("Ongoing", *PREPARED)
     neighbours = states.select(
         "transactional_id", "coordinator_partition", "offset", "timestamp", "producer_id",
         "producer_epoch", "transaction_status", "transaction_partitions",
-        F.lag("timestamp").over(by_id).alias("previous_at"),
+        F.last(F.when(ended, F.col("timestamp")), ignorenulls=True)
+        .over(by_id.rowsBetween(Window.unboundedPreceding, -1))
+        .alias("previous_at"),
         F.lead(F.struct("transaction_status", "timestamp")).over(by_id).alias("next"),
     )  # fmt: skip
     prepared = neighbours.where(F.col("transaction_status").isin(*PREPARED))

@@ -54,7 +54,7 @@ from eos_audit.processing.coordinator_audit import offset_events, replay_offsets
 from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.exported_logs import unlogged_offset_transactions
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
-from eos_audit.processing.transaction_markers import matched_markers
+from eos_audit.processing.transaction_markers import matched_markers, prepared_partitions
 from eos_audit.report.groups import build_consumer_groups, query_consumer_groups
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import TableLocation, run_tables
@@ -579,6 +579,41 @@ def test_a_marker_written_after_the_complete_record_ends_another_transaction(spa
     late = prepared.withColumn("completed_at", F.lit(at(23)))
     (row,) = matched_markers(late, transactions, 1000).collect()
     assert (row["marker"]["marker_offset"], row["later"]) == (4, None)
+
+
+def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transactions(spark):
+    """Transactions v1, every 200 ms: the output's leader stamps each marker 18 ms behind the
+    coordinator, before the prepare and after the transaction's last Ongoing record (its
+    AddOffsetsToTxn). A's COMMIT marker is A's, B's ABORT marker B's: no torn transaction."""
+    states = [  # (offset, status, ms after BASE_TS)
+        (0, "Ongoing", 1000), (1, "Ongoing", 1090), (2, "PrepareCommit", 1095),
+        (3, "CompleteCommit", 1100), (4, "Ongoing", 1200), (5, "Ongoing", 1290),
+        (6, "PrepareAbort", 1295), (7, "CompleteAbort", 1300),
+    ]  # fmt: skip
+    records = spark.createDataFrame(
+        [
+            ("__transaction_state", None, TXN_ID, False, TS, offset, at(0) + ms, PID, 0, status,
+             [(OUTPUT, 0), (CO, PROC_CO)])
+            for offset, status, ms in states
+        ],
+        "coordinator_topic string, _source_error string, transactional_id string, "
+        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
+        "producer_id long, producer_epoch int, transaction_status string, "
+        "transaction_partitions array<struct<topic: string, partition: int>>",
+    )  # fmt: skip
+    transactions = spark.createDataFrame(
+        [
+            (OUTPUT, 0, PID, at(0) + 1080, 1, "COMMIT", 0, 0, at(0) + 1050, 1),
+            (OUTPUT, 0, PID, at(0) + 1280, 3, "ABORT", 0, 2, at(0) + 1250, 1),
+        ],
+        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
+        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+    )
+    prepared = prepared_partitions(records, 1000).where(F.col("topic") == OUTPUT)
+    rows = matched_markers(prepared, transactions, 1000).orderBy("transaction_log_offset")
+    marker = [(r["decision"], r["marker"]) for r in rows.collect()]
+    matched = [(decided, m and m["outcome"], m and m["marker_offset"]) for decided, m in marker]
+    assert matched == [("COMMIT", "COMMIT", 1), ("ABORT", "ABORT", 3)]
 
 
 def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hangs(spark, tmp_path):
