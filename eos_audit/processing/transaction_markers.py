@@ -64,8 +64,9 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
     Args:
         records: decoded coordinator records (coordinator_records contract, `_source_error`).
         skew_ms: how far a marker's leader may stamp it before the coordinator's prepare record
-            (their clocks apart); never before the end of the transactional id's previous
-            transaction (its Complete record, which follows that transaction's markers).
+            (their clocks apart); never before the transaction's first record (or, without
+            one, the transactional id's previous record), which follows the previous
+            transaction's markers.
 
     Returns:
         transactional_id, its `__transaction_state` partition and offset, the producer id and
@@ -80,16 +81,22 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
         & ~F.col("is_tombstone")
     )
     by_id = Window.partitionBy("transactional_id").orderBy("coordinator_partition", "offset")
-    # The transaction's own Ongoing records (AddPartitionsToTxn, AddOffsetsToTxn) come between:
-    # written ms before its prepare, they would leave a marker no room for a leader's clock a
-    # few ms behind the coordinator's, and it would be taken for the next transaction's.
-    ended = ~F.col("transaction_status").isin("Ongoing", *PREPARED)
-    neighbours = states.select(
+    # A transaction's records: its Ongoing ones (AddPartitionsToTxn, AddOffsetsToTxn), then its
+    # prepare. Its first one follows the previous transaction's end, so its markers: the
+    # coordinator answers CONCURRENT_TRANSACTIONS until they are written. Its last Ongoing one is
+    # often written ms before the prepare, too close for a leader's clock a few ms behind.
+    nth = F.count(F.when(F.col("transaction_status") != "Ongoing", F.lit(1))).over(
+        by_id.rowsBetween(Window.unboundedPreceding, -1)
+    )
+    numbered = states.select("*", nth.alias("nth"))
+    own = Window.partitionBy("transactional_id", "nth").orderBy("coordinator_partition", "offset")
+    neighbours = numbered.select(
         "transactional_id", "coordinator_partition", "offset", "timestamp", "producer_id",
         "producer_epoch", "transaction_status", "transaction_partitions",
-        F.last(F.when(ended, F.col("timestamp")), ignorenulls=True)
-        .over(by_id.rowsBetween(Window.unboundedPreceding, -1))
-        .alias("previous_at"),
+        F.coalesce(
+            F.min("timestamp").over(own.rowsBetween(Window.unboundedPreceding, -1)),
+            F.lag("timestamp").over(by_id),
+        ).alias("previous_at"),
         F.lead(F.struct("transaction_status", "timestamp")).over(by_id).alias("next"),
     )  # fmt: skip
     prepared = neighbours.where(F.col("transaction_status").isin(*PREPARED))
