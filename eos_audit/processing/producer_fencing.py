@@ -13,7 +13,8 @@ commit (docs/rules.md#zombie-commit).
 One stream per transactional id: its `__transaction_state` records and the COMMIT markers of its
 producer ids (in every exported partition), ordered by the brokers' append times; each marker is
 judged against the log's latest record before it (less the tolerated clock skew), carried down
-the stream as a running value.
+the stream as a running value. A producer id counts as replaced only by one the log gave the id
+after it, and an epoch as fenced only by a later epoch of the same producer id.
 """
 
 from __future__ import annotations
@@ -87,20 +88,55 @@ def prepare_fence_producer_epoch(
         ).alias("log"),
         F.lit(None).alias("marker"),
     )  # fmt: skip
+    # Records of one millisecond in the log's order, so the latest is the same in every run.
     before = (
         Window.partitionBy("transactional_id")
-        .orderBy("at", "order")
+        .orderBy("at", "order", F.col("log.partition"), F.col("log.offset"))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
+    # When the log first gave the id each of its producer ids: the skew puts a marker before
+    # records of its own time, so the latest record before it may still name the producer id
+    # its own replaced (KIP-890 moves the id to the next one every 32,766 transactions).
+    first_logged = states.groupBy("transactional_id", "producer_id").agg(
+        F.min("timestamp").alias("first_logged")
+    )
     stream = logged.unionByName(commits, allowMissingColumns=True)
-    judged = stream.select(
-        "transactional_id",
-        "marker",
-        F.last("log", ignorenulls=True).over(before).alias("current"),
-    ).where(F.col("marker").isNotNull() & F.col("current").isNotNull())
+    judged = (
+        stream.select(
+            "transactional_id",
+            "marker",
+            F.last("log", ignorenulls=True).over(before).alias("current"),
+        )
+        .where(F.col("marker").isNotNull() & F.col("current").isNotNull())
+        .withColumn("marker_producer_id", F.col("marker.producer_id"))
+        .withColumn("current_producer_id", F.col("current.producer_id"))
+        .join(
+            first_logged.select(
+                "transactional_id",
+                F.col("producer_id").alias("marker_producer_id"),
+                F.col("first_logged").alias("marker_logged"),
+            ),
+            ["transactional_id", "marker_producer_id"],
+            "left",
+        )
+        .join(
+            first_logged.select(
+                "transactional_id",
+                F.col("producer_id").alias("current_producer_id"),
+                F.col("first_logged").alias("current_logged"),
+            ),
+            ["transactional_id", "current_producer_id"],
+            "left",
+        )
+    )
     marker, current = F.col("marker"), F.col("current")
-    replaced = current["producer_id"] != marker["producer_id"]
-    fenced = current["producer_epoch"] > marker["producer_epoch"]
+    replaced = (current["producer_id"] != marker["producer_id"]) & ~F.coalesce(
+        F.col("marker_logged") > F.col("current_logged"), F.lit(False)
+    )
+    # Epochs are one producer id's: a newer id starts again at 0.
+    fenced = (current["producer_id"] == marker["producer_id"]) & (
+        current["producer_epoch"] > marker["producer_epoch"]
+    )
     zombies = judged.withColumn(
         "cause", F.when(replaced, "PRODUCER_ID_REPLACED").when(fenced, "EPOCH_FENCED")
     ).where(F.col("cause").isNotNull())

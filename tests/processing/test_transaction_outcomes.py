@@ -54,6 +54,7 @@ from eos_audit.processing.coordinator_audit import offset_events, replay_offsets
 from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.exported_logs import unlogged_offset_transactions
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
+from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
 from eos_audit.processing.transaction_markers import matched_markers, prepared_partitions
 from eos_audit.report.groups import build_consumer_groups, query_consumer_groups
 from eos_audit.report.limits import ReportLimits
@@ -614,6 +615,42 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
     marker = [(r["decision"], r["marker"]) for r in rows.collect()]
     matched = [(decided, m and m["outcome"], m and m["marker_offset"]) for decided, m in marker]
     assert matched == [("COMMIT", "COMMIT", 1), ("ABORT", "ABORT", 3)]
+
+
+def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
+    """Transactions v2: at epoch 32,766 the coordinator moves `proc-tx` to producer 8, whose
+    first CompleteCommit names it. Producer 8's next transaction commits 205 ms later, within the
+    1 s of skew the marker is judged with: the latest record before it still names producer 7,
+    which 8 replaced, not the other way round. Producer 7's marker 2 s after the move is a
+    zombie's."""
+    states = [  # (offset, producer id, epoch, status, ms after BASE_TS)
+        (0, 7, 32765, "Ongoing", 9000), (1, 7, 32766, "PrepareCommit", 10000),
+        (2, 8, 0, "CompleteCommit", 10005), (3, 8, 0, "Ongoing", 10100),
+        (4, 8, 1, "PrepareCommit", 10200), (5, 8, 1, "CompleteCommit", 10205),
+    ]  # fmt: skip
+    records = spark.createDataFrame(
+        [
+            ("__transaction_state", None, TXN_ID, False, TS, offset, at(0) + ms, pid, epoch,
+             status)
+            for offset, pid, epoch, status, ms in states
+        ],
+        "coordinator_topic string, _source_error string, transactional_id string, "
+        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
+        "producer_id long, producer_epoch int, transaction_status string",
+    )  # fmt: skip
+    transactions = spark.createDataFrame(
+        [
+            (OUTPUT, 0, 7, at(0) + 10003, 1, "COMMIT", 32766, 0),
+            (OUTPUT, 0, 8, at(0) + 10210, 3, "COMMIT", 1, 2),
+            (OUTPUT, 1, 7, at(0) + 12000, 5, "COMMIT", 32766, 4),
+        ],
+        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
+        "outcome string, end_epoch int, first_offset long",
+    )
+    rows = prepare_fence_producer_epoch(records, transactions, AuditConfig(), "run").collect()
+    assert [(r["cause"], r["partition"], r["base_offset"]) for r in rows] == [
+        ("PRODUCER_ID_REPLACED", 1, 5)
+    ]
 
 
 def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hangs(spark, tmp_path):
