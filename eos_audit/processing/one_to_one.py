@@ -96,7 +96,8 @@ _REASONS = {
     "RANGE_SPLITS_TRANSACTION": "an aborted, undecided or open transaction of the input "
     "straddles an end of the range",
     "OUTPUTS_NOT_COUNTED": "an output partition of the transaction is not exported, holds no "
-    "marker of it, or its marker's type or records are not shown",
+    "marker of it, or its marker's type or records are not shown, or the cleaner removed "
+    "records there",
     "OUTPUTS_SHARED": "the transaction committed offsets of more than one group, so its "
     "outputs are not one group's",
     "NO_TRANSACTION_LOG_RECORD": "__transaction_state does not show the transaction, so its "
@@ -452,16 +453,27 @@ def _outputs(
     its `__consumer_offsets` partition got, its outputs the records of the transactions its
     other partitions' COMMIT markers closed. `outputs_known` is false where a partition is not
     exported, holds no marker of the transaction, or its marker's type or records are not
-    shown; `shared` is true where the transaction committed offsets of more than one group,
+    shown, or the transaction's offsets there are in doubt (the cleaner removed records);
+    `shared` is true where the transaction committed offsets of more than one group,
     whose inputs its outputs mix.
     """
     matched = matched_markers(prepared_partitions(records, skew_ms), transactions, skew_ms).join(
-        logs.select("topic", "partition", F.lit(True).alias("exported")),
+        logs.select(
+            "topic", "partition", F.lit(True).alias("exported"), "uncounted_from", "uncounted_to"
+        ),
         ["topic", "partition"],
         "left",
     )
     marker = F.col("marker")
     offsets = F.col("topic") == CONSUMER_OFFSETS
+    # The cleaner (a compacted output topic) removes records of a transaction's batches, or
+    # whole batches: where the transaction's offsets meet the partition's offsets in doubt, its
+    # records are what the cleaner kept, not what it wrote.
+    cleaned = F.coalesce(
+        (marker["first_offset"] <= F.col("uncounted_to"))
+        & (marker["marker_offset"] >= F.col("uncounted_from")),
+        F.lit(False),
+    )
     # Kafka writes a marker to every partition of a transaction: an exported partition without
     # one here does not hold the transaction (its export ends before the marker or starts after
     # the data, or lost either), so its outputs are not counted rather than taken for none.
@@ -469,6 +481,7 @@ def _outputs(
         F.col("exported").isNotNull()
         & marker["outcome"].isin("COMMIT", "ABORT")
         & marker["records"].isNotNull()
+        & ~cleaned
     )
     committed = F.when(marker["outcome"] == "COMMIT", marker["records"]).otherwise(F.lit(0))
     tx = ["transaction_log_partition", "transaction_log_offset"]

@@ -41,7 +41,13 @@ def timelines(spark, tmp_path_factory) -> Path:
         warehouse = folder / "warehouse"
         config = AuditConfig().with_overrides(
             processing={"one_to_one_groups": list(one_to_one.DECLARED)},
-            topics={"compacted": [one_to_one.COMPACTED, one_to_one.CLEANED_FROM_START]},
+            topics={
+                "compacted": [
+                    one_to_one.COMPACTED,
+                    one_to_one.CLEANED_FROM_START,
+                    one_to_one.COMPACTED_OUTPUT,
+                ]
+            },
         )
         inputs = AuditInputs(batches=(str(folder / "export"),), export_time=outcomes.EXPORT_TIME)
         run_audit(spark, inputs, config, str(warehouse))

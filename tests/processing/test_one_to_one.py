@@ -63,6 +63,11 @@ while they were pending, KAFKA-14505), their transactions committed all the same
   not hold (`src12`): the count is UNVERIFIABLE (INPUT_NOT_EXPORTED), and the skipped
   transaction, whose start is in doubt all the same, is not judged for a gap after offset 8.
 
+The group `upsert-sink` copies `src13`'s 4 records to the compacted `dst13` in one committed
+transaction; the cleaner kept 2 of the 4 records of its output batch (offsets 0-3, a newer
+record of their keys followed): its outputs are not counted (UNVERIFIABLE, OUTPUTS_NOT_COUNTED),
+never taken for 2.
+
 A one-to-one group `gappy` commits in a `__consumer_offsets` partition whose offset 0 the
 export lacks (as after the cleaner): its range cannot be trusted (UNVERIFIABLE,
 OFFSETS_NOT_WHOLE), nor can the rewind check there (UNVERIFIABLE of OFFSET_REWIND).
@@ -103,6 +108,7 @@ ONGOING, PREPARE_COMMIT, COMPLETE_COMMIT = 1, 2, 4
 UPSTREAM = 7000
 COMPACTED = "src5"  # a compacted topic (conftest.timelines)
 CLEANED_FROM_START = "src6"  # another
+COMPACTED_OUTPUT = "dst13"  # another: an output topic
 
 
 def at(seconds: float) -> int:
@@ -308,6 +314,14 @@ def build_export() -> Export:
     raced_ones = {raced.co, first.co, laggard.co, lost.co}
     assert len(raced_ones) == 4
     assert not raced_ones & {other.co for other in (*others, trimmed)}
+
+    plain(export, "src13", 4)
+    sink = Processor(export, "upsert-sink", 6960, "src13", COMPACTED_OUTPUT)
+    assert sink.co not in raced_ones | {other.co for other in (*others, trimmed)}
+    sink.transaction(10, outputs=4, commit_to=4)
+    export.logs[(COMPACTED_OUTPUT, 0)][0] = cleaned_batch(
+        0, (1, 3), producer_id=6960, producer_epoch=0, is_transactional=True, timestamp=at(11)
+    )  # the cleaner kept offsets 1 and 3 of the transaction's output batch
     return export
 
 
@@ -324,8 +338,8 @@ LEDGER_CO, PAYMENTS_CO = partition_for("ledger-sink"), partition_for("payments-c
 
 # The groups the audit declares one-to-one (conftest.timelines).
 DECLARED = ("copy", "spl*", "gap?y", "shared-*", "cdc-sink", "late-out", "after-retention",
-            "plain-race", "owned-twice", "laggard", "lost-laggard", "ledger-sink",
-            "payments-copier",
+            "plain-race", "owned-twice", "laggard", "lost-laggard", "upsert-sink",
+            "ledger-sink", "payments-copier",
             "retired-*")  # fmt: skip
 
 
@@ -375,6 +389,7 @@ def test_each_transaction_is_judged_against_its_range_and_its_outputs(audited):
         ("UNVERIFIABLE", "NO_COMMITS_OF_GROUP", "INFO", CO, LEDGER_CO, -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", CO, partition_for("gappy"), -1),
         ("UNVERIFIABLE", "OFFSETS_NOT_WHOLE", "INFO", "src3", 0, -1),
+        ("UNVERIFIABLE", "OUTPUTS_NOT_COUNTED", "INFO", "src13", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_NOT_COUNTED", "INFO", "src7", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
         ("UNVERIFIABLE", "OUTPUTS_SHARED", "INFO", "src4", 0, -1),
