@@ -50,12 +50,21 @@ from pyspark.sql import functions as F
 from eos_audit.audit.output_records import PARTITION_STATS_N
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
-from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
+from eos_audit.processing.coordinator_audit import (
+    _HISTORY,
+    offset_events,
+    replay_offsets,
+    staged_records,
+)
 from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.exported_logs import unlogged_offset_transactions
 from eos_audit.processing.hanging_offsets import find_hanging_transactions
 from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
-from eos_audit.processing.transaction_markers import matched_markers, prepared_partitions
+from eos_audit.processing.transaction_markers import (
+    matched_markers,
+    prepared_partitions,
+    write_txn_markers,
+)
 from eos_audit.report.groups import build_consumer_groups, query_consumer_groups
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.tables import TableLocation, run_tables
@@ -615,6 +624,38 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
     marker = [(r["decision"], r["marker"]) for r in rows.collect()]
     matched = [(decided, m and m["outcome"], m and m["marker_offset"]) for decided, m in marker]
     assert matched == [("COMMIT", "COMMIT", 1), ("ABORT", "ABORT", 3)]
+
+
+def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_its_marker(spark):
+    """`out`'s export holds a transaction's data (at 0 s), no marker, and another producer's
+    batch stamped 5 ms after the Complete record (at 5 s): that producer's clock may run ahead,
+    and the marker may have landed after the export. Undecided, not torn; at 2 s after, torn."""
+    records = spark.createDataFrame(
+        [
+            ("__transaction_state", None, TXN_ID, False, TS, offset, at(when), PID, 1, status,
+             [(OUTPUT, 0)])
+            for offset, status, when in ((0, "Ongoing", 0), (1, "PrepareCommit", 5),
+                                         (2, "CompleteCommit", 5.005))
+        ],
+        "coordinator_topic string, _source_error string, transactional_id string, "
+        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
+        "producer_id long, producer_epoch int, transaction_status string, "
+        "transaction_partitions array<struct<topic: string, partition: int>>",
+    )  # fmt: skip
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID, None, None, "OPEN", None, 0, at(0), 1)],
+        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
+        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+    )
+    history = spark.createDataFrame([], _HISTORY)
+
+    def verdicts(written_until: int) -> list[tuple]:
+        partitions = exported_partition(spark, OUTPUT, 0, written_until)
+        rows = write_txn_markers(records, history, transactions, partitions, AuditConfig(), "r")
+        return [(r["finding_type"], r["cause"]) for r in rows.collect()]
+
+    assert verdicts(at(5.010)) == [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
+    assert verdicts(at(7)) == [("TORN_TRANSACTION", "MARKER_MISSING")]
 
 
 def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
