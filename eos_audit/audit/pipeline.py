@@ -395,7 +395,9 @@ def _stage_processing(
         .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(
-            find_hanging_transactions(history, records, config, run_id, as_of_ms, partitions_listed)
+            find_hanging_transactions(
+                history, records, config, run_id, as_of_ms, partitions_listed, partitions
+            )
         )
         .unionByName(cleaned_offset_partitions(history, records, config, run_id))
         .unionByName(

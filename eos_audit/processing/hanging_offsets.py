@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.processing.exported_logs import (
     TRANSACTION_LOG_NOT_WHOLE,
+    exported_logs,
     transaction_log_held,
     transaction_log_held_reason,
     unverifiable_finding,
@@ -59,6 +60,7 @@ def find_hanging_transactions(
     run_id: str,
     as_of_ms: int | None,
     partitions_listed: Collection[tuple[str, int]] = (),
+    partitions: DataFrame | None = None,
 ) -> DataFrame:
     """HANGING_OFFSET_TRANSACTION findings, as `kafka-transactions.sh find-hanging` decides.
 
@@ -69,7 +71,10 @@ def find_hanging_transactions(
     export lacks. NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no
     older than the first pending commit (less the clock skew): the coordinator wrote the Ongoing
     record listing the partition before it, so an older latest record means the transaction
-    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN).
+    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN). Without `--export-time`, nor
+    may that record be newer than the `__consumer_offsets` partition's latest batch (by the
+    skew): the partition may have been exported before it, and before the marker that closed
+    the commits (a KIP-939 transaction open for hours, completed between the two copies).
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -81,6 +86,9 @@ def find_hanging_transactions(
             partition's last commit record.
         partitions_listed: the (topic, partition) pairs the export lists, with or without
             records (`BatchRead.partitions_listed`).
+        partitions: the audit's partition statistics (kernel partials, as `exported_logs`
+            reads them), for each `__consumer_offsets` partition's latest batch; without them,
+            its last commit record.
 
     Returns:
         FINDINGS rows (UNVERIFIABLE ones among them).
@@ -88,6 +96,15 @@ def find_hanging_transactions(
     last_record = history.groupBy("coordinator_partition").agg(
         F.max("timestamp").alias("last_record_at")
     )
+    if partitions is not None:
+        written = exported_logs(partitions).where(F.col("topic") == CONSUMER_OFFSETS)
+        last_record = last_record.join(
+            written.select(F.col("partition").alias("coordinator_partition"), "written_until"),
+            "coordinator_partition",
+            "left",
+        )
+    else:
+        last_record = last_record.withColumn("written_until", F.lit(None).cast("long"))
     pending = (
         history.where(F.col("outcome") == "PENDING")
         .groupBy("coordinator_partition", "producer_id")
@@ -122,13 +139,18 @@ def find_hanging_transactions(
     # The coordinator writes the Ongoing record listing the partition (AddOffsetsToTxn) before
     # the commit: a latest record older than the commit is of a transaction log exported before
     # the commit, which cannot say what the transaction is now.
-    log_spans = log["timestamp"] >= first["timestamp"] - F.lit(config.processing.clock_skew_ms)
+    skew = F.lit(config.processing.clock_skew_ms)
+    log_spans = log["timestamp"] >= first["timestamp"] - skew
+    # Without --export-time, the partition's export is known to reach its latest batch only: a
+    # newer record of the transaction log may have come after it, and so may the marker.
+    offsets_end = F.coalesce("written_until", "last_record_at")
+    log_after = F.lit(False) if as_of_ms is not None else (log["timestamp"] > offsets_end + skew)
     # Where the export cannot decide, no cause: `undecided` below.
     cause = F.when(log.isNull(), F.when(whole, F.lit("NO_TRANSACTIONAL_ID"))).when(
-        not_current & log_spans, "NOT_IN_CURRENT_TRANSACTION"
+        not_current & log_spans & ~log_after, "NOT_IN_CURRENT_TRANSACTION"
     )
     undecided_cause = F.when(log.isNull(), F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE))).when(
-        not_current & ~log_spans, F.lit(EXPORT_DOES_NOT_SPAN)
+        not_current & (~log_spans | log_after), F.lit(EXPORT_DOES_NOT_SPAN)
     )
     hanging = judged.withColumn("cause", cause).where(F.col("cause").isNotNull())
     values = {
@@ -182,11 +204,22 @@ def find_hanging_transactions(
                     transaction_log_held_reason(config),
                     F.lit(": its transactional id may be in one the export lacks"),
                 ),
-            ).otherwise(
+            ).when(
+                ~log_spans,
                 F.format_string(
                     "the latest exported record of its transactional id %s "
                     "(__transaction_state-%s offset %s, %s) is older than the first pending "
                     "commit: that partition's export ends before the transaction began",
+                    log["transactional_id"], log["partition"], log["offset"],
+                    log["transaction_status"],
+                ),
+            ).otherwise(
+                F.format_string(
+                    "the latest exported record of its transactional id %s "
+                    "(__transaction_state-%s offset %s, %s) is newer than the latest batch of "
+                    "the __consumer_offsets partition's export: the marker that closed the "
+                    "commits may have been written after that export (give --export-time if "
+                    "both were exported at once)",
                     log["transactional_id"], log["partition"], log["offset"],
                     log["transaction_status"],
                 )

@@ -694,6 +694,40 @@ def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
     ]
 
 
+def test_a_transaction_log_newer_than_the_offsets_export_cannot_say_a_commit_hangs(spark, tmp_path):
+    """Without --export-time. `proc` commits at 0 s in a transaction whose marker the export of
+    its `__consumer_offsets` partition lacks, whose last commit record is at 3600 s. The
+    transaction log completed the transaction at 3700 s: the partition's copy may have been
+    taken before the marker landed. Completed at 3500 s, or the partition's latest batch at
+    3750 s, and the commit hangs."""
+
+    def hanging(completed_at: float, written_until: float | None) -> list[tuple]:
+        root = tmp_path / f"{completed_at}-{written_until}"
+        offsets = [txn(0, 0, 0, commit(PROCESSOR, INPUT, 2, 0)),
+                   plain(1, 3600, commit(PROCESSOR, INPUT, 2, 3600))]  # fmt: skip
+        log = [state(0, 0, ONGOING, BOTH, -1), state(1, 1, COMPLETE_COMMIT, {}, completed_at)]
+        write_partition_dir(root, 1, CO, PROC_CO, *offsets)
+        write_partition_dir(root, 1, "__transaction_state", TS, *log)
+        export = read_kafka_export(spark, [str(root)])
+        records = staged_records(export.coordinator_records)
+        history = replay_offsets(offset_events(records))
+        partitions = (
+            None if written_until is None
+            else exported_partition(spark, CO, PROC_CO, at(written_until))
+        )  # fmt: skip
+        rows = find_hanging_transactions(
+            history, records, AuditConfig(), "run", None, partitions=partitions
+        ).collect()
+        return [(r["finding_type"], r["cause"], r["detail"]) for r in rows]
+
+    ((finding, cause, detail),) = hanging(3700, None)
+    assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
+    assert "is newer than the latest batch of the __consumer_offsets partition's export" in detail
+    hangs = [("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")]
+    assert [h[:2] for h in hanging(3500, None)] == hangs
+    assert [h[:2] for h in hanging(3700, 3750)] == hangs
+
+
 def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hangs(spark, tmp_path):
     """`proc`'s transaction 2 commits its offset at 21 s and its marker is not in the export.
     With the whole transaction log (its last record at 37 s), the current transaction of
