@@ -323,13 +323,26 @@ def _settle(cluster: Cluster, played: Played) -> Played:
     return played
 
 
-def _reset_offsets(cluster: Cluster, played: Played, *how: str) -> None:
+def _reset_offsets(cluster: Cluster, played: Played, *how: str, within_s: float = 60) -> None:
     """`kafka-consumer-groups --reset-offsets <how> --execute` on the scenario's group and input
-    (the group must be empty); what the tool printed, the offsets it committed, is kept."""
-    played.tool_output["reset"] = cluster.tool(
-        GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
-        "--topic", played.input_topic, "--reset-offsets", *how, "--execute",
-    )  # fmt: skip
+    (the group must be empty); what the tool printed, the offsets it committed, is kept.
+
+    The tool commits only once the coordinator holds the group Empty, and otherwise prints why
+    and exits 0 ("can only be reset if the group ... is inactive"): a consumer's LeaveGroup may
+    still be on its way. It is asked again until it prints the offsets it committed.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        printed = cluster.tool(
+            GROUPS_COMMAND, "--bootstrap-server", cluster.bootstrap, "--group", played.group,
+            "--topic", played.input_topic, "--reset-offsets", *how, "--execute",
+        )  # fmt: skip
+        if printed.split()[:4] == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]:
+            played.tool_output["reset"] = printed
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"kafka-consumer-groups reset nothing of {played.group}: {printed}")
+        time.sleep(1)
 
 
 # --- the scenarios ---------------------------------------------------------------------------
