@@ -94,44 +94,19 @@ def prepare_fence_producer_epoch(
         .orderBy("at", "order", F.col("log.partition"), F.col("log.offset"))
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    # When the log first gave the id each of its producer ids: the skew puts a marker before
-    # records of its own time, so the latest record before it may still name the producer id
-    # its own replaced (KIP-890 moves the id to the next one every 32,766 transactions).
-    first_logged = states.groupBy("transactional_id", "producer_id").agg(
-        F.min("timestamp").alias("first_logged")
-    )
     stream = logged.unionByName(commits, allowMissingColumns=True)
-    judged = (
-        stream.select(
-            "transactional_id",
-            "marker",
-            F.last("log", ignorenulls=True).over(before).alias("current"),
-        )
-        .where(F.col("marker").isNotNull() & F.col("current").isNotNull())
-        .withColumn("marker_producer_id", F.col("marker.producer_id"))
-        .withColumn("current_producer_id", F.col("current.producer_id"))
-        .join(
-            first_logged.select(
-                "transactional_id",
-                F.col("producer_id").alias("marker_producer_id"),
-                F.col("first_logged").alias("marker_logged"),
-            ),
-            ["transactional_id", "marker_producer_id"],
-            "left",
-        )
-        .join(
-            first_logged.select(
-                "transactional_id",
-                F.col("producer_id").alias("current_producer_id"),
-                F.col("first_logged").alias("current_logged"),
-            ),
-            ["transactional_id", "current_producer_id"],
-            "left",
-        )
-    )
+    judged = stream.select(
+        "transactional_id",
+        "marker",
+        F.last("log", ignorenulls=True).over(before).alias("current"),
+        # The producer ids the log had given the id by then. Kafka moves an id only forward, to
+        # a new producer id: one not given yet is newer than the latest record's, which the skew
+        # may leave before the marker (KIP-890 moves the id every 32,766 transactions).
+        F.collect_set(F.col("log.producer_id")).over(before).alias("given"),
+    ).where(F.col("marker").isNotNull() & F.col("current").isNotNull())
     marker, current = F.col("marker"), F.col("current")
-    replaced = (current["producer_id"] != marker["producer_id"]) & ~F.coalesce(
-        F.col("marker_logged") > F.col("current_logged"), F.lit(False)
+    replaced = (current["producer_id"] != marker["producer_id"]) & F.array_contains(
+        "given", marker["producer_id"]
     )
     # Epochs are one producer id's: a newer id starts again at 0.
     fenced = (current["producer_id"] == marker["producer_id"]) & (
