@@ -213,14 +213,19 @@ def test_seeded_state_continues_and_a_zombie_is_fenced():
     assert [b["base_sequence"] for b in state["batches"]] == [0, 10]
 
 
-def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
-    seed = [
+def covered_seed() -> list[dict]:
+    """--since-state's rows: producer 1's state after offsets 0-9, covering offsets below 10."""
+    return [
         row(RowKind.SEED_BATCH, producer_id=1, producer_epoch=0, base_sequence=0,
             last_sequence=9, base_offset=0, last_offset=9, timestamp=TS, magic=2),
         row(RowKind.SEED_STATE, producer_id=1, producer_epoch=0, base_sequence=-1,
             last_sequence=-1, timestamp=TS, magic=2),
         row(RowKind.STATE_COVERAGE, value=10),
     ]  # fmt: skip
+
+
+def test_since_state_skips_what_the_seed_covers_and_keeps_its_offset():
+    seed = covered_seed()
     # Offsets 0-9 (the seed's own last batch, re-exported) are skipped, not a duplicate; offset
     # 10 continues the seed's sequence.
     again = data(0, 0, n=10)
@@ -243,13 +248,7 @@ def _spans(rows: list[dict]) -> dict:
 
 
 def test_offsets_above_the_covered_offset_that_no_batch_replayed_are_uncounted():
-    seed = [
-        row(RowKind.SEED_BATCH, producer_id=1, producer_epoch=0, base_sequence=0,
-            last_sequence=9, base_offset=0, last_offset=9, timestamp=TS, magic=2),
-        row(RowKind.SEED_STATE, producer_id=1, producer_epoch=0, base_sequence=-1,
-            last_sequence=-1, timestamp=TS, magic=2),
-        row(RowKind.STATE_COVERAGE, value=10),
-    ]  # fmt: skip
+    seed = covered_seed()
 
     def uncounted(rows: list[dict]) -> tuple:
         spans = _spans([*seed, *rows])
