@@ -381,6 +381,29 @@ def exported_partition(spark, topic: str, partition: int, written_until: int):
     return spark.createDataFrame([row], PARTITION_STATS_N)
 
 
+# The audit's transactions (TRANSACTIONS columns) the marker checks read.
+TRANSACTION_COLUMNS = (
+    "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
+    "outcome string, end_epoch int, first_offset long, first_timestamp long, records long"
+)
+
+
+def transaction_log(spark, rows: list[tuple]):
+    """Decoded `__transaction_state` records of `proc-tx`, as the coordinator records contract
+    gives them: (offset, producer id, epoch, status, timestamp, partitions) each."""
+    return spark.createDataFrame(
+        [
+            ("__transaction_state", None, TXN_ID, False, TS, offset, timestamp, pid, epoch,
+             status, partitions)
+            for offset, pid, epoch, status, timestamp, partitions in rows
+        ],
+        "coordinator_topic string, _source_error string, transactional_id string, "
+        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
+        "producer_id long, producer_epoch int, transaction_status string, "
+        "transaction_partitions array<struct<topic: string, partition: int>>",
+    )  # fmt: skip
+
+
 def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
     """A commit 4 s before the marker of an aborted transaction it passed: an aborted read
     with the default 1 s of skew, nothing with 10 s."""
@@ -600,24 +623,16 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
         (3, "CompleteCommit", 1100), (4, "Ongoing", 1200), (5, "Ongoing", 1290),
         (6, "PrepareAbort", 1295), (7, "CompleteAbort", 1300),
     ]  # fmt: skip
-    records = spark.createDataFrame(
-        [
-            ("__transaction_state", None, TXN_ID, False, TS, offset, at(0) + ms, PID, 0, status,
-             [(OUTPUT, 0), (CO, PROC_CO)])
-            for offset, status, ms in states
-        ],
-        "coordinator_topic string, _source_error string, transactional_id string, "
-        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
-        "producer_id long, producer_epoch int, transaction_status string, "
-        "transaction_partitions array<struct<topic: string, partition: int>>",
-    )  # fmt: skip
+    both = [(OUTPUT, 0), (CO, PROC_CO)]
+    records = transaction_log(
+        spark, [(offset, PID, 0, status, at(0) + ms, both) for offset, status, ms in states]
+    )
     transactions = spark.createDataFrame(
         [
             (OUTPUT, 0, PID, at(0) + 1080, 1, "COMMIT", 0, 0, at(0) + 1050, 1),
             (OUTPUT, 0, PID, at(0) + 1280, 3, "ABORT", 0, 2, at(0) + 1250, 1),
         ],
-        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
-        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+        TRANSACTION_COLUMNS,
     )
     prepared = prepared_partitions(records, 1000).where(F.col("topic") == OUTPUT)
     rows = matched_markers(prepared, transactions, 1000).orderBy("transaction_log_offset")
@@ -630,22 +645,12 @@ def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_
     """`out`'s export holds a transaction's data (at 0 s), no marker, and another producer's
     batch stamped 5 ms after the Complete record (at 5 s): that producer's clock may run ahead,
     and the marker may have landed after the export. Undecided, not torn; at 2 s after, torn."""
-    records = spark.createDataFrame(
-        [
-            ("__transaction_state", None, TXN_ID, False, TS, offset, at(when), PID, 1, status,
-             [(OUTPUT, 0)])
-            for offset, status, when in ((0, "Ongoing", 0), (1, "PrepareCommit", 5),
-                                         (2, "CompleteCommit", 5.005))
-        ],
-        "coordinator_topic string, _source_error string, transactional_id string, "
-        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
-        "producer_id long, producer_epoch int, transaction_status string, "
-        "transaction_partitions array<struct<topic: string, partition: int>>",
-    )  # fmt: skip
+    steps = ((0, "Ongoing", 0), (1, "PrepareCommit", 5), (2, "CompleteCommit", 5.005))
+    records = transaction_log(
+        spark, [(offset, PID, 1, status, at(when), [(OUTPUT, 0)]) for offset, status, when in steps]
+    )
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID, None, None, "OPEN", None, 0, at(0), 1)],
-        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
-        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+        [(OUTPUT, 0, PID, None, None, "OPEN", None, 0, at(0), 1)], TRANSACTION_COLUMNS
     )
     history = spark.createDataFrame([], _HISTORY)
 
@@ -669,24 +674,17 @@ def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
         (2, 8, 0, "CompleteCommit", 10005), (3, 8, 0, "Ongoing", 10100),
         (4, 8, 1, "PrepareCommit", 10200), (5, 8, 1, "CompleteCommit", 10205),
     ]  # fmt: skip
-    records = spark.createDataFrame(
-        [
-            ("__transaction_state", None, TXN_ID, False, TS, offset, at(0) + ms, pid, epoch,
-             status)
-            for offset, pid, epoch, status, ms in states
-        ],
-        "coordinator_topic string, _source_error string, transactional_id string, "
-        "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
-        "producer_id long, producer_epoch int, transaction_status string",
-    )  # fmt: skip
+    records = transaction_log(
+        spark,
+        [(offset, pid, epoch, status, at(0) + ms, []) for offset, pid, epoch, status, ms in states],
+    )
     transactions = spark.createDataFrame(
         [
-            (OUTPUT, 0, 7, at(0) + 10003, 1, "COMMIT", 32766, 0),
-            (OUTPUT, 0, 8, at(0) + 10210, 3, "COMMIT", 1, 2),
-            (OUTPUT, 1, 7, at(0) + 12000, 5, "COMMIT", 32766, 4),
+            (OUTPUT, 0, 7, at(0) + 10003, 1, "COMMIT", 32766, 0, None, 1),
+            (OUTPUT, 0, 8, at(0) + 10210, 3, "COMMIT", 1, 2, None, 1),
+            (OUTPUT, 1, 7, at(0) + 12000, 5, "COMMIT", 32766, 4, None, 1),
         ],
-        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
-        "outcome string, end_epoch int, first_offset long",
+        TRANSACTION_COLUMNS,
     )
     rows = prepare_fence_producer_epoch(records, transactions, AuditConfig(), "run").collect()
     assert [(r["cause"], r["partition"], r["base_offset"]) for r in rows] == [
