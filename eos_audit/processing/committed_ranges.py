@@ -72,9 +72,9 @@ def offset_out_of_range(
     Returns:
         FINDINGS rows.
     """
-    compacted = _compacted(config)
-    # A partition's covered offset says the run is seeded, whatever the run was told.
-    cut = F.lit(incremental) | F.col("covered_end").isNotNull()
+    # Where the export's first offset is not the log's start: a compacted topic, every partition
+    # of an incremental run.
+    cut = F.lit(True) if incremental else _compacted(config)
     logs = exported_logs(partitions).select(
         "topic",
         "partition",
@@ -82,7 +82,7 @@ def offset_out_of_range(
         # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes). The cleaner
         # removes a compacted log's first batches and never moves its start (the first segment's
         # base offset): there only the checkpoint tells it, and without one nothing is judged.
-        F.when(compacted | cut, F.col("log_start_checkpoint"))
+        F.when(cut, F.col("log_start_checkpoint"))
         .otherwise(F.greatest("log_start", "log_start_checkpoint"))
         .alias("log_start_offset"),
         # The seeded state's run saw the log up to its covered offset: the log reached it.
