@@ -652,7 +652,8 @@ COORDINATOR_RECORDS_COLUMNS: list[Column] = [
         "group_id",
         T.StringType(),
         True,
-        "group of an OffsetCommit, GroupMetadata or ConsumerGroupMemberMetadata record",
+        "group of an OffsetCommit, GroupMetadata or ConsumerGroupMemberMetadata record; of a "
+        "skipped __consumer_offsets record, where its key or the text shows it",
     ),
     Column("committed_topic", T.StringType(), True, "topic whose offset is committed"),
     Column("committed_partition", T.IntegerType(), True, "partition whose offset is committed"),

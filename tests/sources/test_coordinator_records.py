@@ -373,12 +373,34 @@ def test_an_empty_group_has_no_members_and_no_leader():
      (17, "StreamsGroupMetadata"), (19, None), (300, None), (-1, None)],
 )  # fmt: skip
 def test_other_group_record_types_are_counted_and_skipped(record_type, name):
+    # Every key of the group coordinator starts with its GroupId: the skipped record keeps it,
+    # for the offset replay to know whose members it cannot see.
     key = i16(record_type) + string("grp") + b"anything the type's key holds"
     for value in (b"\x00\x00garbage", None):
         decoded = decode_consumer_offsets(key, value)
         assert decoded == DecodedRecord(
-            record_type, name, is_tombstone=value is None, is_skipped=True
+            record_type, name, is_tombstone=value is None, is_skipped=True, group_id="grp"
         )
+
+
+@pytest.mark.parametrize(
+    "key_rest", [b"", b"\x00", b"\x00\x05gr", b"\xff\xff", b"\x00\x01\xff"],
+    ids=["nothing", "cut length", "cut string", "null", "not UTF-8"],
+)  # fmt: skip
+def test_a_skipped_records_key_without_a_group_id_gives_none(key_rest):
+    decoded = decode_consumer_offsets(i16(17) + key_rest, None)
+    assert decoded == DecodedRecord(
+        17, "StreamsGroupMetadata", is_tombstone=True, is_skipped=True, group_id=None
+    )
+
+
+def test_a_skipped_records_group_is_the_one_kafkas_key_holds():
+    # ConsumerGroupTargetAssignmentMemberKey (type 7: GroupId, MemberId) as the 4.1.1 broker of
+    # tests/fixtures/consumer_group wrote it (keySize 32), and a streams group's key (GroupId).
+    key = i16(7) + string("g848") + string("Wf0kk4bCRPuS0o7BKN3vjA")
+    assert len(key) == 32
+    assert decode_consumer_offsets(key, None).group_id == "g848"
+    assert decode_consumer_offsets(i16(17) + string("app-1"), b"\x00\x00").group_id == "app-1"
 
 
 # A member record and its tombstone as a Kafka 4.1.1 broker wrote them (`__consumer_offsets-1`

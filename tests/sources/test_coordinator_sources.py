@@ -249,7 +249,9 @@ def test_every_data_record_is_a_row_with_its_batchs_producer():
     by_offset = {r["offset"]: r for r in good}
     assert decoded(by_offset[2]) == decode_consumer_offsets(*TXN_COMMIT)
     assert decoded(by_offset[1]).expire_timestamp_ms == EXPIRE_TS
-    assert decoded(by_offset[5]) == DecodedRecord(17, "StreamsGroupMetadata", is_skipped=True)
+    assert decoded(by_offset[5]) == DecodedRecord(
+        17, "StreamsGroupMetadata", is_skipped=True, group_id=GROUP
+    )
     assert decoded(by_offset[7]) == decode_consumer_offsets(*EMPTY_GROUP)
     assert {r["coordinator_topic"] for r in rows} == {CO}
     assert {r["coordinator_partition"] for r in rows} == {CO_PARTITION}
@@ -340,6 +342,8 @@ def segment_rows_of_the_text() -> list[dict]:
 
 def check_text_rows(generation: str, rows: list[dict]) -> None:
     expected = [without_source(r) for r in segment_rows_of_the_text()]
+    # Neither tool knows type 17: its line prints no group, which the segment's key holds.
+    expected = [{**r, "group_id": None} if r["is_skipped"] else r for r in expected]
     if generation == "3.x":
         expected = [{**r, **dict.fromkeys(NOT_IN_3_X_TEXT)} for r in expected]
     assert [without_source(r) for r in rows] == expected

@@ -363,8 +363,32 @@ def test_unknown_record_types_are_skipped_in_every_generation():
         'key: {"type":"8","data":{"groupId":"G","memberId":"m"}} payload: <DELETE>'
     )
     assert json_type == DecodedRecord(
-        8, "ConsumerGroupCurrentMemberAssignment", is_tombstone=True, is_skipped=True
-    )
+        8, "ConsumerGroupCurrentMemberAssignment", is_tombstone=True, is_skipped=True,
+        group_id="G",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "record", "group"),
+    [
+        # 3.8+ JSON of a type the tool knows and the audit does not read: the key's groupId.
+        ('key: {"type":"3","data":{"groupId":"g,=: x"}} payload: {"version":"0","data":'
+         '{"epoch":2}}', 3, "g,=: x"),
+        ('key: {"type":"17","data":{"groupId":"app"}} payload: {"version":"0","data":{}}', 17,
+         "app"),
+        ('key: {"type":"20","data":{"groupId":"app","memberId":"m"}} payload: <DELETE>', 20,
+         "app"),
+        # A groupId that is not a string is no group.
+        ('key: {"type":"17","data":{"groupId":7}} payload: <DELETE>', 17, None),
+        ('key: {"type":"17","data":{}} payload: <DELETE>', 17, None),
+        # The lines that print no key: 3.8+ of a type it does not know, 3.5-3.7 of any.
+        ("key: Unknown record type 17 at offset 40, skipping.", 17, None),
+        ("key: unknown::version=5", 5, None),
+    ],
+)  # fmt: skip
+def test_a_skipped_record_keeps_the_group_its_text_prints(text, record, group):
+    decoded = _offsets(text)
+    assert (decoded.record_type, decoded.is_skipped, decoded.group_id) == (record, True, group)
 
 
 CONSUMER_GROUP = Path(__file__).resolve().parents[1] / "fixtures" / "consumer_group"
@@ -393,6 +417,8 @@ def test_a_consumer_groups_records_print_as_the_segment_decodes_them(release):
     skipped = [(r["offset"], r["record_type"], r["is_tombstone"]) for r in text if r["is_skipped"]]
     assert skipped == [(1, 3, False), (2, 7, False), (3, 6, False), (4, 8, False), (7, 8, True),
                        (8, 7, True), (10, 3, False)]  # fmt: skip
+    # Each keeps its group, in the segment as in the text.
+    assert {r["group_id"] for r in text + segment if r["is_skipped"]} == {"g848"}
     assert [r["member_id"] for r in text if r["record_type"] != 5] == [None] * 11
 
 

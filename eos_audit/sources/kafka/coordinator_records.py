@@ -22,6 +22,10 @@ A type the audit does not decode (3, 4 and 6+ in `__consumer_offsets`, any but 0
 `__transaction_state`)
 gives a record with `is_skipped` set, never an error: Kafka adds such types with new group
 protocols, and 3.8+ `kafka-dump-log.sh` says "Unknown record type N ..., skipping." for them too.
+A skipped `__consumer_offsets` record keeps its group: every key of the group coordinator starts
+with the group id, a non-flexible string (`ConsumerGroupMetadataKey.json`, ...
+`ShareGroupMetadataKey.json`: `GroupId`, `"flexibleVersions": "none"`), and the offset replay
+needs to know whose members it cannot see (`offset_metadata_manager.reads_no_membership`).
 Bytes that do not decode as their type and version say raise `CoordinatorRecordError`.
 """
 
@@ -111,8 +115,10 @@ class DecodedRecord:
     is_tombstone: bool = False
     is_skipped: bool = False
     """A type the audit does not decode (consumer group records other than members, share and
-    streams group records, unknown types): only the type and the tombstone flag are set."""
-    # OffsetCommit (types 0, 1), GroupMetadata (type 2) and ConsumerGroupMemberMetadata (type 5)
+    streams group records, unknown types): only the type, the tombstone flag and the group (in
+    `__consumer_offsets`, where the key or the text shows it) are set."""
+    # OffsetCommit (types 0, 1), GroupMetadata (type 2) and ConsumerGroupMemberMetadata (type 5),
+    # and the group of a skipped `__consumer_offsets` record
     group_id: str | None = None
     committed_topic: str | None = None
     committed_partition: int | None = None
@@ -190,7 +196,8 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
         value: the record's value bytes; None for a tombstone.
 
     Returns:
-        The decoded record (`is_skipped` for types 3, 4, 6 and above and unknown types).
+        The decoded record (`is_skipped` for types 3, 4, 6 and above and unknown types, with
+        the group id its key starts with, None where the key holds no string there).
 
     Raises:
         CoordinatorRecordError: when the key or the value does not decode (no key, truncated,
@@ -200,7 +207,13 @@ def decode_consumer_offsets(key: bytes | None, value: bytes | None) -> DecodedRe
     name = GROUP_RECORD_TYPE_NAMES.get(record_type)
     is_tombstone = value is None
     if record_type not in (*OFFSET_COMMIT_TYPES, GROUP_METADATA_TYPE, CONSUMER_GROUP_MEMBER_TYPE):
-        return DecodedRecord(record_type, name, is_tombstone=is_tombstone, is_skipped=True)
+        try:
+            group_id = key_reader.string("GroupId", flexible=False)
+        except ProtocolFormatError:
+            group_id = None  # a key the audit does not know: its group is not known either
+        return DecodedRecord(
+            record_type, name, is_tombstone=is_tombstone, is_skipped=True, group_id=group_id
+        )
     if record_type == CONSUMER_GROUP_MEMBER_TYPE:
         try:
             group_id = key_reader.string("GroupId", flexible=False)

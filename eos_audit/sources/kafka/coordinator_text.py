@@ -23,7 +23,9 @@ partitions=Set(t-0),txnLastUpdateTimestamp=T,txnTimeoutMs=M`; 2.5-3.9
 `transactionStatus` is numeric, or the state's name after KAFKA-20712.
 
 3.5-3.7 print `unknown::version=N` for a type they do not know (2.5-3.4 stop with an exception),
-3.8+ `Unknown record type N at offset O, skipping.`: both are skipped records.
+3.8+ `Unknown record type N at offset O, skipping.`: both are skipped records, and print no group.
+A type 3.8+ knows and the audit does not read (consumer group records other than members, share
+and streams groups') is a skipped record too, with the `groupId` of its JSON key.
 `Error at offset O, skipping. <message>` means the tool could not decode the record:
 `CoordinatorRecordError`, for the quarantine.
 
@@ -440,7 +442,13 @@ def _json_record(body: str, coordinator_topic: str) -> DecodedRecord:
         return _json_group_metadata(data, value, version, is_tombstone)
     if record_type == CONSUMER_GROUP_MEMBER_TYPE:
         return _json_consumer_group_member(data, value, version, is_tombstone)
-    return DecodedRecord(record_type, name, is_tombstone=is_tombstone, is_skipped=True)
+    # Every key of these types has GroupId first (`groupId` in the JSON), as the segments'
+    # decoder reads it; what else the key and the value hold is not read.
+    group_id = data.get("groupId")
+    return DecodedRecord(
+        record_type, name, is_tombstone=is_tombstone, is_skipped=True,
+        group_id=group_id if isinstance(group_id, str) else None,
+    )  # fmt: skip
 
 
 def _json_string(obj: dict, name: str) -> str | None:
