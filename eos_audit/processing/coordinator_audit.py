@@ -21,7 +21,11 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.offset_metadata_manager import ABORTED
+from eos_audit.processing.offset_metadata_manager import (
+    ABORTED,
+    CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS,
+    READ_TYPES,
+)
 from eos_audit.processing.offset_runner import replay_batches
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
 from eos_audit.sinks.finding_rows import coded_finding_struct
@@ -49,6 +53,7 @@ _EVENTS = T.StructType(
         T.StructField("control_type", T.StringType()),
         T.StructField("record_type", T.IntegerType()),
         T.StructField("is_tombstone", T.BooleanType()),
+        T.StructField("is_skipped", T.BooleanType()),
         T.StructField("group_id", T.StringType()),
         T.StructField("topic", T.StringType()),
         T.StructField("partition", T.IntegerType()),
@@ -133,14 +138,22 @@ def staged_records(records: DataFrame) -> DataFrame:
 def offset_events(records: DataFrame) -> DataFrame:
     """The `__consumer_offsets` records and markers the replay reads, in `_EVENTS` columns.
 
+    The records of the types it reads, and those whose members it cannot see, which it counts
+    as such (`offset_metadata_manager.reads_no_membership`, whose rule this filter is): skipped
+    records and records of other types, but a KIP-848 consumer group's records other than its
+    members'.
+
     Args:
         records: decoded coordinator records and markers (coordinator_records contract,
             `_source_error` null on the rows to use), one replica of each partition.
     """
+    record_type, skipped = F.col("record_type"), F.coalesce(F.col("is_skipped"), F.lit(False))
+    read = record_type.isin(*READ_TYPES) & ~skipped
+    unread = (skipped | ((record_type >= 0) & ~record_type.isin(*READ_TYPES))) & ~F.coalesce(
+        record_type.isin(*CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS), F.lit(False)
+    )
     wanted = F.col("control_type").isin("COMMIT", "ABORT") | (
-        F.col("control_type").isNull()
-        & F.col("record_type").isin(0, 1, 2, 5)
-        & ~F.coalesce(F.col("is_skipped"), F.lit(False))
+        F.col("control_type").isNull() & (read | unread)
     )
     usable = records.where(
         (F.col("coordinator_topic") == CONSUMER_OFFSETS) & F.col(SOURCE_ERROR).isNull() & wanted

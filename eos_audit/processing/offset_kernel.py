@@ -26,7 +26,9 @@ Kafka's state, by the names of the reference:
 - `_members[group]`: `members[group]`, -1 for a group without a GroupMetadata record;
 - `_consumer_members[group]`: `live_members[group]`, how many members of the consumer group are
   there (-1 for a group without a member record), and a row (group, member, there) per member in
-  `member_index`, an open-addressing table as the keys'.
+  `member_index`, an open-addressing table as the keys';
+- `_classic`, `_with_membership` and `_unread`: the bits CLASSIC, WITH_MEMBERSHIP and UNREAD of
+  `group_flags[group]`; `_unread_partition`: `TASK_STATE.unread_membership`.
 
 A function that needs room (output rows, findings, entries, nodes, keys, producers) checks for it
 before it changes anything and returns False, with what it needs in `TASK_STATE.need_*`, when
@@ -79,6 +81,13 @@ CAUSE_NAMES = (
 # KEY_STATE.kinds: the kinds of commit a key has had (a set of two).
 HAD_PLAIN, HAD_TRANSACTIONAL = 1, 2
 NO_PRODUCER_ID = reference.NO_PRODUCER_ID
+# What the membership records say of a group (the reference's `_membership`: MEMBERS, EMPTIED,
+# SIMPLE, UNKNOWN).
+MEMBERS, EMPTIED, SIMPLE, UNKNOWN = 0, 1, 2, 3
+# group_flags: the group's last GroupMetadata record is a value (`_classic`); it has had a
+# membership record (`_with_membership`); a record whose members the replay cannot see
+# (`_unread`).
+CLASSIC, WITH_MEMBERSHIP, UNREAD = 1, 2, 4
 
 # One event of a `__consumer_offsets` partition (a record or a marker), as `Event` has it, with
 # the strings numbered by the runner and the reference's defaults for nulls applied.
@@ -91,6 +100,7 @@ OFFSET_EVENT = np.dtype(
         ("is_commit", np.bool_),  # control_type COMMIT (any other is an abort)
         ("record_type", np.int64),  # -1 for null
         ("is_tombstone", np.bool_),
+        ("is_skipped", np.bool_),
         ("group", np.int64),  # the group id's number in the task, -1 for null
         ("topic", np.int64),  # the topic's number in the task (null is "")
         ("partition", np.int64),  # 0 for null
@@ -110,6 +120,9 @@ TASK_STATE = np.dtype(
         ("keys", np.int64),  # KEY_STATE slots given (task-wide: a key keeps its slot)
         ("producers", np.int64),  # PRODUCER slots given (task-wide)
         ("member_keys", np.int64),  # member_index rows in use (this partition's members)
+        # The partition has had a record whose members the replay cannot see, of a group the
+        # export does not name (the reference's `_unread_partition`).
+        ("unread_membership", np.bool_),
         ("entries_used", np.int64),
         ("entries_hwm", np.int64),
         ("entries_free", np.int64),
@@ -232,6 +245,7 @@ class State(NamedTuple):
     producer_index: np.ndarray  # (producer id, slot) places
     members: np.ndarray  # _members by group number, -1 for none
     live_members: np.ndarray  # len(_consumer_members[group]) by group number, -1 for none
+    group_flags: np.ndarray  # CLASSIC | WITH_MEMBERSHIP | UNREAD by group number
     member_index: np.ndarray  # (group, member, there) places of _consumer_members
     entries: np.ndarray  # ENTRY pool
     overlaps: np.ndarray  # OVERLAP pool
@@ -572,12 +586,41 @@ def write_entry_row(state, e, outcome, marker_offset):
 # ------------------------------------------------------------------------------------------------
 # The rules (OffsetMetadataManager's private methods)
 # ------------------------------------------------------------------------------------------------
-def is_empty_group(state, group):
-    """`_is_empty`: no member by the group's GroupMetadata count or consumer group members.
+def reads_no_membership(event):
+    """`reads_no_membership`: a record whose group's members the replay cannot see.
 
-    Neither shows a member, and one of them shows none (-1, no such record, shows nothing).
+    Not a marker nor a KIP-848 consumer group's record other than its members' (types 3, 4,
+    6, 7, 8 and 16, the reference's CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS); a skipped record, or
+    one of a type other than 0, 1, 2 and 5 (READ_TYPES; -1, no type, is neither).
     """
-    return max(state.members[group], state.live_members[group]) == 0
+    if event.is_marker:
+        return False
+    t = event.record_type
+    if t == 3 or t == 4 or t == 6 or t == 7 or t == 8 or t == 16:
+        return False
+    if event.is_skipped:
+        return True
+    return t >= 0 and t != 0 and t != 1 and t != 2 and t != 5
+
+
+def group_membership(state, group):
+    """`_membership`: MEMBERS, EMPTIED, SIMPLE or UNKNOWN, by the group's membership records.
+
+    A count of -1 is no such record.
+    """
+    most = max(state.members[group], state.live_members[group])
+    if most > 0:
+        return MEMBERS
+    flags = state.group_flags[group]
+    if flags & CLASSIC:
+        return EMPTIED
+    if state.task[0].unread_membership or flags & UNREAD:
+        return UNKNOWN
+    if most == 0:
+        return EMPTIED
+    if flags & WITH_MEMBERSHIP:
+        return UNKNOWN
+    return SIMPLE
 
 
 def replay_member(state, event):
@@ -608,13 +651,14 @@ def replay_member(state, event):
     return True
 
 
-def note_kind(s, kind, group_is_empty):
+def note_kind(s, kind, membership):
     """`_note_kind`: whether the record gets MIXED_OFFSET_COMMITS (PLAIN_AND_TRANSACTIONAL).
 
-    A plain commit while the group is empty is an operator's: it does not mix the application's
-    commits. The finding comes at the first commit of the kind the key had not had.
+    A plain commit while the group is emptied is an operator's: it does not mix the
+    application's commits (a simple group's does). The finding comes at the first commit of the
+    kind the key had not had.
     """
-    if kind == PLAIN and group_is_empty:
+    if kind == PLAIN and membership == EMPTIED:
         return False
     bit = HAD_PLAIN if kind == PLAIN else HAD_TRANSACTIONAL
     had = s.kinds
@@ -622,10 +666,11 @@ def note_kind(s, kind, group_is_empty):
     return had != 0 and (had & bit) == 0  # one kind before, not this one
 
 
-def apply_offset(state, s, kind, group_is_empty, value, record_offset):
+def apply_offset(state, s, kind, membership, value, record_offset):
     """`_apply`: store the offset of the row written last, checking NO_REWIND.
 
-    A plain commit also marks the open transactions of the key whose input it passes.
+    A plain commit also marks the open transactions of the key whose input it passes, unless the
+    group is emptied. `membership` is the group's (`group_membership`), for a plain commit.
     """
     h = state.history[state.task[0].rows - 1]
     h.outcome = APPLIED
@@ -634,8 +679,8 @@ def apply_offset(state, s, kind, group_is_empty, value, record_offset):
         if value < s.committed_offset:
             if kind == TRANSACTIONAL:
                 cause = CAUSE_TRANSACTIONAL
-            elif group_is_empty:
-                cause = CAUSE_ADMIN_RESET
+            elif membership in (EMPTIED, SIMPLE):
+                cause = CAUSE_ADMIN_RESET  # Kafka's EMPTY: no member lost a partition
             else:
                 cause = CAUSE_LATE_COMMIT
             write_finding(state, OFFSET_REWIND, cause, s.committed_offset, s.record_offset)
@@ -645,10 +690,11 @@ def apply_offset(state, s, kind, group_is_empty, value, record_offset):
             s.removed_record_offset,
         )  # fmt: skip
     s.has_removed = False
-    if kind == PLAIN and not group_is_empty:
+    if kind == PLAIN and membership != EMPTIED:
         # A plain commit while a transaction of the key is open moves the group past input that
         # transaction is processing; whether that loses it, its marker decides. Not an operator's
-        # reset of the emptied group: where to start is the operator's to say.
+        # reset of the emptied group: where to start is the operator's to say. A simple group's
+        # plain commit is not known to be an operator's.
         start = s.committed_offset if s.has_offset else -1
         if value > start:
             slot = s.open_head
@@ -699,13 +745,29 @@ def check_owners(state, s, e, producer_id):
 # ------------------------------------------------------------------------------------------------
 def replay_record(state, event, row):
     """`replay`: one record. False, having changed nothing, when an array lacks room."""
+    if reads_no_membership(event):
+        if event.group < 0:
+            state.task[0].unread_membership = True
+        else:
+            state.group_flags[event.group] |= UNREAD
+        return True
+    if event.is_skipped:
+        return True
     if event.record_type == 2:
         if event.group >= 0:
             state.members[event.group] = 0 if event.is_tombstone else event.member_count
+            flags = state.group_flags[event.group] | WITH_MEMBERSHIP
+            if event.is_tombstone:
+                flags &= ~CLASSIC
+            else:
+                flags |= CLASSIC
+            state.group_flags[event.group] = flags
         return True
     if event.record_type == 5:
         if event.group >= 0 and event.member >= 0:
-            return replay_member(state, event)
+            if not replay_member(state, event):
+                return False
+            state.group_flags[event.group] |= WITH_MEMBERSHIP
         return True
     if (event.record_type != 0 and event.record_type != 1) or event.group < 0:
         return True
@@ -718,19 +780,19 @@ def replay_record(state, event, row):
             return False
         replay_tombstone(state, s, row)
         return True
-    is_empty = is_empty_group(state, event.group)
+    membership = group_membership(state, event.group)
     if event.producer_id == NO_PRODUCER_ID:
         if not has_room(state, 1, 2, 0, 0, 0, 0, 0):
             return False
-        mixed = note_kind(s, PLAIN, is_empty)
+        mixed = note_kind(s, PLAIN, membership)
         write_row(state, row, PLAIN, APPLIED, NULL, NULL)
         if mixed:
             write_finding(state, MIXED_OFFSET_COMMITS, CAUSE_PLAIN_AND_TRANSACTIONAL)
-        apply_offset(state, s, PLAIN, is_empty, event.committed_offset, event.offset)
+        apply_offset(state, s, PLAIN, membership, event.committed_offset, event.offset)
         return True
     if not has_room(state, 1, 1, 1, 2 * s.open_count, 0, 0, 1):
         return False
-    mixed = note_kind(s, TRANSACTIONAL, is_empty)
+    mixed = note_kind(s, TRANSACTIONAL, membership)
     producer = producer_slot(state, event.producer_id)
     # The same producer's pending offset of the key, which this record replaces.
     entries = state.entries
@@ -817,7 +879,7 @@ def replay_end_transaction_marker(state, event):
             if s.has_offset and e.offset <= s.record_offset:
                 state.history[state.task[0].rows - 1].outcome = SKIPPED  # KAFKA-14505
             else:
-                apply_offset(state, s, TRANSACTIONAL, False, e.committed_offset, e.offset)
+                apply_offset(state, s, TRANSACTIONAL, MEMBERS, e.committed_offset, e.offset)
             check_owners(state, s, e, event.producer_id)
         free_entry(state, slot)
         slot = after
@@ -862,6 +924,8 @@ def finish_partition(state):
     for group in range(len(state.members)):
         state.members[group] = -1
         state.live_members[group] = -1
+        state.group_flags[group] = 0
+    task.unread_membership = False
     if task.member_keys > 0:
         for k in range(len(state.member_index)):
             state.member_index[k, 0] = -1

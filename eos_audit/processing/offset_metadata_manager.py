@@ -22,7 +22,15 @@ Whether a group is Empty, which tells an operator's reset from a member's late c
 its membership records: a classic group's GroupMetadata record (its member count), and a KIP-848
 consumer group's ConsumerGroupMemberMetadata records, one per member, whose tombstone Kafka writes
 when the member leaves (`GroupMetadataManager.removeMember`); the group is Empty when none is
-left (`ConsumerGroup.maybeUpdateGroupState`).
+left (`ConsumerGroup.maybeUpdateGroupState`). A group without any membership record is a "simple
+consumer group": `OffsetMetadataManager.replay` of an OffsetCommit record of a group that does
+not exist creates it, an Empty classic group without a protocol type (consumers that assign()
+their partitions and commit, such as Flink's Kafka source). A group is not taken as Empty, but
+as UNKNOWN, where the partition holds records that may hold its members and that the replay
+cannot read (`reads_no_membership`): the group's own, or a record whose group the export does
+not show. Only an emptied group's plain commit is taken for an operator's reset (it does not mix
+the group's commits, nor pass an open transaction's input); a simple group's may be its
+application's (docs/rules.md#offset-rewind).
 
 A plain commit's producer id is -1 (`RecordBatch.NO_PRODUCER_ID`): Kafka 4.x tells the two kinds
 by the producer id, not by the batch's transactional flag, and so does this replay.
@@ -51,6 +59,21 @@ DELETED = "DELETED"  # the record is a tombstone: the key's committed offset was
 
 PLAIN, TRANSACTIONAL, TOMBSTONE = "PLAIN", "TRANSACTIONAL", "TOMBSTONE"
 
+# The record types the replay reads: OffsetCommit (0, 1), a classic group's GroupMetadata (2), a
+# KIP-848 consumer group's member (5).
+READ_TYPES = (0, 1, 2, 5)
+# A KIP-848 consumer group's records other than its members' (ConsumerGroupMetadata,
+# PartitionMetadata, TargetAssignmentMetadata, TargetAssignmentMember, CurrentMemberAssignment,
+# RegularExpression): such a group's members are its member records (type 5), so these say
+# nothing of its membership the replay needs.
+CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS = (3, 4, 6, 7, 8, 16)
+
+# What the membership records say of a group (`OffsetMetadataManager._membership`).
+MEMBERS = "MEMBERS"  # a member is there
+EMPTIED = "EMPTIED"  # its records show it has no member
+SIMPLE = "SIMPLE"  # no membership record: a simple consumer group, Empty in Kafka
+UNKNOWN = "UNKNOWN"  # its members may be in records the replay cannot read
+
 # Findings and causes (eos_audit.findings registry).
 OFFSET_REWIND = "OFFSET_REWIND"
 MIXED_OFFSET_COMMITS = "MIXED_OFFSET_COMMITS"
@@ -71,7 +94,8 @@ class Event:
 
     A marker (`control_type` COMMIT or ABORT) comes from the partition's control batches; a
     record from the coordinator record decoders (`record_type` 0/1 OffsetCommit, 2 GroupMetadata,
-    5 ConsumerGroupMemberMetadata).
+    5 ConsumerGroupMemberMetadata, and the records the replay does not read, `is_skipped` among
+    them, with their group where the export shows it).
     """
 
     offset: int
@@ -80,6 +104,7 @@ class Event:
     control_type: str | None = None
     record_type: int | None = None
     is_tombstone: bool = False
+    is_skipped: bool = False
     group_id: str | None = None
     topic: str | None = None
     partition: int | None = None
@@ -174,6 +199,26 @@ def _key(event: Event) -> Key:
     return (event.group_id or "", event.topic or "", int(event.partition or 0))
 
 
+def reads_no_membership(event: Event) -> bool:
+    """A record whose group's members the replay cannot see, where they may be.
+
+    A record of a type the replay does not read (share and streams groups' records, types Kafka
+    adds), or one the decoders skipped (`kafka-dump-log.sh` 3.5-3.7 prints a member record as
+    `unknown::version=5`, without its ids): its group may have members the replay cannot count.
+    Not a KIP-848 consumer group's records other than its members'
+    (`CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS`), nor a record without a type that was not skipped
+    (a tombstone `kafka-dump-log.sh` 2.4 printed without its key: an OffsetCommit's or a
+    GroupMetadata's, neither a member; the kernel holds no type as -1, so a negative one not
+    skipped is taken as none).
+    """
+    if event.control_type is not None or event.record_type in CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS:
+        return False
+    if event.is_skipped:
+        return True
+    record_type = -1 if event.record_type is None else event.record_type
+    return record_type >= 0 and record_type not in READ_TYPES
+
+
 class OffsetMetadataManager:
     """The replayed store of one `__consumer_offsets` partition, and its history.
 
@@ -187,9 +232,19 @@ class OffsetMetadataManager:
         self._open_by_key: dict[Key, set[int]] = {}
         # Members of each classic group by its last GroupMetadata record (0: empty or deleted).
         self._members: dict[str, int] = {}
+        # The groups whose last GroupMetadata record is a value, not a tombstone: classic groups,
+        # whose members are all in that record.
+        self._classic: set[str] = set()
         # The members of each consumer group (KIP-848) that have a member record and no
         # tombstone after it: ConsumerGroup.members, as its replay of those records keeps it.
         self._consumer_members: dict[str, set[str]] = {}
+        # The groups with a membership record of either kind, a member tombstone ignored
+        # included: the others are simple consumer groups.
+        self._with_membership: set[str] = set()
+        # The groups with a record whose members the replay cannot see (`reads_no_membership`),
+        # and whether the partition has had such a record of a group the export does not name.
+        self._unread: set[str] = set()
+        self._unread_partition = False
         # The value a tombstone removed, until the key is committed again (EXPIRED_RESET).
         self._removed: dict[Key, _Stored] = {}
         # The kinds of commit each key has had (MIXED_OFFSET_COMMITS once per key).
@@ -206,15 +261,29 @@ class OffsetMetadataManager:
     # --- records ---------------------------------------------------------------------------
     def replay(self, event: Event) -> Iterator[OffsetRow]:
         """Replay one record (OffsetMetadataManager.replay); the rows it decides."""
+        if reads_no_membership(event):
+            if event.group_id is None:
+                self._unread_partition = True
+            else:
+                self._unread.add(event.group_id)
+            return
+        if event.is_skipped:
+            return
         if event.record_type == 2:
             if event.group_id is not None:
                 self._members[event.group_id] = (
                     0 if event.is_tombstone else int(event.member_count or 0)
                 )
+                if event.is_tombstone:
+                    self._classic.discard(event.group_id)
+                else:
+                    self._classic.add(event.group_id)
+                self._with_membership.add(event.group_id)
             return
         if event.record_type == 5:
             if event.group_id is not None and event.member_id is not None:
                 self._replay_member(event.group_id, event.member_id, event.is_tombstone)
+                self._with_membership.add(event.group_id)
             return
         if event.record_type not in (0, 1) or event.group_id is None:
             return
@@ -322,10 +391,12 @@ class OffsetMetadataManager:
             if removed is not None and value < removed.committed_offset:
                 row.findings.append(_rewind(removed, CAUSE_EXPIRED_RESET))
         self._removed.pop(key, None)
-        if row.kind == PLAIN and not self._is_empty(event.group_id or ""):
+        if row.kind == PLAIN and self._membership(event.group_id or "") != EMPTIED:
             # A plain commit while a transaction of the key is open moves the group past input
             # that transaction is processing; whether that loses it, its marker decides. Not an
-            # operator's reset of the emptied group: where to start is the operator's to say.
+            # operator's reset of the emptied group: where to start is the operator's to say. A
+            # simple group's plain commit is not known to be an operator's: its application
+            # commits without membership too (assign(), an auto-commit left on).
             start = -1 if previous is None else previous.committed_offset
             for producer_id in self._open_by_key.get(key, ()):
                 entry = self.pending_transactional_offsets[producer_id][key]
@@ -336,32 +407,48 @@ class OffsetMetadataManager:
     def _rewind_cause(self, row: OffsetRow) -> str:
         if row.kind == TRANSACTIONAL:
             return CAUSE_TRANSACTIONAL
-        return CAUSE_ADMIN_RESET if self._is_empty(row.event.group_id or "") else CAUSE_LATE_COMMIT
+        # Kafka's EMPTY: the emptied group, and the simple one (no member lost a partition).
+        empty = self._membership(row.event.group_id or "") in (EMPTIED, SIMPLE)
+        return CAUSE_ADMIN_RESET if empty else CAUSE_LATE_COMMIT
 
-    def _is_empty(self, group_id: str) -> bool:
-        """Whether the group had no member by its membership records, of either kind.
+    def _membership(self, group_id: str) -> str:
+        """What the group's membership records say: MEMBERS, EMPTIED, SIMPLE or UNKNOWN.
 
-        A classic group is Empty when its last GroupMetadata record had no member (or deleted
+        A classic group has no member when its last GroupMetadata record had none (or deleted
         it), a consumer group when each of its members' records was followed by its tombstone.
         Kafka holds a group as one type or the other, and a conversion between them removes the
         old type's records first (a GroupMetadata tombstone, or every member's tombstones): the
-        group is Empty when neither kind of record shows a member, and one of them shows it has
-        none. A group without either record is not known to be Empty.
+        group is EMPTIED when neither kind of record shows a member, and one of them shows it has
+        none; a classic group's last GroupMetadata value holds all its members, whatever else the
+        partition holds. A group without any membership record is SIMPLE: the group Kafka's
+        replay of its OffsetCommit creates, Empty, without a protocol type. Records whose members
+        the replay cannot see (`reads_no_membership`), of the group or of a group the export does
+        not name, make one that is not a classic group UNKNOWN; so does a member's tombstone that
+        removed no member the replay knew, where nothing else counts the group's members.
         """
         counts = []
         if group_id in self._consumer_members:
             counts.append(len(self._consumer_members[group_id]))
         if group_id in self._members:
             counts.append(self._members[group_id])
-        return bool(counts) and max(counts) == 0
+        if counts and max(counts) > 0:
+            return MEMBERS
+        if group_id in self._classic:
+            return EMPTIED
+        if self._unread_partition or group_id in self._unread:
+            return UNKNOWN
+        if counts:
+            return EMPTIED
+        return UNKNOWN if group_id in self._with_membership else SIMPLE
 
     def _note_kind(self, key: Key, row: OffsetRow) -> None:
         """MIXED_OFFSET_COMMITS at the first commit of a key of the kind it had not had.
 
-        A plain commit while the group is empty is an operator's (`--reset-offsets`, the admin
-        API), not the application's: it does not mix the application's commits.
+        A plain commit while the group is emptied is an operator's (`--reset-offsets`, the admin
+        API), not the application's: it does not mix the application's commits. A simple
+        group's is not known to be an operator's: it mixes them.
         """
-        if row.kind == PLAIN and self._is_empty(key[0]):
+        if row.kind == PLAIN and self._membership(key[0]) == EMPTIED:
             return
         kinds = self._kinds.setdefault(key, set())
         if kinds and row.kind not in kinds and len(kinds) == 1:

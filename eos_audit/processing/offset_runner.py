@@ -132,6 +132,7 @@ class OffsetReplayer:
             producer_index=_index(initial, 2),
             members=np.full(initial, -1, dtype=np.int64),
             live_members=np.full(initial, -1, dtype=np.int64),
+            group_flags=np.zeros(initial, dtype=np.int64),
             member_index=_index(initial, 3),
             entries=_records(k.ENTRY, initial),
             overlaps=_records(k.OVERLAP, initial),
@@ -169,6 +170,7 @@ class OffsetReplayer:
         events.is_commit = _flags(pc.equal(control, "COMMIT"))
         events.record_type = _filled(batch, "record_type", -1)
         events.is_tombstone = _flags(batch.column("is_tombstone"))
+        events.is_skipped = _flags(batch.column("is_skipped"))
         events.group = self.groups.of(batch.column("group_id"))
         events.topic = self.topics.of(batch.column("topic"))
         events.partition = _filled(batch, "partition", 0)
@@ -177,8 +179,8 @@ class OffsetReplayer:
         events.member = self.member_ids.of(batch.column("member_id"))
         if len(self.groups) > len(self.state.members):
             grown = {}
-            for name in ("members", "live_members"):
-                by_group = np.full(2 * len(self.groups), -1, dtype=np.int64)
+            for name, empty in (("members", -1), ("live_members", -1), ("group_flags", 0)):
+                by_group = np.full(2 * len(self.groups), empty, dtype=np.int64)
                 by_group[: len(self.state.members)] = getattr(self.state, name)
                 grown[name] = by_group
             self.state = self.state._replace(**grown)

@@ -26,7 +26,10 @@ from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_dump_log import read_coordinator_dump_log
 from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS
 from eos_audit.sources.kafka.coordinator_keys import partition_for
-from eos_audit.sources.kafka.coordinator_segments import parse_coordinator_segment
+from eos_audit.sources.kafka.coordinator_segments import (
+    parse_coordinator_segment,
+    read_coordinator_segments,
+)
 from eos_audit.sources.kafka.segments import SOURCE_ERROR_COL
 from tests.fixtures.segment_builder import (
     BASE_TS,
@@ -260,6 +263,41 @@ def test_the_stage_leaves_out_contract_columns_only():
     assert UNREAD_COLUMNS.issubset({c.name for c in COORDINATOR_RECORDS_COLUMNS})
 
 
+def test_the_replay_gets_the_records_whose_members_it_cannot_see(spark, tmp_path):
+    """A streams group's record (type 17, skipped) reaches the replay with its group: that
+    group's plain rewind stays LATE_COMMIT. A KIP-848 consumer group's epoch record (type 3) does
+    not reach it, and says nothing of members: the group that only commits is a simple group,
+    Empty, its rewind ADMIN_RESET. Both records stay skipped ones, as the run counts them."""
+    streams = (i16(17) + string("streamed"), i16(0) + b"\x00")
+    epoch = (i16(3) + string("simple"), i16(0) + b"\x00\x00\x00\x01")
+
+    def commit_of(group: str, value: int) -> tuple[bytes, bytes]:
+        return offset_commit_key(group, INPUT, 0), offset_commit_value(3, value, "", BASE_TS)
+
+    log = [
+        plain(0, streams, epoch),
+        plain(2, commit_of("streamed", 50), commit_of("simple", 50)),
+        plain(4, commit_of("streamed", 20), commit_of("simple", 20)),
+    ]
+    write_partition_dir(tmp_path / "export", 1, CONSUMER_OFFSETS, CO, *log)
+    records = staged_records(read_coordinator_segments(spark, [str(tmp_path / "export")]))
+    skipped = records.where("is_skipped AND _source_error IS NULL").orderBy("offset").collect()
+    assert [(r["record_type"], r["group_id"]) for r in skipped] == [(17, "streamed"), (3, "simple")]
+    events = offset_events(records)
+    unread = events.where("record_type NOT IN (0, 1)").collect()
+    assert [(r["offset"], r["record_type"], r["is_skipped"], r["group_id"]) for r in unread] == [
+        (0, 17, True, "streamed")
+    ]
+    causes = {
+        (r["group_id"], r["record_offset"]): [f["cause"] for f in r["findings"]]
+        for r in replay_offsets(events).collect()
+    }
+    assert causes == {
+        ("streamed", 2): [], ("simple", 3): [],
+        ("streamed", 4): ["LATE_COMMIT"], ("simple", 5): ["ADMIN_RESET"],
+    }  # fmt: skip
+
+
 def dump_2_4_batch(offset: int, record: str, producer_id: int = -1) -> str:
     """One batch of one record as kafka-dump-log.sh 2.4 prints it with the offsets decoder: a
     plain one, or of producer `producer_id`'s transaction (epoch 0)."""
@@ -297,13 +335,14 @@ def test_tombstones_the_text_prints_without_their_key_make_the_rewind_check_unve
 ):
     """Kafka removed the commit of 42 at the tombstone, so 7 is a restart from an expired offset;
     the text does not say which key the tombstone removed, so the replay keeps 42 and sees a
-    rewind. The partition is said UNVERIFIABLE for the check, naming the tombstones."""
+    rewind, of a group without membership records: a simple group, Empty, ADMIN_RESET. The
+    partition is said UNVERIFIABLE for the check, naming the tombstones."""
     dump = tmp_path / "offsets-2.4.txt"
     dump.write_text(dump_2_4())
     records = staged_records(read_coordinator_dump_log(spark, [str(dump)]))
     history = replay_offsets(offset_events(records))
     rewinds = [(r["record_offset"], [f["cause"] for f in r["findings"]]) for r in history.collect()]
-    assert rewinds == [(0, []), (2, ["LATE_COMMIT"])]
+    assert rewinds == [(0, []), (2, ["ADMIN_RESET"])]
     (row,) = cleaned_offset_partitions(history, records, AuditConfig(), "run").collect()
     assert (row["finding_type"], row["cause"], row["partition"], row["evidence"]["check"]) == (
         "UNVERIFIABLE", "KEYLESS_TOMBSTONES", CO, "OFFSET_REWIND",

@@ -4,7 +4,8 @@ Seeded random streams stand for `__consumer_offsets` partitions: plain and trans
 commits of a few keys by several producers, tombstones, GroupMetadata records (member counts,
 deletions), consumer groups' member records (members joining, leaving, leaving unseen), COMMIT
 and ABORT markers (of producers with and without pending offsets), records
-the replay ignores, and nulls where the contract allows them. Each stream is cut into Arrow
+the replay ignores, records whose members it cannot see (skipped or of types it does not read,
+of a group or of none), and nulls where the contract allows them. Each stream is cut into Arrow
 batches at random places and replayed by the runner (`offset_runner`, compiled and as plain
 Python, with arrays that start at one element so that every one of them grows), and row by row
 by the reference, as `coordinator_audit` ran it before; every output row, its findings in order,
@@ -20,15 +21,29 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from eos_audit.processing import offset_kernel, offset_runner
 from eos_audit.processing.coordinator_audit import _EVENTS, _HISTORY_ARROW
-from eos_audit.processing.offset_metadata_manager import Event, OffsetMetadataManager, OffsetRow
+from eos_audit.processing.offset_metadata_manager import (
+    Event,
+    OffsetMetadataManager,
+    OffsetRow,
+    reads_no_membership,
+)
+from tests.processing.test_offset_metadata_manager import (
+    GROUP,
+    commit,
+    marker,
+    member,
+    members,
+    unread,
+)
 
 EVENTS_ARROW = to_arrow_schema(_EVENTS)
 N = int(os.environ.get("EOS_DIFF_N", "500"))
@@ -69,6 +84,7 @@ def _event(values: dict) -> Event:
     if values["producer_epoch"] is None:
         values["producer_epoch"] = -1
     values["is_tombstone"] = bool(values["is_tombstone"])
+    values["is_skipped"] = bool(values["is_skipped"])
     return Event(**values)
 
 
@@ -114,10 +130,13 @@ MEMBERS = ["m-1"] * 3 + ["m-2", "m-3", None]
 def event_values(rng: random.Random, producers: list[int], one_key: bool) -> dict:
     """One event's `_EVENTS` values (offsets and partitions set by the stream)."""
     what = rng.choice(
-        ["commit"] * 6 + ["marker"] * 3 + ["tombstone", "members", "member", "member", "ignored"]
+        ["commit"] * 6
+        + ["marker"] * 3
+        + ["tombstone", "members", "member", "member", "ignored", "unread"]
     )
     values = dict.fromkeys(EVENTS_ARROW.names)
     values["is_tombstone"] = False
+    values["is_skipped"] = False
     if what == "marker":
         values["producer_id"] = rng.choice(producers)
         values["producer_epoch"] = 1
@@ -135,6 +154,14 @@ def event_values(rng: random.Random, producers: list[int], one_key: bool) -> dic
         values["record_type"] = 5
         values["is_tombstone"] = rng.random() < 0.45
         values["member_id"] = rng.choice(MEMBERS)
+        return values
+    if what == "unread":
+        # Skipped by the decoders, or of a type the replay does not read (Parquet); of the
+        # partition's group, another, or none shown (`kafka-dump-log.sh` 3.5-3.7).
+        values["record_type"] = rng.choice([5, 17, 17, 300, 3, 8, None])
+        values["is_skipped"] = rng.random() < 0.7
+        values["is_tombstone"] = rng.random() < 0.3
+        values["group_id"] = rng.choice([GROUPS[0], "reader", None])
         return values
     values["record_type"] = rng.choice([0, 1, 1, 1] if what != "ignored" else [3, None])
     values["topic"] = TOPICS[0] if one_key else rng.choice(TOPICS)
@@ -176,6 +203,71 @@ def stream(rng: random.Random) -> list[pa.RecordBatch]:
         table.slice(a, b - a).combine_chunks().to_batches()[0]
         for a, b in zip(bounds, bounds[1:], strict=False)
     ]
+
+
+def _batches(events: list[Event]) -> list[pa.RecordBatch]:
+    rows = [{**asdict(e), "coordinator_partition": 0} for e in events]
+    return pa.Table.from_pylist(rows, schema=EVENTS_ARROW).to_batches()
+
+
+# Streams whose last row's findings the group's membership decides: (name, events, causes).
+REWIND = [commit(10, 50), commit(11, 20)]
+LEFT = [member(0, "m-1"), member(1, "m-1", left=True)]
+MEMBERSHIP_CASES = [
+    ("simple group", REWIND, ["ADMIN_RESET"]),
+    ("classic group with a member", [members(0, 1), *REWIND], ["LATE_COMMIT"]),
+    ("classic group emptied", [members(0, 1), members(1, 0), *REWIND], ["ADMIN_RESET"]),
+    ("consumer group emptied", [*LEFT, unread(2, 3), *REWIND], ["ADMIN_RESET"]),
+    ("a member's tombstone only", [member(0, "m-1", left=True), *REWIND], ["LATE_COMMIT"]),
+    ("a streams group's record", [unread(0, 17), *REWIND], ["LATE_COMMIT"]),
+    ("a type not read, not skipped", [unread(0, 20, skipped=False), *REWIND], ["LATE_COMMIT"]),
+    ("3.7 text's member record", [unread(0, 5, group=None), *REWIND], ["LATE_COMMIT"]),
+    ("another group's streams record", [unread(0, 17, "other"), *REWIND], ["ADMIN_RESET"]),
+    ("consumer group's other records", [unread(0, 8, None), unread(1, 16), *REWIND],
+     ["ADMIN_RESET"]),
+    ("classic group emptied, 3.7 member records", [unread(0, 5, None), members(1, 0), *REWIND],
+     ["ADMIN_RESET"]),
+    ("consumer group emptied, 3.7 member records", [*LEFT, unread(2, 5, None), *REWIND],
+     ["LATE_COMMIT"]),
+    ("deleted, then a streams group", [replace(members(0, 0), is_tombstone=True),
+                                       unread(1, 17), *REWIND], ["LATE_COMMIT"]),
+    ("simple group's plain commit in a transaction",
+     [commit(0, 10, pid=7), marker(1, 7), commit(2, 20, pid=7), commit(3, 15)],
+     ["PLAIN_AND_TRANSACTIONAL"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", [offset_kernel, UNCOMPILED], ids=["compiled", "uncompiled"])
+@pytest.mark.parametrize(
+    ("events", "causes"),
+    [pytest.param(events, causes, id=name) for name, events, causes in MEMBERSHIP_CASES],
+)
+def test_the_kernel_judges_a_groups_membership_as_the_reference_does(kernel, events, causes):
+    batches = _batches(events)
+    expected = in_order(reference_rows(batches))
+    assert [f["cause"] for f in expected[-1]["findings"]] == causes
+    assert in_order(kernel_rows(batches, kernel)[0]) == expected
+
+
+@pytest.mark.parametrize("kernel", [offset_kernel, UNCOMPILED], ids=["compiled", "uncompiled"])
+def test_the_kernel_reads_no_membership_of_the_records_the_reference_does_not(kernel):
+    cases = [
+        (record_type, is_skipped, control_type)
+        for record_type in (None, *range(-1, 40), 300, 32767)
+        for is_skipped in (False, True)
+        for control_type in (None, "COMMIT")
+    ]
+    events = np.zeros(len(cases), dtype=offset_kernel.OFFSET_EVENT).view(np.recarray)
+    for i, (record_type, is_skipped, control_type) in enumerate(cases):
+        events[i].record_type = -1 if record_type is None else record_type
+        events[i].is_skipped = is_skipped
+        events[i].is_marker = control_type is not None
+    expected = [
+        reads_no_membership(Event(0, record_type=t, is_skipped=k, control_type=c, group_id=GROUP))
+        for t, k, c in cases
+    ]
+    assert [bool(kernel.reads_no_membership(e)) for e in events] == expected
+    assert any(expected) and not all(expected)
 
 
 @pytest.mark.parametrize("kernel", [offset_kernel, UNCOMPILED], ids=["compiled", "uncompiled"])

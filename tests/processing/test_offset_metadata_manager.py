@@ -41,6 +41,13 @@ def member(offset: int, member_id: str, left: bool = False, group: str = GROUP):
     return Event(offset, record_type=5, is_tombstone=left, group_id=group, member_id=member_id)
 
 
+def unread(offset: int, record_type: int, group: str | None = GROUP, skipped: bool = True):
+    """A record the replay does not read: skipped by the decoders, or of a type it does not read;
+    `group` None where the export does not show it (`kafka-dump-log.sh` 3.5-3.7, 3.8+ text of a
+    type the tool does not know)."""
+    return Event(offset, record_type=record_type, is_skipped=skipped, group_id=group)
+
+
 def marker(offset: int, pid: int, control_type: str = "COMMIT"):
     return Event(offset, producer_id=pid, producer_epoch=1, control_type=control_type)
 
@@ -132,6 +139,105 @@ def test_a_consumer_group_is_empty_once_its_last_member_left():
     assert outcomes(other)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
     unseen = [commit(0, 50), member(1, "m-1", left=True), commit(2, 0)]
     assert outcomes(unseen)[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+
+
+def test_a_group_without_membership_records_is_a_simple_group_and_empty():
+    # Kafka's replay of an OffsetCommit of a group that does not exist creates a "simple
+    # consumer group", an Empty classic group (OffsetMetadataManager.replay): a consumer that
+    # assign()s and commits, such as Flink's Kafka source restored from an older checkpoint, or
+    # an operator's reset of such a group.
+    restored = [commit(0, 50), commit(1, 20)]
+    assert outcomes(restored)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    # Up to that point: the group's first membership record, later, does not change it.
+    joined_later = outcomes([*restored, members(2, 1), commit(3, 10)])
+    assert [r[3] for r in joined_later] == [
+        [],
+        [("OFFSET_REWIND", "ADMIN_RESET")],
+        [("OFFSET_REWIND", "LATE_COMMIT")],
+    ]
+    # Another group's membership records say nothing of this one.
+    other = [member(0, "m-1", group="other"), commit(1, 50), commit(2, 20)]
+    assert outcomes(other)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    # A tombstone `kafka-dump-log.sh` 2.4 printed without its key (no type, not skipped) is an
+    # OffsetCommit's or a GroupMetadata's: it shows no member.
+    keyless = [commit(0, 50), Event(1, is_tombstone=True), commit(2, 20)]
+    assert outcomes(keyless)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+
+
+def test_a_simple_groups_plain_commits_still_mix_with_its_transactions():
+    """Only the emptied group's plain commit is taken for an operator's: a simple group's
+    application commits without membership too (an auto-commit left on with assign())."""
+    events = [
+        commit(0, 10, pid=7), marker(1, 7),
+        commit(2, 20, pid=7),  # 10-19 in an open transaction
+        commit(3, 15),  # the processor's consumer commits its position plainly
+        marker(4, 7, "ABORT"),  # 10-14 committed, never processed
+    ]  # fmt: skip
+    rows = {r.event.offset: r for r in replay_partition(events)}
+    assert [(f.finding_type, f.cause) for f in rows[3].findings] == [
+        ("MIXED_OFFSET_COMMITS", "PLAIN_AND_TRANSACTIONAL")
+    ]
+    (lost,) = rows[2].findings
+    assert (lost.cause, lost.aborted_from, lost.aborted_to) == ("ABORTED_RANGE_COMMITTED", 10, 15)
+
+
+def test_a_group_whose_members_the_replay_cannot_see_is_not_taken_empty():
+    rewind = [commit(1, 50), commit(2, 20)]
+    # The group's records of a type the replay does not read: a KIP-1071 streams group's
+    # (type 17), as the decoders skip it, or as Parquet in the contract hands it, not skipped.
+    for record in (unread(0, 17), unread(0, 20, skipped=False), unread(0, 300)):
+        assert outcomes([record, *rewind])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")], record
+    # `kafka-dump-log.sh` 3.5-3.7 prints a member record as `unknown::version=5`, without its
+    # group: no group of the partition without its own membership records is known Empty.
+    assert outcomes([unread(0, 5, group=None), *rewind])[-1][3] == [
+        ("OFFSET_REWIND", "LATE_COMMIT")
+    ]
+    # From that record on: the rewind before it was a simple group's.
+    before = outcomes([commit(0, 50), commit(1, 20), unread(2, 5, group=None), commit(3, 10)])
+    assert [r[3] for r in before] == [
+        [],
+        [("OFFSET_REWIND", "ADMIN_RESET")],
+        [("OFFSET_REWIND", "LATE_COMMIT")],
+    ]
+    # Another group's unread records say nothing of this one.
+    assert outcomes([unread(0, 17, group="streams"), *rewind])[-1][3] == [
+        ("OFFSET_REWIND", "ADMIN_RESET")
+    ]
+    # A KIP-848 consumer group's records other than its members' (types 3, 4, 6, 7, 8, 16) hide
+    # no member: its members are its member records, which the replay reads.
+    for record_type in (3, 4, 6, 7, 8, 16):
+        for group in (GROUP, None):
+            assert outcomes([unread(0, record_type, group), *rewind])[-1][3] == [
+                ("OFFSET_REWIND", "ADMIN_RESET")
+            ], (record_type, group)
+    # What a 4.1.1 broker wrote (tests/fixtures/consumer_group): the member's tombstones, the
+    # group epoch bumped (type 3), and the operator's reset of the emptied group.
+    emptied = [member(0, "m-1"), unread(1, 3), commit(2, 50), unread(3, 8), member(4, "m-1", True),
+               unread(5, 3), commit(6, 0)]  # fmt: skip
+    assert outcomes(emptied)[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+
+
+def test_a_classic_groups_last_group_record_holds_all_its_members():
+    # Whatever the partition holds that the replay cannot read: a group is one type at a time,
+    # and a classic group's members are in its GroupMetadata value.
+    rewind = [commit(2, 50), commit(3, 20)]
+    unseen = unread(0, 5, group=None)
+    assert outcomes([unseen, members(1, 0), *rewind])[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    assert outcomes([unseen, members(1, 1), *rewind])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    # Deleted (a tombstone), the group may come back as another type, whose records the replay
+    # may not read: a streams group's.
+    deleted = Event(0, record_type=2, is_tombstone=True, group_id=GROUP)
+    assert outcomes([deleted, *rewind])[-1][3] == [("OFFSET_REWIND", "ADMIN_RESET")]
+    assert outcomes([deleted, unread(1, 17), *rewind])[-1][3] == [("OFFSET_REWIND", "LATE_COMMIT")]
+    # An emptied consumer group in a partition whose records of other groups cannot be read:
+    # the unread member records may be this group's, as another type's (not known Empty).
+    left = [member(0, "m-1"), member(1, "m-1", left=True)]
+    assert outcomes([*left, commit(2, 50), commit(3, 20)])[-1][3] == [
+        ("OFFSET_REWIND", "ADMIN_RESET")
+    ]
+    assert outcomes([*left, unread(2, 5, group=None), commit(3, 50), commit(4, 20)])[-1][3] == [
+        ("OFFSET_REWIND", "LATE_COMMIT")
+    ]
 
 
 def test_a_group_converted_between_protocols_is_empty_by_its_current_records():

@@ -391,6 +391,35 @@ def test_a_skipped_record_keeps_the_group_its_text_prints(text, record, group):
     assert (decoded.record_type, decoded.is_skipped, decoded.group_id) == (record, True, group)
 
 
+def test_a_consumer_groups_rewind_from_3_7_text_is_a_late_commit():
+    """3.5-3.7 print a member record as `unknown::version=5`, no group, no member: whether the
+    partition's groups without their own membership records have members is unknown. Without
+    such a line, the group that only commits is a simple group, Empty (an operator's reset)."""
+    lines = [
+        "key: unknown::version=5",
+        "key: offset_commit::group=G,partition=t-0 payload: offset=10",
+        "key: offset_commit::group=G,partition=t-0 payload: offset=5",
+    ]
+
+    def rewind(lines: list[str]) -> list[tuple[str, str | None]]:
+        events = []
+        for offset, line in enumerate(lines):
+            decoded = _offsets(line)
+            events.append(
+                Event(
+                    offset, record_type=decoded.record_type, is_skipped=decoded.is_skipped,
+                    group_id=decoded.group_id, topic=decoded.committed_topic,
+                    partition=decoded.committed_partition,
+                    committed_offset=decoded.committed_offset,
+                )  # fmt: skip
+            )
+        last = max(replay_partition(events), key=lambda r: r.event.offset)
+        return [(f.finding_type, f.cause) for f in last.findings]
+
+    assert rewind(lines) == [("OFFSET_REWIND", "LATE_COMMIT")]
+    assert rewind(lines[1:]) == [("OFFSET_REWIND", "ADMIN_RESET")]
+
+
 CONSUMER_GROUP = Path(__file__).resolve().parents[1] / "fixtures" / "consumer_group"
 MEMBER = "Wf0kk4bCRPuS0o7BKN3vjA"
 
