@@ -567,7 +567,6 @@ COLUMNS = ["topic", "partition", "base_offset", "last_offset", "producer_id", "p
 def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: bool) -> dict:
     """Floor, transfer, audit (with memory) and, for the largest size, pipeline, at one size."""
     from eos_audit.audit import replay_plan
-    from eos_audit.audit.pipeline import AuditInputs, run_audit
     from eos_audit.config import AuditConfig
     from eos_audit.sources.tabular.record_batches import read_tabular
 
@@ -629,18 +628,33 @@ def measure(spark, rows: int, data: Path, args: argparse.Namespace, largest: boo
                    "audit_first_s": round(best["audit_first"], 2),
                    "first_ratio": round(best["audit_first"] / best["floor_first"], 2)})  # fmt: skip
     if args.pipeline_all or largest:
-        warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-"))
-        try:
-            pipeline_s = timed(
-                lambda: run_audit(spark, AuditInputs(batches=(str(data),)), AuditConfig(),
-                                  str(warehouse), run_id="bench"),
-                1,
-            )  # fmt: skip
-        finally:
-            shutil.rmtree(warehouse, ignore_errors=True)
+        pipeline_s = timed(lambda: pipeline_run(spark, data), 1)
         result["pipeline_s"] = round(pipeline_s, 2)
         result["pipeline_batches_per_s"] = int(rows / pipeline_s)
+        if offsets_data is not None:
+            # A whole run with the coordinator records beside the batches, as a night with
+            # the coordinator topics in its export: what the processing audit adds to a run.
+            result["pipeline_offsets_s"] = round(
+                timed(lambda: pipeline_run(spark, data, offsets_data), 1), 2
+            )
     return result
+
+
+def pipeline_run(spark, data: Path, coordinator: Path | None = None) -> None:
+    """One `run_audit` of the batches at `data` (and the coordinator records), into a
+    temporary warehouse."""
+    from eos_audit.audit.pipeline import AuditInputs, run_audit
+    from eos_audit.config import AuditConfig
+
+    inputs = AuditInputs(
+        batches=(str(data),),
+        coordinator_records=(str(coordinator),) if coordinator is not None else (),
+    )
+    warehouse = Path(tempfile.mkdtemp(prefix="eos-bench-"))
+    try:
+        run_audit(spark, inputs, AuditConfig(), str(warehouse), run_id="bench")
+    finally:
+        shutil.rmtree(warehouse, ignore_errors=True)
 
 
 def offsets_figures(
@@ -685,6 +699,11 @@ def print_offsets(r: dict) -> None:
     if "offsets_added_pct" in r:
         print(f"  adds       {r['offsets_added_pct']:.0f}% to the audit of {r['rows']:,} batches "
               f"({r['offsets_stage_s']:.2f} s on {r['audit_s']:.2f} s)")  # fmt: skip
+    if "pipeline_offsets_s" in r:
+        added = 100 * (r["pipeline_offsets_s"] / r["pipeline_s"] - 1)
+        print(f"  run        {r['pipeline_offsets_s']:.2f} s, the pipeline with these records "
+              f"beside the batches: {added:.0f}% more than without "
+              f"({r['pipeline_s']:.2f} s)")  # fmt: skip
     if "offsets_python_workers_peak_mb" in r:
         print(f"  memory     Python workers {r['offsets_python_workers_peak_mb']:,} MB (replay)")
     mix = r["offsets_mix"]
