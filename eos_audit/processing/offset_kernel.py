@@ -22,7 +22,7 @@ Kafka's state, by the names of the reference:
   list (`PRODUCER.head`) and its key's (`KEY_STATE.open_head`, which is `_open_by_key`); its
   `overlapping` set is a list of `OVERLAP` nodes sorted by producer id, and `passed_by` its
   `passed_*` fields;
-- `_committed_overlaps[(producer, key)]`: a list of `OWNED` nodes per key (`owned_head`);
+- `_committed_overlaps[key][(producer, other)]`: a list of `OWNED` nodes per key (`owned_head`);
 - `_members[group]`: `members[group]`, -1 for a group without a GroupMetadata record;
 - `_consumer_members[group]`: `live_members[group]`, how many members of the consumer group are
   there (-1 for a group without a member record), and a row (group, member, there) per member in
@@ -201,7 +201,13 @@ ENTRY = np.dtype(
 # An element of a pending entry's `overlapping` set; of a key's `_committed_overlaps`.
 OVERLAP = np.dtype([("producer_id", np.int64), ("next", np.int64)], align=True)
 OWNED = np.dtype(
-    [("producer_id", np.int64), ("record_offset", np.int64), ("next", np.int64)], align=True
+    [
+        ("producer_id", np.int64),
+        ("other_id", np.int64),
+        ("record_offset", np.int64),
+        ("next", np.int64),
+    ],
+    align=True,
 )
 
 # The output: an OffsetCommit record (or tombstone) and what became of it, and its findings,
@@ -423,13 +429,15 @@ def add_overlapping(state, e, producer_id):
     e.overlapping_count += 1
 
 
-def pop_owned(state, s, producer_id):
-    """`_committed_overlaps.pop((producer_id, key))`: the record offset, NULL when none."""
+def pop_owned(state, s, producer_id, other_id):
+    """`_committed_overlaps[key].pop((producer_id, other_id))`: the record offset, else NULL."""
     task = state.task[0]
     owned = state.owned
     before = -1
     node = s.owned_head
-    while node != -1 and owned[node].producer_id != producer_id:
+    while node != -1 and (
+        owned[node].producer_id != producer_id or owned[node].other_id != other_id
+    ):
         before = node
         node = owned[node].next
     if node == -1:
@@ -444,12 +452,14 @@ def pop_owned(state, s, producer_id):
     return owned[node].record_offset
 
 
-def set_owned(state, s, producer_id, record_offset):
-    """`_committed_overlaps[(producer_id, key)] = row` (the row by its record offset)."""
+def set_owned(state, s, producer_id, other_id, record_offset):
+    """`_committed_overlaps[key][(producer_id, other_id)] = row` (the row by its offset)."""
     task = state.task[0]
     owned = state.owned
     node = s.owned_head
-    while node != -1 and owned[node].producer_id != producer_id:
+    while node != -1 and (
+        owned[node].producer_id != producer_id or owned[node].other_id != other_id
+    ):
         node = owned[node].next
     if node == -1:
         if task.owned_free != -1:
@@ -460,9 +470,35 @@ def set_owned(state, s, producer_id, record_offset):
             task.owned_hwm += 1
         task.owned_used += 1
         owned[node].producer_id = producer_id
+        owned[node].other_id = other_id
         owned[node].next = s.owned_head
         s.owned_head = node
     owned[node].record_offset = record_offset
+
+
+def free_owned(state, s):
+    """`_committed_overlaps.pop(key)`: every OWNED node of the key given back."""
+    task = state.task[0]
+    owned = state.owned
+    node = s.owned_head
+    while node != -1:
+        after = owned[node].next
+        owned[node].next = task.owned_free
+        task.owned_free = node
+        task.owned_used -= 1
+        node = after
+    s.owned_head = -1
+
+
+def is_pending(state, s, producer_id):
+    """`producer_id in _open_by_key[key]`: the producer holds a pending offset of the key."""
+    slot = s.open_head
+    while slot != -1:
+        e = state.entries[slot]
+        if state.producers[e.producer].producer_id == producer_id:
+            return True
+        slot = e.key_next
+    return False
 
 
 def link_entry(state, slot):
@@ -729,15 +765,27 @@ def check_owners(state, s, e, producer_id):
     node = e.overlapping_head
     while node != -1:
         other = state.overlaps[node].producer_id
-        earlier = pop_owned(state, s, other)
+        earlier = pop_owned(state, s, other, producer_id)
         if earlier != NULL:
             write_finding(
                 state, CONCURRENT_OFFSET_OWNERS, NO_CAUSE, other_producer_id=other,
                 other_record_offset=earlier,
             )  # fmt: skip
         node = state.overlaps[node].next
-    if e.overlapping_count > 0:
-        set_owned(state, s, producer_id, e.offset)
+    node = e.overlapping_head
+    while node != -1:
+        other = state.overlaps[node].producer_id
+        if is_pending(state, s, other):
+            set_owned(state, s, producer_id, other, e.offset)
+        node = state.overlaps[node].next
+
+
+def forget_overlaps(state, s, e, producer_id):
+    """`_forget_overlaps`: the committed offsets waiting for an aborted one wait no more."""
+    node = e.overlapping_head
+    while node != -1:
+        pop_owned(state, s, state.overlaps[node].producer_id, producer_id)
+        node = state.overlaps[node].next
 
 
 # ------------------------------------------------------------------------------------------------
@@ -836,6 +884,7 @@ def replay_tombstone(state, s, row):
         previous = s.committed_offset
         s.has_offset = False
     write_row(state, row, TOMBSTONE, DELETED, NULL, previous)
+    free_owned(state, s)  # the pending offsets cleared never commit: nothing waits for them
     slot = s.open_head
     while slot != -1:
         e = state.entries[slot]
@@ -859,11 +908,13 @@ def replay_end_transaction_marker(state, event):
     entries = state.entries
     p = state.producers[producer]
     found = 0
+    owners = 0
     slot = p.head
     while slot != -1:
         found += 2 + entries[slot].overlapping_count
+        owners += entries[slot].overlapping_count
         slot = entries[slot].producer_next
-    if not has_room(state, p.count, found, 0, 0, p.count, 0, 0):
+    if not has_room(state, p.count, found, 0, 0, owners, 0, 0):
         return False
     slot = p.head
     while slot != -1:
@@ -873,6 +924,7 @@ def replay_end_transaction_marker(state, event):
         unlink_from_key(state, slot)
         if not event.is_commit:
             write_entry_row(state, e, ABORTED, event.offset)
+            forget_overlaps(state, s, e, event.producer_id)
             aborted_range_committed(state, e)
         else:
             write_entry_row(state, e, APPLIED, event.offset)

@@ -249,8 +249,9 @@ class OffsetMetadataManager:
         self._removed: dict[Key, _Stored] = {}
         # The kinds of commit each key has had (MIXED_OFFSET_COMMITS once per key).
         self._kinds: dict[Key, set[str]] = {}
-        # Committed pending offsets that overlapped another producer's: (producer, key) -> row.
-        self._committed_overlaps: dict[tuple[int, Key], OffsetRow] = {}
+        # Committed pending offsets that overlapped another producer's offset still pending,
+        # until that one's marker: key -> (producer, the other producer) -> the committed row.
+        self._committed_overlaps: dict[Key, dict[tuple[int, int], OffsetRow]] = {}
 
     def apply(self, event: Event) -> Iterator[OffsetRow]:
         """Replay the partition's next event, a marker or a record; the rows it decides."""
@@ -334,6 +335,8 @@ class OffsetMetadataManager:
         row = OffsetRow(event, TOMBSTONE, DELETED)
         row.previous_committed_offset = None if removed is None else removed.committed_offset
         yield row
+        # The pending offsets it clears never commit: no committed one waits for them.
+        self._committed_overlaps.pop(key, None)
         for producer_id in sorted(self._open_by_key.pop(key, ())):
             cleared = self.pending_transactional_offsets[producer_id].pop(key)
             cleared.row.outcome = CLEARED
@@ -353,6 +356,7 @@ class OffsetMetadataManager:
             row.marker_offset = event.offset
             if event.control_type != "COMMIT":
                 row.outcome = ABORTED
+                self._forget_overlaps(key, entry)
                 lost = _aborted_range_committed(entry)
                 if lost is not None:
                     row.findings.append(lost)
@@ -456,10 +460,16 @@ class OffsetMetadataManager:
         kinds.add(row.kind)
 
     def _check_owners(self, key: Key, entry: _Pending) -> None:
-        """SINGLE_OWNER: two producers' overlapping pending offsets of a key both committed."""
+        """SINGLE_OWNER: two producers' overlapping pending offsets of a key both committed.
+
+        The committed offset is kept for each other producer whose overlapping offset is still
+        pending, until that one's marker: a COMMIT gives the finding, an ABORT forgets it (the
+        offsets of two producers that overlapped, one aborted, never witness a later overlap).
+        """
         producer_id = entry.row.event.producer_id
+        waiting = self._committed_overlaps.get(key, {})
         for other in sorted(entry.overlapping):
-            earlier = self._committed_overlaps.pop((other, key), None)
+            earlier = waiting.pop((other, producer_id), None)
             if earlier is not None:
                 entry.row.findings.append(
                     Finding(
@@ -469,8 +479,21 @@ class OffsetMetadataManager:
                         other_record_offset=earlier.event.offset,
                     )
                 )
-        if entry.overlapping:
-            self._committed_overlaps[(producer_id, key)] = entry.row
+        # A producer pending now overlapped this offset: this transaction was open meanwhile.
+        for other in entry.overlapping & self._open_by_key.get(key, set()):
+            self._committed_overlaps.setdefault(key, {})[(producer_id, other)] = entry.row
+        if key in self._committed_overlaps and not self._committed_overlaps[key]:
+            del self._committed_overlaps[key]
+
+    def _forget_overlaps(self, key: Key, entry: _Pending) -> None:
+        """An aborted pending offset: the committed ones waiting for it wait no more."""
+        waiting = self._committed_overlaps.get(key)
+        if waiting is None:
+            return
+        for other in entry.overlapping:
+            waiting.pop((other, entry.row.event.producer_id), None)
+        if not waiting:
+            del self._committed_overlaps[key]
 
 
 def replay_partition(events: Iterable[Event]) -> Iterator[OffsetRow]:

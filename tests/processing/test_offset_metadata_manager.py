@@ -290,3 +290,37 @@ def test_two_producers_committing_one_key_in_overlapping_transactions():
     assert all(not r[3] for r in one_aborted)
     in_turn = outcomes([commit(0, 10, pid=7), marker(1, 7), commit(2, 12, pid=8), marker(3, 8)])
     assert all(not r[3] for r in in_turn)
+
+
+def test_an_overlap_whose_other_transaction_aborted_witnesses_no_later_one():
+    """Producer 7 committed while 9's offset was pending, and 9 aborted: no finding. Later 8's
+    offset overlaps 7's next one, 8 commits and 7 aborts: no two overlapping offsets both
+    committed, so no finding either (7's first commit is no witness of 8's)."""
+    rows = outcomes(
+        [
+            commit(0, 10, pid=7), commit(1, 11, pid=9), marker(2, 7), marker(3, 9, "ABORT"),
+            commit(4, 12, pid=7), commit(5, 13, pid=8), marker(6, 8), marker(7, 7, "ABORT"),
+        ]
+    )  # fmt: skip
+    assert [r[3] for r in rows] == [[], [], [], []]
+    # Both of the later ones committed: one finding, at the second commit, naming the first.
+    both = {
+        r.event.offset: r
+        for r in replay_partition(
+            [
+                commit(0, 10, pid=7), commit(1, 11, pid=9), marker(2, 7), marker(3, 9, "ABORT"),
+                commit(4, 12, pid=7), commit(5, 13, pid=8), marker(6, 8), marker(7, 7),
+            ]
+        )
+    }  # fmt: skip
+    found = [(o, f.finding_type, f.other_producer_id, f.other_record_offset)
+             for o, r in both.items() for f in r.findings]  # fmt: skip
+    assert found == [(4, "CONCURRENT_OFFSET_OWNERS", 8, 5)]
+    # A tombstone clears 9's pending offset: 7's commit waits for it no more.
+    cleared = outcomes(
+        [
+            commit(0, 10, pid=7), commit(1, 11, pid=9), marker(2, 7), tombstone(3),
+            commit(4, 12, pid=7), commit(5, 13, pid=9), marker(6, 9), marker(7, 7, "ABORT"),
+        ]
+    )  # fmt: skip
+    assert all(not r[3] for r in cleared)
