@@ -42,6 +42,7 @@ from tests.processing.test_offset_metadata_manager import (
     marker,
     member,
     members,
+    tombstone,
     unread,
 )
 
@@ -305,6 +306,59 @@ def test_the_kernel_gives_the_references_rows_and_findings(kernel):
         ("CONCURRENT_OFFSET_OWNERS", None),
     }
     assert {f[0] for f in seen} >= {"APPLIED", "ABORTED", "PENDING", "REPLACED", "CLEARED"}
+
+
+# Two producers' pending offsets of one key (CONCURRENT_OFFSET_OWNERS): (name, events, the
+# findings by the record offset of their row, the second committed of the pair).
+BEFORE = [commit(0, 10, pid=7), commit(1, 11, pid=9)]
+LATER = [commit(4, 12, pid=7), commit(5, 13, pid=8), marker(6, 8)]
+OWNERS_CASES = [
+    ("both committed", [*BEFORE, marker(2, 7), marker(3, 9)],
+     {1: [("CONCURRENT_OFFSET_OWNERS", 7, 0)]}),
+    ("the other aborted after", [*BEFORE, marker(2, 7), marker(3, 9, "ABORT"), *LATER,
+                                 marker(7, 7, "ABORT")], {}),
+    ("the other aborted before", [*BEFORE, marker(2, 9, "ABORT"), marker(3, 7), *LATER,
+                                  marker(7, 7, "ABORT")], {}),
+    ("a tombstone cleared the other", [*BEFORE, marker(2, 7), tombstone(3), *LATER,
+                                       marker(7, 7, "ABORT")], {}),
+    ("the later pair committed", [*BEFORE, marker(2, 7), marker(3, 9, "ABORT"), *LATER,
+                                  marker(7, 7)], {4: [("CONCURRENT_OFFSET_OWNERS", 8, 5)]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", [offset_kernel, UNCOMPILED], ids=["compiled", "uncompiled"])
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [pytest.param(events, expected, id=name) for name, events, expected in OWNERS_CASES],
+)
+def test_the_kernel_pairs_overlapping_offsets_as_the_reference_does(kernel, events, expected):
+    batches = _batches(events)
+    for rows in (in_order(kernel_rows(batches, kernel)[0]), in_order(reference_rows(batches))):
+        found = {
+            r["record_offset"]: [
+                (f["finding_type"], f["other_producer_id"], f["other_record_offset"])
+                for f in r["findings"]
+            ]
+            for r in rows
+            if r["findings"]
+        }
+        assert found == expected
+
+
+def test_overlapping_offsets_hold_no_memory_once_decided():
+    """3,000 rounds of two producers' overlapping offsets of one key, one committed and the
+    other aborted, or cleared by a tombstone: the pools of overlaps stay at their first size."""
+    events, offset = [], 0
+    for round_ in range(3_000):
+        events += [commit(offset, round_, pid=7), commit(offset + 1, round_, pid=8)]
+        if round_ % 2:
+            events += [marker(offset + 2, 7), marker(offset + 3, 8, "ABORT")]
+        else:
+            events += [marker(offset + 2, 7), tombstone(offset + 3), marker(offset + 4, 8)]
+        offset += 5
+    got, replayer = kernel_rows(_batches(events), initial=16)
+    assert not any(r["findings"] for r in got)
+    assert len(replayer.state.owned) == 16 and len(replayer.state.overlaps) == 16
 
 
 def test_memory_grows_with_keys_and_open_transactions_not_records():

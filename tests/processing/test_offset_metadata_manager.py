@@ -316,6 +316,14 @@ def test_an_overlap_whose_other_transaction_aborted_witnesses_no_later_one():
     found = [(o, f.finding_type, f.other_producer_id, f.other_record_offset)
              for o, r in both.items() for f in r.findings]  # fmt: skip
     assert found == [(4, "CONCURRENT_OFFSET_OWNERS", 8, 5)]
+    # 9 aborted before 7 committed: 7's commit waits for nothing, and is no witness later.
+    aborted_first = outcomes(
+        [
+            commit(0, 10, pid=7), commit(1, 11, pid=9), marker(2, 9, "ABORT"), marker(3, 7),
+            commit(4, 12, pid=7), commit(5, 13, pid=9), marker(6, 9), marker(7, 7, "ABORT"),
+        ]
+    )  # fmt: skip
+    assert all(not r[3] for r in aborted_first)
     # A tombstone clears 9's pending offset: 7's commit waits for it no more.
     cleared = outcomes(
         [
