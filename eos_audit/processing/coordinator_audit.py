@@ -155,8 +155,17 @@ def offset_events(records: DataFrame) -> DataFrame:
     wanted = F.col("control_type").isin("COMMIT", "ABORT") | (
         F.col("control_type").isNull() & (read | unread)
     )
+    # A record that did not decode (quarantined) may have been any group's membership record:
+    # an unread record without a group, so that no group of the partition is taken for a simple
+    # one from then on.
+    undecoded = (
+        F.col(SOURCE_ERROR).isNotNull()
+        & F.col("coordinator_partition").isNotNull()
+        & F.col("offset").isNotNull()
+    )
     usable = records.where(
-        (F.col("coordinator_topic") == CONSUMER_OFFSETS) & F.col(SOURCE_ERROR).isNull() & wanted
+        (F.col("coordinator_topic") == CONSUMER_OFFSETS)
+        & ((F.col(SOURCE_ERROR).isNull() & wanted) | undecoded)
     )
     renamed = {
         "producer_id": "batch_producer_id",
@@ -164,9 +173,16 @@ def offset_events(records: DataFrame) -> DataFrame:
         "topic": "committed_topic",
         "partition": "committed_partition",
     }
-    return usable.select(
-        *[F.col(renamed.get(f.name, f.name)).cast(f.dataType).alias(f.name) for f in _EVENTS]
-    )
+    as_undecoded = {"is_skipped": F.lit(True), "is_tombstone": F.lit(False)}
+    kept = ("coordinator_partition", "offset", "timestamp", "source")
+
+    def event_column(field: T.StructField) -> Column:
+        column = F.col(renamed.get(field.name, field.name))
+        if field.name not in kept:
+            column = F.when(undecoded, as_undecoded.get(field.name, F.lit(None))).otherwise(column)
+        return column.cast(field.dataType).alias(field.name)
+
+    return usable.select(*[event_column(f) for f in _EVENTS])
 
 
 def _replay_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -298,6 +298,23 @@ def test_the_replay_gets_the_records_whose_members_it_cannot_see(spark, tmp_path
     }  # fmt: skip
 
 
+def test_a_record_that_did_not_decode_leaves_no_group_of_its_partition_simple(spark, tmp_path):
+    """A GroupMetadata record cut short (quarantined) may have listed a group's members: the
+    group that then commits lower is not taken for a simple one, its rewind stays LATE_COMMIT."""
+    cut_short = (i16(2) + string("lost"), i16(3) + b"\x00")
+    log = [
+        plain(0, cut_short),
+        plain(1, (offset_commit_key("lost", INPUT, 0), offset_commit_value(3, 50, "", BASE_TS))),
+        plain(2, (offset_commit_key("lost", INPUT, 0), offset_commit_value(3, 20, "", BASE_TS))),
+    ]
+    write_partition_dir(tmp_path / "export", 1, CONSUMER_OFFSETS, CO, *log)
+    records = staged_records(read_coordinator_segments(spark, [str(tmp_path / "export")]))
+    assert [r["offset"] for r in records.where("_source_error IS NOT NULL").collect()] == [0]
+    history = replay_offsets(offset_events(records)).collect()
+    causes = {r["record_offset"]: [f["cause"] for f in r["findings"]] for r in history}
+    assert causes == {1: [], 2: ["LATE_COMMIT"]}
+
+
 def dump_2_4_batch(offset: int, record: str, producer_id: int = -1) -> str:
     """One batch of one record as kafka-dump-log.sh 2.4 prints it with the offsets decoder: a
     plain one, or of producer `producer_id`'s transaction (epoch 0)."""
