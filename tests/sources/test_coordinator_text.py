@@ -257,6 +257,28 @@ def test_2_5_to_3_7_group_metadata_counts_the_members_of_its_assignment(
     assert _offsets(line).member_count == members
 
 
+def last_record_findings(lines: list[str]) -> list[tuple[str, str | None]]:
+    """`__consumer_offsets` decoder lines (one record each, at offsets 0, 1, ...) replayed: the
+    findings of the last record's row, with their causes."""
+    events = []
+    for offset, line in enumerate(lines):
+        decoded = _offsets(line)
+        events.append(
+            Event(
+                offset,
+                record_type=decoded.record_type,
+                is_skipped=decoded.is_skipped,
+                group_id=decoded.group_id,
+                topic=decoded.committed_topic,
+                partition=decoded.committed_partition,
+                committed_offset=decoded.committed_offset,
+                member_count=decoded.member_count,
+            )  # fmt: skip
+        )
+    last = max(replay_partition(events), key=lambda r: r.event.offset)
+    return [(f.finding_type, f.cause) for f in last.findings]
+
+
 def test_a_live_members_rewind_in_3_7_text_is_a_late_commit_not_an_operators_reset():
     """The group's members are in the printed assignment: the replay must not take it Empty."""
     lines = [
@@ -265,20 +287,7 @@ def test_a_live_members_rewind_in_3_7_text_is_a_late_commit_not_an_operators_res
         "key: offset_commit::group=G,partition=t-0 payload: offset=10",
         "key: offset_commit::group=G,partition=t-0 payload: offset=5",
     ]
-    events = []
-    for offset, line in enumerate(lines):
-        decoded = _offsets(line)
-        events.append(
-            Event(
-                offset, record_type=decoded.record_type, group_id=decoded.group_id,
-                topic=decoded.committed_topic, partition=decoded.committed_partition,
-                committed_offset=decoded.committed_offset, member_count=decoded.member_count,
-            )  # fmt: skip
-        )
-    (_, rewind) = sorted(replay_partition(events), key=lambda r: r.event.offset)  # the commits
-    assert [(f.finding_type, f.cause) for f in rewind.findings] == [
-        ("OFFSET_REWIND", "LATE_COMMIT")
-    ]
+    assert last_record_findings(lines) == [("OFFSET_REWIND", "LATE_COMMIT")]
 
 
 def test_2_5_to_3_9_transaction_log_tombstone():
@@ -400,24 +409,8 @@ def test_a_consumer_groups_rewind_from_3_7_text_is_a_late_commit():
         "key: offset_commit::group=G,partition=t-0 payload: offset=10",
         "key: offset_commit::group=G,partition=t-0 payload: offset=5",
     ]
-
-    def rewind(lines: list[str]) -> list[tuple[str, str | None]]:
-        events = []
-        for offset, line in enumerate(lines):
-            decoded = _offsets(line)
-            events.append(
-                Event(
-                    offset, record_type=decoded.record_type, is_skipped=decoded.is_skipped,
-                    group_id=decoded.group_id, topic=decoded.committed_topic,
-                    partition=decoded.committed_partition,
-                    committed_offset=decoded.committed_offset,
-                )  # fmt: skip
-            )
-        last = max(replay_partition(events), key=lambda r: r.event.offset)
-        return [(f.finding_type, f.cause) for f in last.findings]
-
-    assert rewind(lines) == [("OFFSET_REWIND", "LATE_COMMIT")]
-    assert rewind(lines[1:]) == [("OFFSET_REWIND", "ADMIN_RESET")]
+    assert last_record_findings(lines) == [("OFFSET_REWIND", "LATE_COMMIT")]
+    assert last_record_findings(lines[1:]) == [("OFFSET_REWIND", "ADMIN_RESET")]
 
 
 CONSUMER_GROUP = Path(__file__).resolve().parents[1] / "fixtures" / "consumer_group"
