@@ -406,8 +406,9 @@ def _stage_processing(
         .unionByName(unexported_input_partitions(history, partitions, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
-        records, history, transactions, partitions, config, run_id
-    )
+        records, history, transactions, partitions, config, run_id,
+        stage=lambda judged: checked_once(spark, judged, stage.subdir("one_to_one")),
+    )  # fmt: skip
     if one_to_one is not None:
         findings = findings.unionByName(one_to_one)
     staged = output_records.finding_records_of(findings).unionByName(

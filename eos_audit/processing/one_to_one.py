@@ -38,6 +38,7 @@ and aborted records below it; a transaction's outputs from its markers, matched 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Window
@@ -145,6 +146,7 @@ def send_offsets_to_transaction(
     partitions: DataFrame,
     config: AuditConfig,
     run_id: str,
+    stage: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame | None:
     """DUPLICATE_PROCESSING, SKIPPED_INPUT and UNVERIFIABLE findings of the one-to-one groups.
 
@@ -159,6 +161,11 @@ def send_offsets_to_transaction(
             first_offset, last_offset, records, markers).
         config: the run configuration (`processing.one_to_one_groups`, severities).
         run_id: the run id.
+        stage: writes a DataFrame where the run stages its work and reads it back (the
+            pipeline's `checked_once`), or None to leave the plan whole. Three findings read
+            each judged commit (its range, its count, what cannot be judged): staged, its
+            plan, the largest of the processing audit's, is optimized and run once, not three
+            times.
 
     Returns:
         FINDINGS rows, or None when no group is declared one-to-one.
@@ -172,6 +179,8 @@ def send_offsets_to_transaction(
     counted = _input_records(ranges, transactions)
     outputs = _outputs(records, history, transactions, logs, config.processing.clock_skew_ms)
     judged = counted.join(outputs, ["coordinator_partition", "marker_offset"], "left")
+    if stage is not None:
+        judged = stage(judged)
     found = (
         _range_findings(judged, config, run_id)
         .unionByName(_count_findings(judged, config, run_id))
