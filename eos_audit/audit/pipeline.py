@@ -415,9 +415,9 @@ def _stage_processing(
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )
-    # At most one task per core: a task of a union carries every child's plan, and the checks'
-    # plans are large (deserializing them took 54 ms a task, 1.5 s of the 27 tasks one shuffle
-    # partition per core and check gave, on 2 cores).
+    # At most one task per core: every task of a union deserializes all of its children's plans,
+    # and the checks' plans are large (54 ms a task on 2 cores; with a shuffle partition per
+    # core and check, 27 tasks and 1.5 CPU-s an audit).
     staged = staged.coalesce(default_parallelism(spark))
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
     # One small job, its rows bounded by the record types, never by the records: whether the

@@ -296,9 +296,9 @@ class DeltaRsWriter:
         union = parts[0]
         for part in parts[1:]:
             union = union.unionByName(part)
-        # At most one task per core: a task of a union carries every table's plan (measured
-        # on 2 cores: 50 ms a task to deserialize, 1.5 s over the 30 tasks of a run with the
-        # processing audit's tables, one shuffle partition per core and plan).
+        # At most one task per core: every task of a union deserializes all of the tables'
+        # plans (50 ms a task on 2 cores; 30 tasks and 1.5 CPU-s for a run with the processing
+        # audit's tables and a shuffle partition per core).
         union = union.coalesce(default_parallelism(union.sparkSession))
         staging = self._staging("tables")
         out = {}
