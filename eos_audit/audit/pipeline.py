@@ -34,7 +34,6 @@ from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkE
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.instants import epoch_millis
 from eos_audit.session import (
-    default_parallelism,
     ensure_code_on_server,
     lost_server_error,
     replay_arrow_settings,
@@ -415,10 +414,6 @@ def _stage_processing(
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )
-    # At most one task per core: every task of a union deserializes all of its children's plans,
-    # and the checks' plans are large (54 ms a task on 2 cores; with a shuffle partition per
-    # core and check, 27 tasks and 1.5 CPU-s an audit).
-    staged = staged.coalesce(default_parallelism(spark))
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
     # One small job, its rows bounded by the record types, never by the records: whether the
     # transaction log holds a two-phase-commit transaction, and the records of the types the
