@@ -340,7 +340,8 @@ def _stage_processing(
     """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
 
     The decoded records are staged once (the replay, the transaction log and the quarantine read
-    them), and the replay's history once (its table and its findings read it).
+    them), the replay's history once (its table and its findings read it), and the one-to-one
+    check's judged commits once (its three findings read them).
     `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`);
     `incremental`: the run is seeded by an earlier run's state (--since-state).
     """
