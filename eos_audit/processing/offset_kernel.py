@@ -81,6 +81,10 @@ CAUSE_NAMES = (
 # KEY_STATE.kinds: the kinds of commit a key has had (a set of two).
 HAD_PLAIN, HAD_TRANSACTIONAL = 1, 2
 NO_PRODUCER_ID = reference.NO_PRODUCER_ID
+# The record types `reads_no_membership` tells apart, the reference's (tuples of constants,
+# which the compiled kernel tests membership of).
+READ_TYPES = reference.READ_TYPES
+CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS = reference.CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS
 # What the membership records say of a group (the reference's `_membership`: MEMBERS, EMPTIED,
 # SIMPLE, UNKNOWN).
 MEMBERS, EMPTIED, SIMPLE, UNKNOWN = 0, 1, 2, 3
@@ -625,18 +629,18 @@ def write_entry_row(state, e, outcome, marker_offset):
 def reads_no_membership(event):
     """`reads_no_membership`: a record whose group's members the replay cannot see.
 
-    Not a marker nor a KIP-848 consumer group's record other than its members' (types 3, 4,
-    6, 7, 8 and 16, the reference's CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS); a skipped record, or
-    one of a type other than 0, 1, 2 and 5 (READ_TYPES; -1, no type, is neither).
+    Not a marker nor a KIP-848 consumer group's record other than its members'
+    (`CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS`); a skipped record, or one of a type the replay does
+    not read (`READ_TYPES`; -1, no type, is neither).
     """
     if event.is_marker:
         return False
     t = event.record_type
-    if t == 3 or t == 4 or t == 6 or t == 7 or t == 8 or t == 16:
+    if t in CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS:
         return False
     if event.is_skipped:
         return True
-    return t >= 0 and t != 0 and t != 1 and t != 2 and t != 5
+    return t >= 0 and t not in READ_TYPES
 
 
 def group_membership(state, group):
