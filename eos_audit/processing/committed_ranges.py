@@ -12,8 +12,9 @@ docs/rules.md#commit-below-log-start).
 
 The log end is the export's: a commit is judged against it only where the partition holds a
 batch written after the commit (so the export of the partition was taken later, and its end is
-at least the end the group saw). The log start is the export's first offset, or the broker's
-`log-start-offset-checkpoint` where that is higher; on a compacted topic only the checkpoint's,
+at least the end the group saw). The log start is the broker's `log-start-offset-checkpoint`
+where it has one (higher than the export's first offset after DeleteRecords, lower on a tiered
+topic), else the export's first offset; on a compacted topic only the checkpoint's,
 and so in an incremental run (seeded by an earlier run's state, --since-state), whose exports
 may start anywhere: where the seeded state covers a partition, below that state's end; where it
 covers none (no idempotent producer wrote it), where the last export ended. The batches such a
@@ -78,12 +79,15 @@ def offset_out_of_range(
     logs = exported_logs(partitions).select(
         "topic",
         "partition",
-        # DeleteRecords or retention may have moved the log start inside the first exported
-        # segment: its log-start-offset-checkpoint says so (docs/rules.md#causes). The cleaner
-        # removes a compacted log's first batches and never moves its start (the first segment's
-        # base offset): there only the checkpoint tells it, and without one nothing is judged.
+        # The broker's log-start-offset-checkpoint, where it has one, is the log start: above
+        # the first exported offset where DeleteRecords moved the start inside the first segment
+        # (docs/rules.md#causes), below it on a tiered topic, whose log starts in remote storage
+        # (`LogLoader`), or where the export left out the first segments. Without one, the first
+        # exported offset, except where the export was cut: the cleaner removes a compacted
+        # log's first batches and never moves its start, and an incremental export starts
+        # anywhere; there nothing is judged.
         F.when(cut, F.col("log_start_checkpoint"))
-        .otherwise(F.greatest("log_start", "log_start_checkpoint"))
+        .otherwise(F.coalesce("log_start_checkpoint", "log_start"))
         .alias("log_start_offset"),
         # The seeded state's run saw the log up to its covered offset: the log reached it.
         F.greatest("log_end", "covered_end").alias("log_end_offset"),

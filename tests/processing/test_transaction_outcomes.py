@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 from eos_audit.audit.output_records import PARTITION_STATS_N
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
+from eos_audit.processing.committed_ranges import offset_out_of_range
 from eos_audit.processing.coordinator_audit import (
     _HISTORY,
     offset_events,
@@ -463,6 +464,31 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
         f"made from {at(45)} ms on, after its last exported batch (at {at(40)} ms): whether the "
         "transaction was still open then is not in the export."
     )
+
+
+def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start(spark):
+    """A tiered topic's log starts in remote storage, below its first local segment: the broker
+    checkpoints that start (`LogLoader`), here 5, and the export of the local log starts at 10.
+    A group standing at 7 reads from remote storage; one at 3 is below the log start."""
+    history = spark.createDataFrame(
+        [(group, OUTPUT, 0, offset, "PLAIN", "APPLIED", at(30), at(30), -1, -1, DOWN_CO,
+          record, "x", None)
+         for record, (group, offset) in enumerate((("remote-reader", 7), ("behind", 3)))],
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
+        "marker_offset long",
+    )  # fmt: skip
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic=OUTPUT, partition=0, first_offset=10, last_offset=19,
+               max_timestamp=at(40), log_start_checkpoint=5)  # fmt: skip
+    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
+    rows = offset_out_of_range(history, partitions, AuditConfig(), "run").collect()
+    found = [
+        (r["finding_type"], r["evidence"]["group_id"], r["evidence"]["log_start_offset"])
+        for r in rows
+    ]
+    assert found == [("COMMIT_BELOW_LOG_START", "behind", "5")]
 
 
 def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(audited):
