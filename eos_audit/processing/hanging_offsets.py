@@ -11,7 +11,7 @@ will ever write its marker (docs/rules.md#hanging-offset-transaction).
 
 The same, offline: the offset replay's PENDING commits at the export's end, per
 `__consumer_offsets` partition and producer id, against the transaction log's latest record of
-that producer id.
+that producer id's transactional id.
 
 The same latest record tells which open transactions are KIP-939 two-phase-commit ones, which
 their coordinator never aborts: the replay's HANGING_TRANSACTION of one, found by age on its
@@ -135,7 +135,11 @@ def find_hanging_transactions(
         ),
     )
     first = F.col("first")
-    not_current = ~log["transaction_status"].isin(*_OPEN_STATES) | ~F.coalesce(listed, F.lit(False))
+    not_current = (
+        F.col("replaced")
+        | ~log["transaction_status"].isin(*_OPEN_STATES)
+        | ~F.coalesce(listed, F.lit(False))
+    )
     # The coordinator writes the Ongoing record listing the partition (AddOffsetsToTxn) before
     # the commit: a latest record older than the commit is of a transaction log exported before
     # the commit, which cannot say what the transaction is now.
@@ -172,6 +176,14 @@ def find_hanging_transactions(
         "transaction_log_offset": log["offset"],
         "why": F.when(
             log.isNull(), F.lit("no transactional id in the transaction log has that producer id")
+        ).when(
+            F.col("replaced"),
+            F.format_string(
+                "its transactional id %s has moved on to producer %s (__transaction_state-%s "
+                "offset %s, %s)",
+                log["transactional_id"], log["producer_id"], log["partition"], log["offset"],
+                log["transaction_status"],
+            ),
         ).otherwise(
             F.format_string(
                 "its transactional id %s is %s (__transaction_state-%s offset %s) without this "
@@ -237,11 +249,19 @@ def find_hanging_transactions(
 
 
 def _current_transactions(records: DataFrame) -> DataFrame:
-    """Each producer id's latest `__transaction_state` record.
+    """Each producer id's transaction as the transaction log has it at its end.
 
-    Returns producer_id and a `log` struct: transactional_id, transaction_status,
-    transaction_partitions, transaction_timeout_ms, and the record's partition, offset and
-    timestamp.
+    That is the latest `__transaction_state` record of the producer id's transactional id:
+    find-hanging asks which transactional id a producer id is the current one of
+    (ListTransactions filtered by producer id, `TransactionStateManager.listTransactionStates`),
+    so a producer id its transactional id has moved on from (KIP-890's new producer id when the
+    epoch is exhausted, `TransactionMetadata.prepareAbortOrCommit`; a new InitProducerId once
+    the id expired) belongs to none, whatever its own latest record says.
+
+    Returns producer_id, `replaced` (the id's latest record is another producer id's) and a
+    `log` struct of that record: transactional_id, transaction_status,
+    transaction_partitions, transaction_timeout_ms, producer_id, and the record's partition,
+    offset and timestamp.
     """
     states = records.where(
         (F.col("coordinator_topic") == TRANSACTION_STATE)
@@ -249,24 +269,31 @@ def _current_transactions(records: DataFrame) -> DataFrame:
         & F.col("transactional_id").isNotNull()
         & ~F.col("is_tombstone")
     )
-    latest = Window.partitionBy("producer_id").orderBy(
-        F.col("coordinator_partition").desc(), F.col("offset").desc()
-    )
-    return (
-        states.withColumn("rank", F.row_number().over(latest))
-        .where(F.col("rank") == 1)
-        .select(
+
+    def latest(key: str) -> DataFrame:
+        newest_first = Window.partitionBy(key).orderBy(
+            F.col("coordinator_partition").desc(), F.col("offset").desc()
+        )
+        return states.withColumn("rank", F.row_number().over(newest_first)).where(
+            F.col("rank") == 1
+        )
+
+    owners = latest("producer_id").select("producer_id", "transactional_id")
+    current = latest("transactional_id").select(
+        "transactional_id",
+        F.struct(
+            "transactional_id",
+            "transaction_status",
+            "transaction_partitions",
+            "transaction_timeout_ms",
             "producer_id",
-            F.struct(
-                "transactional_id",
-                "transaction_status",
-                "transaction_partitions",
-                "transaction_timeout_ms",
-                F.col("coordinator_partition").alias("partition"),
-                "offset",
-                "timestamp",
-            ).alias("log"),
-        )  # fmt: skip
+            F.col("coordinator_partition").alias("partition"),
+            "offset",
+            "timestamp",
+        ).alias("log"),
+    )  # fmt: skip
+    return owners.join(current, "transactional_id").select(
+        "producer_id", (F.col("log.producer_id") != F.col("producer_id")).alias("replaced"), "log"
     )
 
 
@@ -285,8 +312,9 @@ def distributed_two_phase_commit_partitions(records: DataFrame) -> DataFrame:
     """The partitions of each open KIP-939 two-phase-commit transaction.
 
     The coordinator never aborts such a transaction (docs/rules.md#hanging-transaction). One is
-    open where its producer id's latest record has that timeout (`two_phase_commit_record`) and
-    an open state; its partitions are the ones it lists. The caller asks for them only where
+    open where its producer id is still its transactional id's, and that id's latest record has
+    that timeout (`two_phase_commit_record`) and an open state; its partitions are the ones it
+    lists. The caller asks for them only where
     some record has that timeout (the usual case has none: no join).
 
     Args:
@@ -296,9 +324,11 @@ def distributed_two_phase_commit_partitions(records: DataFrame) -> DataFrame:
         producer_id, topic, partition (distinct).
     """
     log = F.col("log")
-    is_open = (log["transaction_timeout_ms"] == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS)) & log[
-        "transaction_status"
-    ].isin(*_OPEN_STATES)
+    is_open = (
+        ~F.col("replaced")
+        & (log["transaction_timeout_ms"] == F.lit(TWO_PHASE_COMMIT_TIMEOUT_MS))
+        & log["transaction_status"].isin(*_OPEN_STATES)
+    )
     listed = _current_transactions(records).where(is_open)
     return (
         listed.select("producer_id", F.explode(log["transaction_partitions"]).alias("tp"))

@@ -59,7 +59,10 @@ from eos_audit.processing.coordinator_audit import (
 )
 from eos_audit.processing.downstream_reads import last_stable_offset
 from eos_audit.processing.exported_logs import unlogged_offset_transactions
-from eos_audit.processing.hanging_offsets import find_hanging_transactions
+from eos_audit.processing.hanging_offsets import (
+    distributed_two_phase_commit_partitions,
+    find_hanging_transactions,
+)
 from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
 from eos_audit.processing.transaction_markers import (
     matched_markers,
@@ -716,6 +719,54 @@ def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
     assert [(r["cause"], r["partition"], r["base_offset"]) for r in rows] == [
         ("PRODUCER_ID_REPLACED", 1, 5)
     ]
+
+
+def test_a_commit_of_a_producer_id_its_transactional_id_moved_on_from_hangs(spark):
+    """Transactions v2: producer 7 commits `proc`'s offsets at 9.5 s in a transaction listing
+    its `__consumer_offsets` partition; at epoch 32,767 the coordinator prepares the commit and
+    moves `proc-tx` to producer 8, whose transaction, open at the export's end, lists the
+    partition too. The marker never reached the partition: producer 7 is no transactional id's
+    now (find-hanging asks by producer id), and its commit hangs, however its own latest record,
+    the prepare, lists the partition. With the KIP-939 timeout, producer 8's transaction is an
+    open two-phase-commit one, producer 7's is not."""
+    listing = [(OUTPUT, 0), (CO, PROC_CO)]
+    states = [  # (offset, producer id, epoch, status, partitions, seconds)
+        (0, 7, 32766, "Ongoing", listing, 9), (1, 7, 32767, "PrepareCommit", listing, 10),
+        (2, 8, 0, "CompleteCommit", [], 10.005), (3, 8, 0, "Ongoing", listing, 20),
+    ]  # fmt: skip
+
+    def records(timeout_ms: int):
+        return spark.createDataFrame(
+            [
+                ("__transaction_state", None, TXN_ID, False, TS, offset, at(when), pid, epoch,
+                 status, partitions, timeout_ms)
+                for offset, pid, epoch, status, partitions, when in states
+            ],
+            "coordinator_topic string, _source_error string, transactional_id string, "
+            "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
+            "producer_id long, producer_epoch int, transaction_status string, "
+            "transaction_partitions array<struct<topic: string, partition: int>>, "
+            "transaction_timeout_ms int",
+        )  # fmt: skip
+
+    history = spark.createDataFrame(
+        [(PROC_CO, at(9.5), "PENDING", 7, 0, 32766, PROCESSOR, "x")],
+        "coordinator_partition int, timestamp long, outcome string, producer_id long, "
+        "record_offset long, producer_epoch int, group_id string, source string",
+    )
+    rows = find_hanging_transactions(
+        history, records(60_000), AuditConfig(), "run", at(2000)
+    ).collect()
+    assert [(r["finding_type"], r["cause"], r["producer_id"]) for r in rows] == [
+        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", 7)
+    ]
+    assert "its transactional id proc-tx has moved on to producer 8 (__transaction_state-" in (
+        rows[0]["detail"]
+    )
+    evidence = dict(rows[0]["evidence"])
+    assert (evidence["current_state"], evidence["transaction_log_offset"]) == ("Ongoing", "3")
+    two_phase = distributed_two_phase_commit_partitions(records(TWO_PHASE_TIMEOUT_MS)).collect()
+    assert sorted(tuple(r) for r in two_phase) == [(8, CO, PROC_CO), (8, OUTPUT, 0)]
 
 
 def test_a_transaction_log_newer_than_the_offsets_export_cannot_say_a_commit_hangs(spark, tmp_path):
