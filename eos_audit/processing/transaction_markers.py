@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 PREPARED = {"PrepareCommit": "COMMIT", "PrepareAbort": "ABORT"}
 _NEVER = 2**63 - 1  # the end of a transaction still open when the export was taken
 COMPLETED = {"CompleteCommit": "COMMIT", "CompleteAbort": "ABORT"}
+# UNVERIFIABLE's causes here, beyond the partition missing, the markers' types not shown and the
+# export not spanning the transaction.
+MARKER_AMBIGUOUS = "MARKER_AMBIGUOUS"
+MARKERS_NOT_ATTRIBUTED = "MARKERS_NOT_ATTRIBUTED"
 # What a partition's marker that contradicts the coordinator's decision means, by where it is.
 _CONSEQUENCE = {
     (True, "COMMIT"): "offsets committed for outputs that aborted: that input is lost",
@@ -126,12 +130,14 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
 def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) -> DataFrame:
     """Each prepared partition with the marker that ended its producer's transaction there.
 
-    The marker is the producer's next one in the partition, of the prepared epoch, before the
-    producer's next prepare record, and no later than the Complete record (by `skew_ms`): the
-    coordinator writes Complete once every marker is written. Without that bound, under
-    transactions v1 (one epoch for all of a producer's transactions) a partition holding no
-    marker of this transaction would take the next transaction's, where the export of the
-    transaction log ends before that one's prepare.
+    Where the prepared epoch names one transaction (`identified_by_epoch`: transactions v2, a
+    fenced producer's abort), the marker is the producer's one of that epoch in the partition,
+    whenever its leader stamped it. Otherwise (transactions v1, whose transactions share the
+    epoch), it is the producer's next marker in the partition, of the prepared epoch, before
+    the producer's next prepare record and no later than the Complete record (by `skew_ms`): the
+    coordinator writes Complete once every marker is written. Without that bound a partition
+    holding no marker of this transaction would take the next transaction's, where the export
+    of the transaction log ends before that one's prepare.
 
     Args:
         prepared: `prepared_partitions`' rows.
@@ -140,9 +146,11 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
 
     Returns:
         The prepared rows with `marker` when a marker ended the transaction there (its time,
-        epoch, outcome, offset, the transaction's first offset and time and its data records);
-        otherwise `later`, the producer's next transaction there (the first time of its data,
-        and its marker if it has one).
+        epoch, its transaction's first epoch, outcome, offset, the transaction's first offset
+        and time and its data records); otherwise `later`, the producer's next transaction there
+        (the first time of its data, and its marker if it has one); and
+        `previous_completed_at`, the time of the Complete record of the producer's previous
+        prepared transaction in the partition.
     """
     key = ["topic", "partition", "producer_id"]
     # A transaction still open at the export's end sorts last, as if its marker came never.
@@ -157,6 +165,7 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         F.struct(
             ended_at.alias("at"),
             F.col("end_epoch").alias("epoch"),
+            F.col("start_epoch").alias("start_epoch"),
             F.col("outcome").alias("outcome"),
             F.col("marker_offset").alias("marker_offset"),
             F.col("first_offset").alias("first_offset"),
@@ -181,27 +190,67 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
     next_prepared = F.last(F.when(F.col("order") == 0, F.col("at")), ignorenulls=True).over(
         later.rowsBetween(Window.unboundedPreceding, -1)
     )
-    rows = stream.select("*", next_marker.alias("n"), next_prepared.alias("next_at"))
+    # The previous prepared transaction's Complete record, in time order: a marker stamped
+    # within the skew after it may be that transaction's (`write_txn_markers`).
+    earlier = Window.partitionBy(*key).orderBy("at", "order")
+    previous_completed = F.last(
+        F.when(F.col("order") == 0, F.struct(F.col("e.completed_at").alias("at"))),
+        ignorenulls=True,
+    ).over(earlier.rowsBetween(Window.unboundedPreceding, -1))
+    rows = stream.select(
+        "*",
+        next_marker.alias("n"),
+        next_prepared.alias("next_at"),
+        previous_completed["at"].alias("previous_completed_at"),
+    )
+    in_time = (F.col("next_at").isNull() | (F.col("n.at") < F.col("next_at"))) & (
+        F.col("e.completed_at").isNull()
+        | (F.col("n.at") <= F.col("e.completed_at") + F.lit(skew_ms))
+    )
     ends_it = F.coalesce(
         F.col("n.marker_offset").isNotNull()
-        & (F.col("next_at").isNull() | (F.col("n.at") < F.col("next_at")))
         & (F.col("n.epoch") == F.col("e.producer_epoch"))
-        & (
-            F.col("e.completed_at").isNull()
-            | (F.col("n.at") <= F.col("e.completed_at") + F.lit(skew_ms))
-        ),
+        & ~identified_by_epoch(F.col("n"))
+        & in_time,
         F.lit(False),
     )
-    return (
-        rows.where(F.col("order") == 0)
-        .select(
-            *key,
-            "e.*",
-            F.when(ends_it, F.col("n")).alias("marker"),
-            F.when(~ends_it, F.col("n")).alias("later"),
+    # A marker whose epoch names its transaction is that transaction's wherever it was stamped:
+    # the first of the producer's markers of that epoch in the partition (a marker the
+    # coordinator sent again closes no data, and is not among the transactions).
+    named_key = {c: f"named_{c}" for c in key}
+    named = (
+        markers.where(identified_by_epoch(F.col("m")))
+        .groupBy(
+            *[F.col(c).alias(n) for c, n in named_key.items()],
+            F.col("m.epoch").alias("named_epoch"),
         )
-        .drop("at")
+        .agg(F.min_by("m", F.col("m.marker_offset")).alias("named"))
     )
+    on = [F.col(c) == F.col(n) for c, n in named_key.items()]
+    judged = rows.where(F.col("order") == 0).join(
+        named, [*on, F.col("e.producer_epoch") == F.col("named_epoch")], "left"
+    )
+    marker = F.coalesce(F.col("named"), F.when(ends_it, F.col("n")))
+    return judged.select(
+        *key,
+        "e.*",
+        marker.alias("marker"),
+        F.when(marker.isNull(), F.col("n")).alias("later"),
+        "previous_completed_at",
+    ).drop("at")
+
+
+def identified_by_epoch(marker: Column) -> Column:
+    """Whether a `matched_markers` marker's epoch names one transaction of its producer.
+
+    Its epoch is above its transaction's first batch's: the coordinator bumped it for that
+    transaction, as transactions v2 does for every one (`TransactionMetadata
+    .prepareAbortOrCommit`) and v1 when it fences the producer to abort a transaction
+    (`prepareFenceProducerEpoch`); the producer's next transaction writes at that epoch or a
+    later one. No other prepared transaction has it, whatever the times say. Under v1 a
+    producer's transactions share its epoch, and only the time order tells them apart.
+    """
+    return F.coalesce(marker["start_epoch"] < marker["epoch"], F.lit(False))
 
 
 def write_txn_markers(
@@ -239,7 +288,9 @@ def write_txn_markers(
     """
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
-    exported = exported_logs(partitions).select("topic", "partition", "written_until")
+    exported = exported_logs(partitions).select(
+        "topic", "partition", "written_until", "unattributed_from"
+    )
     judged = matched_markers(prepared, transactions, skew).join(
         exported, ["topic", "partition"], "left"
     )
@@ -250,12 +301,33 @@ def write_txn_markers(
     # prepare carries the producer's clock: it must precede the prepare by the tolerated skew.
     data_left_open = later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew)
     completed = F.col("completed_at").isNotNull()
+    contradicts = marker["outcome"].isin("COMMIT", "ABORT") & (
+        marker["outcome"] != F.col("decision")
+    )
+    # Under transactions v1 a marker stamped within the skew after the previous transaction's
+    # Complete record may be that one's: its leader's clock ahead of the coordinator's by the
+    # few milliseconds between that Complete and this transaction's first record. So may the
+    # next marker of a transaction that has none.
+    previous_ones = ~identified_by_epoch(marker) & F.coalesce(
+        marker["at"] <= F.col("previous_completed_at") + F.lit(skew), F.lit(False)
+    )
+    own_late = ~identified_by_epoch(later) & F.coalesce(
+        later["at"] <= F.col("completed_at") + F.lit(skew), F.lit(False)
+    )
+    # A marker that closed no data (its transaction wrote nothing there, `unattributed_from`)
+    # before the producer's next transaction's data may be this transaction's own.
+    unattributed_before = F.coalesce(
+        F.col("unattributed_from") < later["first_offset"], F.lit(False)
+    )
     verdict = (
         F.when(F.col("written_until").isNull(), PARTITION_NOT_EXPORTED)
-        .when(marker["outcome"].isin("COMMIT", "ABORT") & (marker["outcome"] != F.col("decision")),
-              F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
+        .when(contradicts & previous_ones, MARKER_AMBIGUOUS)
+        .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
               "MARKER_TYPE_NOT_SHOWN")
+        .when(marker.isNull() & completed & data_left_open & own_late, MARKER_AMBIGUOUS)
+        .when(marker.isNull() & completed & data_left_open & unattributed_before,
+              MARKERS_NOT_ATTRIBUTED)
         # The partition was written after the coordinator completed (the leader's clock against
         # the coordinator's, by the tolerated skew): its export is later than the marker.
         .when(marker.isNull() & completed & data_left_open
@@ -263,7 +335,10 @@ def write_txn_markers(
         .when(marker.isNull() & completed & data_left_open, "EXPORT_DOES_NOT_SPAN")
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
-    unverifiable = [PARTITION_NOT_EXPORTED, "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN"]
+    unverifiable = [
+        PARTITION_NOT_EXPORTED, "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN", MARKER_AMBIGUOUS,
+        MARKERS_NOT_ATTRIBUTED,
+    ]  # fmt: skip
     torn = _with_decided_offsets(
         verdicts.where(~F.col("verdict").isin(*unverifiable)), judged, history
     )
@@ -374,6 +449,13 @@ _REASONS = {
     "MARKER_TYPE_NOT_SHOWN": "the export does not show its markers' types (kafka-dump-log.sh "
     "without --deep-iteration)",
     "EXPORT_DOES_NOT_SPAN": "the exported partition does not span the transaction's time",
+    MARKER_AMBIGUOUS: "the producer's transactions there share an epoch (transactions v1), and "
+    "the marker that would decide was stamped within the tolerated clock skew after a "
+    "Complete record: whether it is this transaction's or the one's next to it, the times "
+    "cannot tell",
+    MARKERS_NOT_ATTRIBUTED: "no marker of it closed data there, and the partition holds markers "
+    "that closed no data before the producer's next transaction there: one may be its marker "
+    "for a partition it wrote nothing to",
 }
 
 

@@ -388,7 +388,8 @@ def exported_partition(spark, topic: str, partition: int, written_until: int):
 # The audit's transactions (TRANSACTIONS columns) the marker checks read.
 TRANSACTION_COLUMNS = (
     "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
-    "outcome string, end_epoch int, first_offset long, first_timestamp long, records long"
+    "outcome string, end_epoch int, first_offset long, first_timestamp long, records long, "
+    "start_epoch int"
 )
 
 
@@ -630,9 +631,7 @@ def test_a_marker_written_after_the_complete_record_ends_another_transaction(spa
         "completed_at long, at long, topic string, partition int",
     )
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID, at(22), 4, "ABORT", 0, 3, at(20), 1)],
-        "topic string, partition int, producer_id long, end_timestamp long, marker_offset long, "
-        "outcome string, end_epoch int, first_offset long, first_timestamp long, records long",
+        [(OUTPUT, 0, PID, at(22), 4, "ABORT", 0, 3, at(20), 1, 0)], TRANSACTION_COLUMNS
     )
     (row,) = matched_markers(prepared, transactions, 1000).collect()
     assert row["marker"] is None
@@ -658,8 +657,8 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
     )
     transactions = spark.createDataFrame(
         [
-            (OUTPUT, 0, PID, at(0) + 1080, 1, "COMMIT", 0, 0, at(0) + 1050, 1),
-            (OUTPUT, 0, PID, at(0) + 1280, 3, "ABORT", 0, 2, at(0) + 1250, 1),
+            (OUTPUT, 0, PID, at(0) + 1080, 1, "COMMIT", 0, 0, at(0) + 1050, 1, 0),
+            (OUTPUT, 0, PID, at(0) + 1280, 3, "ABORT", 0, 2, at(0) + 1250, 1, 0),
         ],
         TRANSACTION_COLUMNS,
     )
@@ -668,6 +667,84 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
     marker = [(r["decision"], r["marker"]) for r in rows.collect()]
     matched = [(decided, m and m["outcome"], m and m["marker_offset"]) for decided, m in marker]
     assert matched == [("COMMIT", "COMMIT", 1), ("ABORT", "ABORT", 3)]
+
+
+def torn_verdicts(spark, states, transactions, **partition) -> list[tuple]:
+    """`write_txn_markers`' (type, cause) of `proc-tx`'s transaction log `states` ((offset,
+    epoch, status, seconds) each, every record listing `out`-0) against `out`-0's
+    `transactions` (TRANSACTION_COLUMNS rows) and statistics (`partition`, beyond its latest
+    batch at 100 s)."""
+    records = transaction_log(
+        spark,
+        [(offset, PID, epoch, status, at(when), [(OUTPUT, 0)])
+         for offset, epoch, status, when in states],
+    )  # fmt: skip
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic=OUTPUT, partition=0, max_timestamp=at(100), **partition)
+    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
+    rows = write_txn_markers(
+        records,
+        spark.createDataFrame([], _HISTORY),
+        spark.createDataFrame(transactions, TRANSACTION_COLUMNS),
+        partitions,
+        AuditConfig(),
+        "r",
+    ).collect()
+    return sorted((r["finding_type"], r["cause"]) for r in rows)
+
+
+def test_a_marker_whose_epoch_names_its_transaction_is_its_own_whenever_it_was_stamped(spark):
+    """Transactions v2: each prepare bumps the epoch, and the marker carries it. A's COMMIT
+    marker is stamped 1 ms after B's first record (the leader's clock ahead), B's ABORT marker
+    after B's prepare: each is its own transaction's, and nothing is torn. Matched by time, A's
+    marker came after B had begun, and both looked left without one."""
+    states = [
+        (0, 1, "Ongoing", 8), (1, 2, "PrepareCommit", 10), (2, 2, "CompleteCommit", 10.005),
+        (3, 2, "Ongoing", 10.010), (4, 3, "PrepareAbort", 10.2), (5, 3, "CompleteAbort", 10.205),
+    ]  # fmt: skip
+    transactions = [
+        (OUTPUT, 0, PID, at(10.011), 1, "COMMIT", 2, 0, at(8), 1, 1),
+        (OUTPUT, 0, PID, at(10.206), 3, "ABORT", 3, 2, at(10.1), 1, 2),
+    ]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=3) == []
+
+
+def test_a_v1_marker_stamped_within_the_skew_after_a_complete_record_is_not_taken_for_torn(spark):
+    """Transactions v1, one epoch: A commits; its marker is stamped at B's first record's
+    millisecond, 1 ms after A's Complete record; B aborts. By time the COMMIT marker follows B's
+    start: B's, contradicting its abort, and A's data left without one. Either transaction's
+    it may be: undecided, never torn."""
+    states = [
+        (0, 0, "Ongoing", 9), (1, 0, "PrepareCommit", 10.1), (2, 0, "CompleteCommit", 10.105),
+        (3, 0, "Ongoing", 10.106), (4, 0, "PrepareAbort", 10.2), (5, 0, "CompleteAbort", 10.205),
+    ]  # fmt: skip
+    transactions = [
+        (OUTPUT, 0, PID, at(10.106), 1, "COMMIT", 0, 0, at(9.05), 1, 0),
+        (OUTPUT, 0, PID, at(10.205), 3, "ABORT", 0, 2, at(10.15), 1, 0),
+    ]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=3) == [
+        ("UNVERIFIABLE", "MARKER_AMBIGUOUS")
+    ]
+
+
+def test_a_marker_that_closed_no_data_may_be_the_one_a_transaction_seems_to_lack(spark):
+    """Transactions v1: A listed `out`-0, wrote nothing to it and aborted; its ABORT marker at
+    offset 0 closed no data (the audit's transactions do not hold it). B, a minute later, writes
+    a record stamped with an older event time (Kafka Streams forwards its input's) and commits.
+    By the times alone A's data was left open until B's marker: not torn, undecided."""
+    states = [
+        (0, 0, "Ongoing", 10), (1, 0, "PrepareAbort", 10.1), (2, 0, "CompleteAbort", 10.11),
+        (3, 0, "Ongoing", 60), (4, 0, "PrepareCommit", 60.2), (5, 0, "CompleteCommit", 60.21),
+    ]  # fmt: skip
+    transactions = [(OUTPUT, 0, PID, at(60.205), 2, "COMMIT", 0, 1, at(5), 1, 0)]
+    unattributed = {"unattributed_from": 0, "unattributed_to": 0}
+    assert torn_verdicts(
+        spark, states, transactions, first_offset=0, last_offset=2, **unattributed
+    ) == [("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED")]
+    # Without that marker in the export, A's is missing.
+    assert torn_verdicts(spark, states, transactions, first_offset=1, last_offset=2) == [
+        ("TORN_TRANSACTION", "MARKER_MISSING")
+    ]
 
 
 def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_its_marker(spark):
@@ -679,7 +756,7 @@ def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_
         spark, [(offset, PID, 1, status, at(when), [(OUTPUT, 0)]) for offset, status, when in steps]
     )
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID, None, None, "OPEN", None, 0, at(0), 1)], TRANSACTION_COLUMNS
+        [(OUTPUT, 0, PID, None, None, "OPEN", None, 0, at(0), 1, 1)], TRANSACTION_COLUMNS
     )
     history = spark.createDataFrame([], _HISTORY)
 
@@ -709,9 +786,9 @@ def test_the_producer_id_kip_890_moves_the_id_to_commits_as_no_zombie(spark):
     )
     transactions = spark.createDataFrame(
         [
-            (OUTPUT, 0, 7, at(0) + 10003, 1, "COMMIT", 32766, 0, None, 1),
-            (OUTPUT, 0, 8, at(0) + 10210, 3, "COMMIT", 1, 2, None, 1),
-            (OUTPUT, 1, 7, at(0) + 12000, 5, "COMMIT", 32766, 4, None, 1),
+            (OUTPUT, 0, 7, at(0) + 10003, 1, "COMMIT", 32766, 0, None, 1, 32765),
+            (OUTPUT, 0, 8, at(0) + 10210, 3, "COMMIT", 1, 2, None, 1, 0),
+            (OUTPUT, 1, 7, at(0) + 12000, 5, "COMMIT", 32766, 4, None, 1, 32765),
         ],
         TRANSACTION_COLUMNS,
     )
