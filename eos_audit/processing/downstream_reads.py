@@ -79,7 +79,11 @@ def last_stable_offset(
             F.coalesce("commit_timestamp_ms", "timestamp").alias("committed_at"),
         ).alias("c"),
     )  # fmt: skip
-    ended = F.coalesce(F.col("end_timestamp"), F.lit(_NEVER))
+    # Open at the export's end: no marker. A marker without a time (Parquet may give none) ended
+    # its transaction at a time the export does not show: null, which passes no commit.
+    ended = F.when(F.col("marker_offset").isNull(), F.lit(_NEVER)).otherwise(
+        F.col("end_timestamp")
+    )
     open_then = F.struct(
         ended.alias("ended_at"),
         F.col("first_offset").alias("first_offset"),

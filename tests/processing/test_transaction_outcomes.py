@@ -438,6 +438,33 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
     assert found(10_000) == []
 
 
+def test_a_closed_transaction_whose_marker_has_no_time_is_not_taken_for_open(spark):
+    """`out`'s transaction 3-4 aborted; its marker's time is not in the export (Parquet handed
+    in without one). A commit past it at 1000 s is not an aborted read of a transaction "still
+    open when the export was taken"; with the marker's time, it is judged: at 1500 s, after the
+    commit, it is one."""
+    history = spark.createDataFrame(
+        [(DOWNSTREAM, OUTPUT, 0, 10, "PLAIN", "APPLIED", at(1000), at(1000), -1, -1, DOWN_CO, 1,
+          "x")],
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string",
+    )  # fmt: skip
+    partitions = exported_partition(spark, OUTPUT, 0, at(2000))
+
+    def found(marker_time: int | None) -> list[str]:
+        transactions = spark.createDataFrame(
+            [(OUTPUT, 0, PID, 3, 4, "ABORT", marker_time)],
+            "topic string, partition int, producer_id long, first_offset long, "
+            "marker_offset long, outcome string, end_timestamp long",
+        )
+        rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run")
+        return [r["finding_type"] for r in rows.collect()]
+
+    assert found(None) == []
+    assert found(at(1500)) == ["ABORTED_READ"]
+
+
 def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_export_spans(spark):
     """`out`'s export ends with a transaction open, its last batch at 40 s. A commit past it at
     31 s read past the LSO; of the group's commits at 45 and 50 s, made after the partition's
