@@ -71,10 +71,12 @@ def find_hanging_transactions(
     export lacks. NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no
     older than the first pending commit (less the clock skew): the coordinator wrote the Ongoing
     record listing the partition before it, so an older latest record means the transaction
-    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN). Without `--export-time`, nor
-    may that record be newer than the `__consumer_offsets` partition's latest batch (by the
-    skew): the partition may have been exported before it, and before the marker that closed
-    the commits (a KIP-939 transaction open for hours, completed between the two copies).
+    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN), unless a later record of
+    that partition of the log, of any id, shows its export reached past the commit. Without
+    `--export-time`, nor may that record be newer than the `__consumer_offsets` partition's
+    latest batch (by the skew): the partition may have been exported before it, and before the
+    marker that closed the commits (a KIP-939 transaction open for hours, completed between
+    the two copies).
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -121,9 +123,22 @@ def find_hanging_transactions(
     old = pending.withColumn("open_ms", now - F.col("first.timestamp")).where(
         F.col("open_ms") > F.lit(config.transactions.max_timeout_ms)
     )
-    judged = old.join(_current_transactions(records), "producer_id", "left").crossJoin(
-        transaction_log_held(
-            records, config.processing.transaction_state_partitions, partitions_listed
+    # How far each exported partition of the transaction log reaches: its latest record, of any
+    # transactional id.
+    log_ends = (
+        records.where(
+            (F.col("coordinator_topic") == TRANSACTION_STATE) & F.col(SOURCE_ERROR).isNull()
+        )
+        .groupBy(F.col("coordinator_partition").alias("log_partition"))
+        .agg(F.max("timestamp").alias("log_partition_until"))
+    )
+    judged = (
+        old.join(_current_transactions(records), "producer_id", "left")
+        .join(log_ends, F.col("log.partition") == F.col("log_partition"), "left")
+        .crossJoin(
+            transaction_log_held(
+                records, config.processing.transaction_state_partitions, partitions_listed
+            )
         )
     )
     log = F.col("log")
@@ -141,10 +156,13 @@ def find_hanging_transactions(
         | ~F.coalesce(listed, F.lit(False))
     )
     # The coordinator writes the Ongoing record listing the partition (AddOffsetsToTxn) before
-    # the commit: a latest record older than the commit is of a transaction log exported before
-    # the commit, which cannot say what the transaction is now.
+    # the commit: where the transaction log's partition holds no record as late as the commit,
+    # it was exported before it, and cannot say what the transaction is now. One that does
+    # holds the id's records up to then, a commit sent without AddOffsetsToTxn's included.
     skew = F.lit(config.processing.clock_skew_ms)
-    log_spans = log["timestamp"] >= first["timestamp"] - skew
+    log_spans = F.greatest(log["timestamp"], F.col("log_partition_until")) >= (
+        first["timestamp"] - skew
+    )
     # Without --export-time, the partition's export is known to reach its latest batch only: a
     # newer record of the transaction log may have come after it, and so may the marker.
     offsets_end = F.coalesce("written_until", "last_record_at")
@@ -220,8 +238,9 @@ def find_hanging_transactions(
                 ~log_spans,
                 F.format_string(
                     "the latest exported record of its transactional id %s "
-                    "(__transaction_state-%s offset %s, %s) is older than the first pending "
-                    "commit: that partition's export ends before the transaction began",
+                    "(__transaction_state-%s offset %s, %s), and of that partition, is older "
+                    "than the first pending commit: that partition's export ends before the "
+                    "transaction began",
                     log["transactional_id"], log["partition"], log["offset"],
                     log["transaction_status"],
                 ),

@@ -911,12 +911,17 @@ def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hang
     """`proc`'s transaction 2 commits its offset at 21 s and its marker is not in the export.
     With the whole transaction log (its last record at 37 s), the current transaction of
     `proc-tx` does not list the partition: hanging. With the log exported up to 14 s, before
-    transaction 2's Ongoing record, it cannot tell."""
+    transaction 2's Ongoing record, it cannot tell. With another id's record at 1000 s after
+    those 14 s, the log's partition was exported after the commit, which `proc-tx` sent with
+    no AddOffsetsToTxn before it (as a client that skips it can, where the brokers do not
+    verify): hanging."""
 
-    def hanging(log_records: int) -> list[tuple]:
-        root = tmp_path / str(log_records)
+    def hanging(log_records: int, *later) -> list[tuple]:
+        root = tmp_path / f"{log_records}-{len(later)}"
         write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS[:3])
-        write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG[:log_records])
+        write_partition_dir(
+            root, 1, "__transaction_state", TS, *TRANSACTION_LOG[:log_records], *later
+        )
         export = read_kafka_export(spark, [str(root)])
         records = staged_records(export.coordinator_records)
         history = replay_offsets(offset_events(records))
@@ -930,6 +935,10 @@ def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hang
     assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
     assert detail.endswith(
         f"the latest exported record of its transactional id {TXN_ID} (__transaction_state-{TS} "
-        "offset 2, CompleteCommit) is older than the first pending commit: that partition's "
-        "export ends before the transaction began."
+        "offset 2, CompleteCommit), and of that partition, is older than the first pending "
+        "commit: that partition's export ends before the transaction began."
     )
+    other = txn_value(0, PID + 100, 0, 0, None, at(1000), -1)
+    assert [h[:2] for h in hanging(3, plain(3, 1000, (txn_key("other-tx"), other)))] == [
+        ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")
+    ]
