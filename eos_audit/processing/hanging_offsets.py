@@ -156,12 +156,14 @@ def find_hanging_transactions(
         | ~F.coalesce(listed, F.lit(False))
     )
     # The coordinator writes the Ongoing record listing the partition (AddOffsetsToTxn) before
-    # the commit: where the transaction log's partition holds no record as late as the commit,
-    # it was exported before it, and cannot say what the transaction is now. One that does
-    # holds the id's records up to then, a commit sent without AddOffsetsToTxn's included.
+    # the commit: an id's latest record older than the commit (by more than the skew) is of a
+    # transaction log exported before it, which cannot say what the transaction is now, unless
+    # the log's partition holds a record of another id later than the commit by the skew: it
+    # was exported after the commit, and holds the id's records up to then (a commit sent
+    # without AddOffsetsToTxn included).
     skew = F.lit(config.processing.clock_skew_ms)
-    log_spans = F.greatest(log["timestamp"], F.col("log_partition_until")) >= (
-        first["timestamp"] - skew
+    log_spans = (log["timestamp"] >= first["timestamp"] - skew) | F.coalesce(
+        F.col("log_partition_until") >= first["timestamp"] + skew, F.lit(False)
     )
     # Without --export-time, the partition's export is known to reach its latest batch only: a
     # newer record of the transaction log may have come after it, and so may the marker.

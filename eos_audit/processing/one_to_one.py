@@ -546,14 +546,26 @@ def _range_findings(judged: DataFrame, config: AuditConfig, run_id: str) -> Data
     range whose input records cannot be counted (`_UNCOUNTED_INPUT`) is judged all the same.
     """
     start, covered = F.col("range_start"), F.col("covered_to")
-    resumed = F.coalesce(start == F.col("resumed_from"), F.lit(False))
     overlap = start < covered
+    # The group's previous committed transaction, in the order the coordinator applied them.
+    previous = Window.partitionBy(*KEY).orderBy(
+        "coordinator_partition", F.coalesce("marker_offset", "record_offset"), "record_offset"
+    )
+    # Continuing a run of reprocessing: starting where the previous transaction ended, which
+    # overlapped what the group had covered and read forward from there. One that rewound the
+    # group's offset (its commit below its start, as a stale owner's is) read nothing forward:
+    # the transaction after it is the first to process that input again.
+    resumed = F.coalesce(
+        (start == F.col("resumed_from"))
+        & F.lag(overlap & (F.col("committed_offset") >= start)).over(previous),
+        F.lit(False),
+    )
     # A reason tested before RANGE_START_UNKNOWN (the input not exported) may hide that one.
     placed = (F.col("reason").isNull() | F.col("reason").isin(*_UNCOUNTED_INPUT)) & ~_start_unknown(
         start
     )
-    judgeable = judged.where(
-        placed & covered.isNotNull() & (start != covered) & ~(overlap & resumed)
+    judgeable = judged.withColumn("resumed", resumed).where(
+        placed & covered.isNotNull() & (start != covered) & ~(overlap & F.col("resumed"))
     )
     repeated_to = F.least(covered, F.col("committed_offset"))
     values = {

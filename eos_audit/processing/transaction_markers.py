@@ -11,14 +11,14 @@ torn transaction: offsets committed for aborted outputs lose input, committed ou
 aborted offset commit are processed again (docs/rules.md#torn-transaction).
 
 The join needs no driver: each prepared partition and each marker of that producer in that
-partition go into one stream per (topic, partition, producer id), ordered by time, and a
-prepared transaction's marker is the first marker after it and before the producer's next
-prepared transaction there. Under transactions v2 the marker's epoch is the prepare record's
-(bumped) epoch, unique per transaction; under v1 every transaction of a session shares the epoch,
-so the time order decides. Times are the brokers' own: the `__transaction_state` record's
-timestamp (the coordinator's append) and the marker batch's (its leader's append). The prepare
-record's `transactionLastUpdateTimestampMs` is not used: Kafka writes CompleteCommit with the
-time the markers were sent, before they were written.
+partition go into one stream per (topic, partition, producer id), ordered by time. Under
+transactions v2 the marker's epoch is the prepare record's (bumped) epoch, unique per
+transaction, and names its marker; under v1 every transaction of a session shares the epoch,
+so the time order decides: a prepared transaction's marker is the first marker after it and
+before the producer's next prepared transaction there. Times are the brokers' own: the
+`__transaction_state` record's timestamp (the coordinator's append) and the marker batch's (its
+leader's append). The prepare record's `transactionLastUpdateTimestampMs` is not used: Kafka
+writes CompleteCommit with the time the markers were sent, before they were written.
 """
 
 from __future__ import annotations
@@ -49,10 +49,8 @@ if TYPE_CHECKING:
 PREPARED = {"PrepareCommit": "COMMIT", "PrepareAbort": "ABORT"}
 _NEVER = 2**63 - 1  # the end of a transaction still open when the export was taken
 COMPLETED = {"CompleteCommit": "COMMIT", "CompleteAbort": "ABORT"}
-# UNVERIFIABLE's causes here, beyond the partition missing, the markers' types not shown and the
-# export not spanning the transaction.
+# UNVERIFIABLE's cause where a marker may be either of two transactions' (`write_txn_markers`).
 MARKER_AMBIGUOUS = "MARKER_AMBIGUOUS"
-MARKERS_NOT_ATTRIBUTED = "MARKERS_NOT_ATTRIBUTED"
 # What a partition's marker that contradicts the coordinator's decision means, by where it is.
 _CONSEQUENCE = {
     (True, "COMMIT"): "offsets committed for outputs that aborted: that input is lost",
@@ -130,14 +128,16 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
 def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) -> DataFrame:
     """Each prepared partition with the marker that ended its producer's transaction there.
 
-    Where the prepared epoch names one transaction (`identified_by_epoch`: transactions v2, a
-    fenced producer's abort), the marker is the producer's one of that epoch in the partition,
-    whenever its leader stamped it. Otherwise (transactions v1, whose transactions share the
-    epoch), it is the producer's next marker in the partition, of the prepared epoch, before
-    the producer's next prepare record and no later than the Complete record (by `skew_ms`): the
-    coordinator writes Complete once every marker is written. Without that bound a partition
-    holding no marker of this transaction would take the next transaction's, where the export
-    of the transaction log ends before that one's prepare.
+    Where the prepared epoch is the producer's only prepared transaction's in the partition and
+    a marker's epoch names its transaction (`identified_by_epoch`: transactions v2, a fenced
+    producer's abort), the marker is the producer's one of that epoch there, whether or not
+    the next transaction had begun when its leader stamped it. Otherwise (transactions v1,
+    whose transactions share the epoch), it is the producer's next marker in the partition, of
+    the prepared epoch, before the producer's next prepare record. Either way no later than the
+    Complete record (by `skew_ms`): the coordinator writes Complete once every marker is
+    written. Without that bound a partition holding no marker of this transaction would take
+    the next transaction's, where the export of the transaction log ends before that one's
+    prepare.
 
     Args:
         prepared: `prepared_partitions`' rows.
@@ -148,9 +148,11 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         The prepared rows with `marker` when a marker ended the transaction there (its time,
         epoch, its transaction's first epoch, outcome, offset, the transaction's first offset
         and time and its data records); otherwise `later`, the producer's next transaction there
-        (the first time of its data, and its marker if it has one); and
-        `previous_completed_at`, the time of the Complete record of the producer's previous
-        prepared transaction in the partition.
+        (the first time of its data, and its marker if it has one); `previous_completed_at`, the
+        time of the Complete record of the producer's previous prepared transaction in the
+        partition; `previous_left_before_it`, whether that transaction got no marker and
+        this one's was the next after it; and `next_took_it`, whether the producer's next
+        prepared transaction there took the marker this one was left before.
     """
     key = ["topic", "partition", "producer_id"]
     # A transaction still open at the export's end sorts last, as if its marker came never.
@@ -173,11 +175,17 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
             F.col("records").alias("records"),
         ).alias("m"),
     )
+    # How many prepared transactions of the producer in the partition have the epoch: one under
+    # transactions v2, where each has its own; an EndTxn retry writes a prepare twice.
+    of_epoch = Window.partitionBy(*key, "producer_epoch")
     expected = prepared.select(
         *key,
         "at",
         F.lit(0).alias("order"),
-        F.struct(*[c for c in prepared.columns if c not in key]).alias("e"),
+        F.struct(
+            *[c for c in prepared.columns if c not in key],
+            F.count(F.lit(1)).over(of_epoch).alias("prepares_of_epoch"),
+        ).alias("e"),
         F.lit(None).alias("m"),
     )
     stream = expected.unionByName(markers, allowMissingColumns=True)
@@ -191,7 +199,8 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         later.rowsBetween(Window.unboundedPreceding, -1)
     )
     # The previous prepared transaction's Complete record, in time order: a marker stamped
-    # within the skew after it may be that transaction's (`write_txn_markers`).
+    # within the skew after it may be that transaction's (`write_txn_markers`). In a struct, so
+    # that a previous prepare without a Complete record counts (as null), not the one before it.
     earlier = Window.partitionBy(*key).orderBy("at", "order")
     previous_completed = F.last(
         F.when(F.col("order") == 0, F.struct(F.col("e.completed_at").alias("at"))),
@@ -203,20 +212,21 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         next_prepared.alias("next_at"),
         previous_completed["at"].alias("previous_completed_at"),
     )
+    completed_by = F.col("e.completed_at") + F.lit(skew_ms)
     in_time = (F.col("next_at").isNull() | (F.col("n.at") < F.col("next_at"))) & (
-        F.col("e.completed_at").isNull()
-        | (F.col("n.at") <= F.col("e.completed_at") + F.lit(skew_ms))
+        F.col("e.completed_at").isNull() | (F.col("n.at") <= completed_by)
     )
     ends_it = F.coalesce(
         F.col("n.marker_offset").isNotNull()
         & (F.col("n.epoch") == F.col("e.producer_epoch"))
-        & ~identified_by_epoch(F.col("n"))
         & in_time,
         F.lit(False),
     )
-    # A marker whose epoch names its transaction is that transaction's wherever it was stamped:
-    # the first of the producer's markers of that epoch in the partition (a marker the
-    # coordinator sent again closes no data, and is not among the transactions).
+    # A marker whose epoch names its transaction (`identified_by_epoch`) is the transaction's of
+    # that epoch, the only one prepared, even where its leader stamped it after the next
+    # transaction had begun: the first of the producer's markers of that epoch in the partition
+    # (a marker the coordinator sent again closes no data, and is not among the transactions),
+    # stamped no earlier than the transaction sorts and no later than its Complete record.
     named_key = {c: f"named_{c}" for c in key}
     named = (
         markers.where(identified_by_epoch(F.col("m")))
@@ -230,14 +240,32 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
     judged = rows.where(F.col("order") == 0).join(
         named, [*on, F.col("e.producer_epoch") == F.col("named_epoch")], "left"
     )
-    marker = F.coalesce(F.col("named"), F.when(ends_it, F.col("n")))
-    return judged.select(
+    named_ok = F.coalesce(
+        (F.col("e.prepares_of_epoch") == 1)
+        & (F.col("named.at") >= F.col("e.at"))
+        & (F.col("e.completed_at").isNull() | (F.col("named.at") <= completed_by)),
+        F.lit(False),
+    )
+    marker = F.when(named_ok, F.col("named")).when(ends_it, F.col("n"))
+    decided = judged.select(*key, "e", marker.alias("marker"), "n", "previous_completed_at")
+    # Which marker the neighbouring prepared transactions took or were left before: a marker
+    # that two of them could claim (`write_txn_markers`' MARKER_AMBIGUOUS).
+    prepares = Window.partitionBy(*key).orderBy("e.at", "e.transaction_log_offset")
+    left_before = F.when(F.col("marker").isNull(), F.col("n.marker_offset"))
+    return decided.select(
         *key,
         "e.*",
-        marker.alias("marker"),
-        F.when(marker.isNull(), F.col("n")).alias("later"),
+        "marker",
+        F.when(F.col("marker").isNull(), F.col("n")).alias("later"),
         "previous_completed_at",
-    ).drop("at")
+        F.coalesce(
+            F.col("marker.marker_offset") == F.lag(left_before).over(prepares), F.lit(False)
+        ).alias("previous_left_before_it"),
+        F.coalesce(
+            F.col("n.marker_offset") == F.lead(F.col("marker.marker_offset")).over(prepares),
+            F.lit(False),
+        ).alias("next_took_it"),
+    ).drop("at", "prepares_of_epoch")
 
 
 def identified_by_epoch(marker: Column) -> Column:
@@ -247,8 +275,10 @@ def identified_by_epoch(marker: Column) -> Column:
     transaction, as transactions v2 does for every one (`TransactionMetadata
     .prepareAbortOrCommit`) and v1 when it fences the producer to abort a transaction
     (`prepareFenceProducerEpoch`); the producer's next transaction writes at that epoch or a
-    later one. No other prepared transaction has it, whatever the times say. Under v1 a
-    producer's transactions share its epoch, and only the time order tells them apart.
+    later one. Under v1 a producer's transactions share its epoch, and only the time order
+    tells them apart; there a marker closing data left open from an earlier session is above
+    it too, and its epoch is all of the new session's: `matched_markers` names a marker by its
+    epoch only where one transaction was prepared with it.
     """
     return F.coalesce(marker["start_epoch"] < marker["epoch"], F.lit(False))
 
@@ -268,7 +298,8 @@ def write_txn_markers(
     the transaction was left open (the producer's next transaction there, closed later or
     never, began before the prepare) and the partition holds a batch from after the Complete
     record. A partition missing from the export, a marker whose type the export does not show,
-    or a partition exported before the Complete record is UNVERIFIABLE, one finding per
+    a partition exported before the Complete record, or, under transactions v1, a marker two
+    neighbouring transactions could claim (MARKER_AMBIGUOUS) is UNVERIFIABLE, one finding per
     transactional id, partition and reason. A partition the transaction wrote nothing to has
     a marker Kafka completes nothing with (`ProducerAppendInfo.appendEndTxnMarker`), which the
     audit's transactions do not hold: it is not judged.
@@ -288,9 +319,7 @@ def write_txn_markers(
     """
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
-    exported = exported_logs(partitions).select(
-        "topic", "partition", "written_until", "unattributed_from"
-    )
+    exported = exported_logs(partitions).select("topic", "partition", "written_until")
     judged = matched_markers(prepared, transactions, skew).join(
         exported, ["topic", "partition"], "left"
     )
@@ -299,25 +328,31 @@ def write_txn_markers(
     # marker of the producer closes it with the next transaction's (or never): the producer's
     # next transaction there began before this one was prepared. Data written before the
     # prepare carries the producer's clock: it must precede the prepare by the tolerated skew.
-    data_left_open = later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew)
+    # Where the later marker's epoch names its transaction, so do its data's: data first
+    # written at an epoch below this prepare's was written before it, this transaction's left
+    # open. Otherwise the times say: data written before the prepare carries the producer's
+    # clock, and must precede the prepare by the tolerated skew.
+    data_left_open = F.when(
+        identified_by_epoch(later), later["start_epoch"] < F.col("producer_epoch")
+    ).otherwise(later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew))
     completed = F.col("completed_at").isNotNull()
     contradicts = marker["outcome"].isin("COMMIT", "ABORT") & (
         marker["outcome"] != F.col("decision")
     )
-    # Under transactions v1 a marker stamped within the skew after the previous transaction's
-    # Complete record may be that one's: its leader's clock ahead of the coordinator's by the
-    # few milliseconds between that Complete and this transaction's first record. So may the
-    # next marker of a transaction that has none.
-    previous_ones = ~identified_by_epoch(marker) & F.coalesce(
-        marker["at"] <= F.col("previous_completed_at") + F.lit(skew), F.lit(False)
+    # Under transactions v1 a marker stamped within the skew after a Complete record may be that
+    # transaction's or the next one's (its leader's clock ahead of the coordinator's by the few
+    # milliseconds between the Complete record and the next transaction's first): where the
+    # previous transaction was left without a marker before this one's, or the next one took
+    # the marker this one was left before, either could claim it.
+    previous_ones = (
+        ~identified_by_epoch(marker)
+        & F.col("previous_left_before_it")
+        & F.coalesce(marker["at"] <= F.col("previous_completed_at") + F.lit(skew), F.lit(False))
     )
-    own_late = ~identified_by_epoch(later) & F.coalesce(
-        later["at"] <= F.col("completed_at") + F.lit(skew), F.lit(False)
-    )
-    # A marker that closed no data (its transaction wrote nothing there, `unattributed_from`)
-    # before the producer's next transaction's data may be this transaction's own.
-    unattributed_before = F.coalesce(
-        F.col("unattributed_from") < later["first_offset"], F.lit(False)
+    taken_by_next = (
+        ~identified_by_epoch(later)
+        & F.col("next_took_it")
+        & F.coalesce(later["at"] <= F.col("completed_at") + F.lit(skew), F.lit(False))
     )
     verdict = (
         F.when(F.col("written_until").isNull(), PARTITION_NOT_EXPORTED)
@@ -325,9 +360,7 @@ def write_txn_markers(
         .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
               "MARKER_TYPE_NOT_SHOWN")
-        .when(marker.isNull() & completed & data_left_open & own_late, MARKER_AMBIGUOUS)
-        .when(marker.isNull() & completed & data_left_open & unattributed_before,
-              MARKERS_NOT_ATTRIBUTED)
+        .when(marker.isNull() & completed & data_left_open & taken_by_next, MARKER_AMBIGUOUS)
         # The partition was written after the coordinator completed (the leader's clock against
         # the coordinator's, by the tolerated skew): its export is later than the marker.
         .when(marker.isNull() & completed & data_left_open
@@ -336,8 +369,7 @@ def write_txn_markers(
     )  # fmt: skip
     verdicts = judged.withColumn("verdict", verdict).where(F.col("verdict").isNotNull())
     unverifiable = [
-        PARTITION_NOT_EXPORTED, "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN", MARKER_AMBIGUOUS,
-        MARKERS_NOT_ATTRIBUTED,
+        PARTITION_NOT_EXPORTED, "MARKER_TYPE_NOT_SHOWN", "EXPORT_DOES_NOT_SPAN", MARKER_AMBIGUOUS
     ]  # fmt: skip
     torn = _with_decided_offsets(
         verdicts.where(~F.col("verdict").isin(*unverifiable)), judged, history
@@ -453,9 +485,6 @@ _REASONS = {
     "the marker that would decide was stamped within the tolerated clock skew after a "
     "Complete record: whether it is this transaction's or the one's next to it, the times "
     "cannot tell",
-    MARKERS_NOT_ATTRIBUTED: "no marker of it closed data there, and the partition holds markers "
-    "that closed no data before the producer's next transaction there: one may be its marker "
-    "for a partition it wrote nothing to",
 }
 
 

@@ -82,10 +82,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
+from eos_audit.audit.output_records import PARTITION_STATS_N
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
+from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_keys import partition_for
+from eos_audit.sources.kafka.export import read_kafka_export
 from tests.fixtures.segment_builder import (
     BASE_TS,
     cleaned_batch,
@@ -94,6 +97,7 @@ from tests.fixtures.segment_builder import (
     record_batch,
     write_partition_dir,
 )
+from tests.processing.test_transaction_outcomes import TRANSACTION_COLUMNS
 from tests.sources.test_coordinator_records import (
     offset_commit_key,
     offset_commit_value,
@@ -632,6 +636,37 @@ def test_the_partition_counts_that_the_check_relies_on(audited):
         "SELECT first_offset, marker_offset, records FROM t WHERE topic = 'src'"
     ).read_all()
     assert pa.table(aborted).to_pylist() == [{"first_offset": 4, "marker_offset": 6, "records": 2}]
+
+
+def test_a_transaction_after_a_stale_owners_rewind_processed_its_input_again(spark, tmp_path):
+    """Two owners of `rwin` for group `rewound`: A reads [0, 10) and commits 10; B, stale,
+    commits 5 in a transaction the coordinator applies (its record is the newer), rewinding the
+    group; B then reads [5, 12). Its second transaction processed [5, 10) again. The rewinding
+    one overlapped nothing of its own (it moved the offset down), so the one after it is no
+    continuation of a reported run."""
+    export = Export()
+    plain(export, "rwin", 20)
+    first = Processor(export, "rewound", 8100, "rwin", "rwout")
+    stale = Processor(export, "rewound", 8200, "rwin", "rwout", "rewound-b-tx")
+    first.transaction(10, outputs=10, commit_to=10)
+    stale.transaction(20, outputs=5, commit_to=5)
+    stale.transaction(30, outputs=7, commit_to=12)
+    export.write(tmp_path / "export")
+    exported = read_kafka_export(spark, [str(tmp_path / "export")])
+    records = staged_records(exported.coordinator_records)
+    history = replay_offsets(offset_events(records))
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic="rwin", partition=0, first_offset=0, last_offset=19, max_timestamp=at(1))
+    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
+    transactions = spark.createDataFrame([], TRANSACTION_COLUMNS)
+    config = AuditConfig().with_overrides(processing={"one_to_one_groups": ["rewound"]})
+    found = send_offsets_to_transaction(records, history, transactions, partitions, config, "r")
+    ranges = [
+        (f["cause"], *[dict(f["evidence"])[key] for key in ("range_start", "committed_offset")])
+        for f in found.collect()
+        if f["finding_type"] in ("DUPLICATE_PROCESSING", "SKIPPED_INPUT")
+    ]
+    assert ranges == [("OVERLAPPING_RANGE", "5", "12")]
 
 
 def test_no_group_declared_means_no_check():

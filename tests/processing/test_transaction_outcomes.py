@@ -45,6 +45,7 @@ import dataclasses
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eos_audit.audit.output_records import PARTITION_STATS_N
@@ -696,7 +697,12 @@ def test_a_marker_stamped_before_its_prepare_by_a_leader_behind_is_its_transacti
     assert matched == [("COMMIT", "COMMIT", 1), ("ABORT", "ABORT", 3)]
 
 
-def torn_verdicts(spark, states, transactions, **partition) -> list[tuple]:
+def torn_verdicts(
+    spark: SparkSession,
+    states: list[tuple[int, int, str, float]],
+    transactions: list[tuple],
+    **partition: int,
+) -> list[tuple]:
     """`write_txn_markers`' (type, cause) of `proc-tx`'s transaction log `states` ((offset,
     epoch, status, seconds) each, every record listing `out`-0) against `out`-0's
     `transactions` (TRANSACTION_COLUMNS rows) and statistics (`partition`, beyond its latest
@@ -754,24 +760,52 @@ def test_a_v1_marker_stamped_within_the_skew_after_a_complete_record_is_not_take
     ]
 
 
-def test_a_marker_that_closed_no_data_may_be_the_one_a_transaction_seems_to_lack(spark):
-    """Transactions v1: A listed `out`-0, wrote nothing to it and aborted; its ABORT marker at
+def test_a_v2_transaction_that_wrote_nothing_to_a_partition_left_no_data_open_there(spark):
+    """Transactions v2: A listed `out`-0, wrote nothing to it and aborted; its ABORT marker at
     offset 0 closed no data (the audit's transactions do not hold it). B, a minute later, writes
     a record stamped with an older event time (Kafka Streams forwards its input's) and commits.
-    By the times alone A's data was left open until B's marker: not torn, undecided."""
+    B's data is at A's prepared epoch, so A's own data would be below it: none was left open,
+    whatever the times say. By the times alone, A's data looked left open until B's marker."""
     states = [
-        (0, 0, "Ongoing", 10), (1, 0, "PrepareAbort", 10.1), (2, 0, "CompleteAbort", 10.11),
-        (3, 0, "Ongoing", 60), (4, 0, "PrepareCommit", 60.2), (5, 0, "CompleteCommit", 60.21),
+        (0, 1, "Ongoing", 10), (1, 2, "PrepareAbort", 10.1), (2, 2, "CompleteAbort", 10.11),
+        (3, 2, "Ongoing", 60), (4, 3, "PrepareCommit", 60.2), (5, 3, "CompleteCommit", 60.21),
     ]  # fmt: skip
-    transactions = [(OUTPUT, 0, PID, at(60.205), 2, "COMMIT", 0, 1, at(5), 1, 0)]
-    unattributed = {"unattributed_from": 0, "unattributed_to": 0}
-    assert torn_verdicts(
-        spark, states, transactions, first_offset=0, last_offset=2, **unattributed
-    ) == [("UNVERIFIABLE", "MARKERS_NOT_ATTRIBUTED")]
-    # Without that marker in the export, A's is missing.
-    assert torn_verdicts(spark, states, transactions, first_offset=1, last_offset=2) == [
-        ("TORN_TRANSACTION", "MARKER_MISSING")
+    transactions = [(OUTPUT, 0, PID, at(60.205), 2, "COMMIT", 3, 1, at(5), 1, 2)]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=2) == []
+
+
+def test_a_v1_marker_within_the_skew_that_no_other_transaction_lacks_still_decides(spark):
+    """Transactions v1, transactions 100 ms apart: A commits with its own marker; B aborts, and
+    its partition's marker, 198 ms after A's Complete record, says COMMIT. A has its marker, so
+    B's cannot be A's: torn."""
+    states = [
+        (0, 0, "Ongoing", 9), (1, 0, "PrepareCommit", 10.1), (2, 0, "CompleteCommit", 10.105),
+        (3, 0, "Ongoing", 10.2), (4, 0, "PrepareAbort", 10.3), (5, 0, "CompleteAbort", 10.305),
+    ]  # fmt: skip
+    transactions = [
+        (OUTPUT, 0, PID, at(10.102), 1, "COMMIT", 0, 0, at(9.5), 1, 0),
+        (OUTPUT, 0, PID, at(10.303), 3, "COMMIT", 0, 2, at(10.25), 1, 0),
     ]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=3) == [
+        ("TORN_TRANSACTION", "COMMIT_WHERE_ABORT")
+    ]
+
+
+def test_a_v1_session_after_data_left_open_matches_its_markers_by_time(spark):
+    """Transactions v1: a session at epoch 0 left data open in `out`-0 (its prepare not in the
+    export); the next session, at epoch 1, commits A, whose marker closes that data with A's
+    (so its transaction starts at epoch 0, below the marker's), then aborts B. The epoch names
+    no single transaction there, both A and B were prepared with it: B's marker is its own
+    ABORT, not A's COMMIT."""
+    states = [
+        (0, 1, "Ongoing", 20), (1, 1, "PrepareCommit", 21), (2, 1, "CompleteCommit", 21.005),
+        (3, 1, "Ongoing", 22), (4, 1, "PrepareAbort", 23), (5, 1, "CompleteAbort", 23.005),
+    ]  # fmt: skip
+    transactions = [
+        (OUTPUT, 0, PID, at(21.002), 2, "COMMIT", 1, 0, at(10), 2, 0),
+        (OUTPUT, 0, PID, at(23.002), 4, "ABORT", 1, 3, at(22.5), 1, 1),
+    ]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=4) == []
 
 
 def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_its_marker(spark):
@@ -914,7 +948,7 @@ def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hang
     transaction 2's Ongoing record, it cannot tell. With another id's record at 1000 s after
     those 14 s, the log's partition was exported after the commit, which `proc-tx` sent with
     no AddOffsetsToTxn before it (as a client that skips it can, where the brokers do not
-    verify): hanging."""
+    verify): hanging. Another id's record within the skew after the commit does not tell."""
 
     def hanging(log_records: int, *later) -> list[tuple]:
         root = tmp_path / f"{log_records}-{len(later)}"
@@ -938,7 +972,14 @@ def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hang
         "offset 2, CompleteCommit), and of that partition, is older than the first pending "
         "commit: that partition's export ends before the transaction began."
     )
-    other = txn_value(0, PID + 100, 0, 0, None, at(1000), -1)
-    assert [h[:2] for h in hanging(3, plain(3, 1000, (txn_key("other-tx"), other)))] == [
+    def other_id_at(when: float) -> bytes:
+        value = txn_value(0, PID + 100, 0, 0, None, at(when), -1)
+        return plain(3, when, (txn_key("other-tx"), value))
+
+    assert [h[:2] for h in hanging(3, other_id_at(1000))] == [
         ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")
+    ]
+    # Within the skew after the commit: `proc-tx`'s own Ongoing record may still have followed.
+    assert [h[:2] for h in hanging(3, other_id_at(21.5))] == [
+        ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
     ]
