@@ -81,9 +81,7 @@ def last_stable_offset(
     )  # fmt: skip
     # Open at the export's end: no marker. A marker without a time (Parquet may give none) ended
     # its transaction at a time the export does not show: null, which passes no commit.
-    ended = F.when(F.col("marker_offset").isNull(), F.lit(_NEVER)).otherwise(
-        F.col("end_timestamp")
-    )
+    ended = F.when(F.col("marker_offset").isNull(), F.lit(_NEVER)).otherwise(F.col("end_timestamp"))
     open_then = F.struct(
         ended.alias("ended_at"),
         F.col("first_offset").alias("first_offset"),

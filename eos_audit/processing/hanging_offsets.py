@@ -240,9 +240,9 @@ def find_hanging_transactions(
                 ~log_spans,
                 F.format_string(
                     "the latest exported record of its transactional id %s "
-                    "(__transaction_state-%s offset %s, %s), and of that partition, is older "
-                    "than the first pending commit: that partition's export ends before the "
-                    "transaction began",
+                    "(__transaction_state-%s offset %s, %s) is older than the first pending "
+                    "commit, and that partition's latest is no later than it by the tolerated "
+                    "clock skew: its export may end before the transaction began",
                     log["transactional_id"], log["partition"], log["offset"],
                     log["transaction_status"],
                 ),

@@ -74,7 +74,9 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
         transactional_id, its `__transaction_state` partition and offset, the producer id and
         epoch, `decision` (COMMIT or ABORT), `prepared_at`, `completed_at` (the Complete record's
         time, null while the markers were still being written), `at` (where the prepared
-        transaction sorts among markers), topic and partition.
+        transaction sorts among markers), `bumped` (its epoch is above its Ongoing records':
+        the coordinator bumped it for this transaction, so it names the transaction's markers),
+        topic and partition.
     """
     states = records.where(
         (F.col("coordinator_topic") == TRANSACTION_STATE)
@@ -100,6 +102,8 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
             F.lag("timestamp").over(by_id),
         ).alias("previous_at"),
         F.lead(F.struct("transaction_status", "timestamp")).over(by_id).alias("next"),
+        F.min("producer_epoch").over(own.rowsBetween(Window.unboundedPreceding, -1))
+        .alias("ongoing_epoch"),
     )  # fmt: skip
     prepared = neighbours.where(F.col("transaction_status").isin(*PREPARED))
     decision = lookup(F.col("transaction_status"), PREPARED)
@@ -117,6 +121,11 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
             F.when(completed == decision, F.col("next.timestamp")).alias("completed_at"),
             F.greatest(earliest, F.least(F.coalesce("previous_at", earliest), "timestamp")).alias(
                 "at"
+            ),
+            # Prepared at an epoch above the transaction's Ongoing records': the coordinator
+            # bumped it for this transaction (transactions v2, or a fenced producer's abort).
+            F.coalesce(F.col("producer_epoch") > F.col("ongoing_epoch"), F.lit(False)).alias(
+                "bumped"
             ),
             F.explode("transaction_partitions").alias("tp"),
         )
@@ -150,9 +159,10 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         and time and its data records); otherwise `later`, the producer's next transaction there
         (the first time of its data, and its marker if it has one); `previous_completed_at`, the
         time of the Complete record of the producer's previous prepared transaction in the
-        partition; `previous_left_before_it`, whether that transaction got no marker and
-        this one's was the next after it; and `next_took_it`, whether the producer's next
-        prepared transaction there took the marker this one was left before.
+        partition; `shifted`, whether under v1 its marker was stamped within the skew after
+        that Complete record, in a run of such markers in which a transaction got none (each
+        may hold its predecessor's); and `next_took_it`, whether the producer's next prepared
+        transaction there took the marker this one was left before.
     """
     key = ["topic", "partition", "producer_id"]
     # A transaction still open at the export's end sorts last, as if its marker came never.
@@ -175,8 +185,8 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
             F.col("records").alias("records"),
         ).alias("m"),
     )
-    # How many prepared transactions of the producer in the partition have the epoch: one under
-    # transactions v2, where each has its own; an EndTxn retry writes a prepare twice.
+    # How many prepared transactions of the producer in the partition have the epoch: all of a
+    # v1 session's, where the prepare's epoch is not bumped.
     of_epoch = Window.partitionBy(*key, "producer_epoch")
     expected = prepared.select(
         *key,
@@ -223,10 +233,11 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
         F.lit(False),
     )
     # A marker whose epoch names its transaction (`identified_by_epoch`) is the transaction's of
-    # that epoch, the only one prepared, even where its leader stamped it after the next
-    # transaction had begun: the first of the producer's markers of that epoch in the partition
-    # (a marker the coordinator sent again closes no data, and is not among the transactions),
-    # stamped no earlier than the transaction sorts and no later than its Complete record.
+    # that epoch wherever its leader stamped it: the first of the producer's markers of that
+    # epoch in the partition (a marker the coordinator sent again closes no data, and is not
+    # among the transactions). Where the prepare was bumped, that epoch is the transaction's
+    # own; otherwise (a v1 marker closing data an earlier session left open) only where one
+    # transaction was prepared with it, and the marker falls within that transaction's time.
     named_key = {c: f"named_{c}" for c in key}
     named = (
         markers.where(identified_by_epoch(F.col("m")))
@@ -240,32 +251,51 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
     judged = rows.where(F.col("order") == 0).join(
         named, [*on, F.col("e.producer_epoch") == F.col("named_epoch")], "left"
     )
-    named_ok = F.coalesce(
-        (F.col("e.prepares_of_epoch") == 1)
-        & (F.col("named.at") >= F.col("e.at"))
-        & (F.col("e.completed_at").isNull() | (F.col("named.at") <= completed_by)),
-        F.lit(False),
+    named_ok = F.col("named").isNotNull() & (
+        F.col("e.bumped")
+        | F.coalesce(
+            (F.col("e.prepares_of_epoch") == 1)
+            & (F.col("named.at") >= F.col("e.at"))
+            & (F.col("e.completed_at").isNull() | (F.col("named.at") <= completed_by)),
+            F.lit(False),
+        )
     )
     marker = F.when(named_ok, F.col("named")).when(ends_it, F.col("n"))
     decided = judged.select(*key, "e", marker.alias("marker"), "n", "previous_completed_at")
-    # Which marker the neighbouring prepared transactions took or were left before: a marker
-    # that two of them could claim (`write_txn_markers`' MARKER_AMBIGUOUS).
+    # Under v1 a marker stamped within the skew after the previous transaction's Complete record
+    # may be that one's (`write_txn_markers`' MARKER_AMBIGUOUS): where a leader's clock runs
+    # ahead, each transaction of a run of such markers takes its predecessor's. A run starts at
+    # a marker stamped later than that; where a transaction of the run got no marker, the ones
+    # after it in the run may each hold the one before's.
     prepares = Window.partitionBy(*key).orderBy("e.at", "e.transaction_log_offset")
-    left_before = F.when(F.col("marker").isNull(), F.col("n.marker_offset"))
-    return decided.select(
+    near = F.coalesce(
+        ~identified_by_epoch(F.col("marker"))
+        & (F.col("marker.at") <= F.col("previous_completed_at") + F.lit(skew_ms)),
+        F.lit(False),
+    )
+    runs = decided.select(
+        "*",
+        near.alias("near"),
+        F.sum(F.when(near, 0).otherwise(1))
+        .over(prepares.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+        .alias("run"),
+    )
+    in_run = Window.partitionBy(*key, "run").orderBy("e.at", "e.transaction_log_offset")
+    lacked = F.max(F.col("marker").isNull().cast("int")).over(
+        in_run.rowsBetween(Window.unboundedPreceding, -1)
+    )
+    return runs.select(
         *key,
         "e.*",
         "marker",
         F.when(F.col("marker").isNull(), F.col("n")).alias("later"),
         "previous_completed_at",
-        F.coalesce(
-            F.col("marker.marker_offset") == F.lag(left_before).over(prepares), F.lit(False)
-        ).alias("previous_left_before_it"),
+        (F.col("near") & F.coalesce(lacked == 1, F.lit(False))).alias("shifted"),
         F.coalesce(
             F.col("n.marker_offset") == F.lead(F.col("marker.marker_offset")).over(prepares),
             F.lit(False),
         ).alias("next_took_it"),
-    ).drop("at", "prepares_of_epoch")
+    ).drop("at", "prepares_of_epoch", "ongoing_epoch")
 
 
 def identified_by_epoch(marker: Column) -> Column:
@@ -333,7 +363,8 @@ def write_txn_markers(
     # open. Otherwise the times say: data written before the prepare carries the producer's
     # clock, and must precede the prepare by the tolerated skew.
     data_left_open = F.when(
-        identified_by_epoch(later), later["start_epoch"] < F.col("producer_epoch")
+        F.col("bumped") & identified_by_epoch(later),
+        later["start_epoch"] < F.col("producer_epoch"),
     ).otherwise(later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew))
     completed = F.col("completed_at").isNotNull()
     contradicts = marker["outcome"].isin("COMMIT", "ABORT") & (
@@ -341,14 +372,10 @@ def write_txn_markers(
     )
     # Under transactions v1 a marker stamped within the skew after a Complete record may be that
     # transaction's or the next one's (its leader's clock ahead of the coordinator's by the few
-    # milliseconds between the Complete record and the next transaction's first): where the
-    # previous transaction was left without a marker before this one's, or the next one took
-    # the marker this one was left before, either could claim it.
-    previous_ones = (
-        ~identified_by_epoch(marker)
-        & F.col("previous_left_before_it")
-        & F.coalesce(marker["at"] <= F.col("previous_completed_at") + F.lit(skew), F.lit(False))
-    )
+    # milliseconds between the Complete record and the next transaction's first): where a run
+    # of such markers follows a transaction left without one (`shifted`), or the next
+    # transaction took the marker this one was left before, either could claim it.
+    previous_ones = F.col("shifted")
     taken_by_next = (
         ~identified_by_epoch(later)
         & F.col("next_took_it")
