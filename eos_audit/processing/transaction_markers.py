@@ -97,6 +97,7 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
     neighbours = numbered.select(
         "transactional_id", "coordinator_partition", "offset", "timestamp", "producer_id",
         "producer_epoch", "transaction_status", "transaction_partitions",
+        "client_transaction_version",
         F.coalesce(
             F.min("timestamp").over(own.rowsBetween(Window.unboundedPreceding, -1)),
             F.lag("timestamp").over(by_id),
@@ -124,9 +125,11 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
             ),
             # Prepared at an epoch above the transaction's Ongoing records': the coordinator
             # bumped it for this transaction (transactions v2, or a fenced producer's abort).
-            F.coalesce(F.col("producer_epoch") > F.col("ongoing_epoch"), F.lit(False)).alias(
-                "bumped"
-            ),
+            F.coalesce(
+                F.col("producer_epoch") > F.col("ongoing_epoch"),
+                F.col("client_transaction_version") >= 2,
+                F.lit(False),
+            ).alias("bumped"),
             F.explode("transaction_partitions").alias("tp"),
         )
         .select("*", "tp.topic", "tp.partition")
@@ -137,16 +140,17 @@ def prepared_partitions(records: DataFrame, skew_ms: int) -> DataFrame:
 def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) -> DataFrame:
     """Each prepared partition with the marker that ended its producer's transaction there.
 
-    Where the prepared epoch is the producer's only prepared transaction's in the partition and
-    a marker's epoch names its transaction (`identified_by_epoch`: transactions v2, a fenced
-    producer's abort), the marker is the producer's one of that epoch there, whether or not
-    the next transaction had begun when its leader stamped it. Otherwise (transactions v1,
-    whose transactions share the epoch), it is the producer's next marker in the partition, of
-    the prepared epoch, before the producer's next prepare record. Either way no later than the
-    Complete record (by `skew_ms`): the coordinator writes Complete once every marker is
-    written. Without that bound a partition holding no marker of this transaction would take
-    the next transaction's, where the export of the transaction log ends before that one's
-    prepare.
+    Where the prepare was bumped (`prepared_partitions`: transactions v2, a fenced producer's
+    abort), its marker is the producer's one of that epoch in the partition whose epoch names
+    its transaction (`identified_by_epoch`), wherever its leader stamped it. Otherwise
+    (transactions v1, whose transactions share the epoch), it is the producer's next marker in
+    the partition, of the prepared epoch, before the producer's next prepare record and no
+    later than the Complete record (by `skew_ms`): the coordinator writes Complete once every
+    marker is written. Without that bound a partition holding no marker of this transaction
+    would take the next transaction's, where the export of the transaction log ends before
+    that one's prepare. There a marker whose epoch names its transaction (closing data an
+    earlier session left open) is taken by epoch only where one transaction was prepared with
+    it, and within that transaction's time.
 
     Args:
         prepared: `prepared_partitions`' rows.
@@ -268,9 +272,15 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
     # a marker stamped later than that; where a transaction of the run got no marker, the ones
     # after it in the run may each hold the one before's.
     prepares = Window.partitionBy(*key).orderBy("e.at", "e.transaction_log_offset")
+    # A marker is taken for its predecessor's only where it came before its own transaction
+    # was even prepared (the coordinator sends a transaction's markers after its prepare), and
+    # the two transactions share the epoch: a leader ahead stamps a transaction's own marker
+    # after its prepare, and a marker of a new session's epoch is none of the old session's.
     near = F.coalesce(
         ~identified_by_epoch(F.col("marker"))
-        & (F.col("marker.at") <= F.col("previous_completed_at") + F.lit(skew_ms)),
+        & (F.col("marker.at") <= F.col("previous_completed_at") + F.lit(skew_ms))
+        & (F.col("marker.at") < F.col("e.prepared_at"))
+        & (F.col("e.producer_epoch") == F.lag("e.producer_epoch").over(prepares)),
         F.lit(False),
     )
     runs = decided.select(
@@ -307,8 +317,9 @@ def identified_by_epoch(marker: Column) -> Column:
     (`prepareFenceProducerEpoch`); the producer's next transaction writes at that epoch or a
     later one. Under v1 a producer's transactions share its epoch, and only the time order
     tells them apart; there a marker closing data left open from an earlier session is above
-    it too, and its epoch is all of the new session's: `matched_markers` names a marker by its
-    epoch only where one transaction was prepared with it.
+    it too, and its epoch is all of the new session's: for a prepare that was not bumped,
+    `matched_markers` names a marker by its epoch only where one transaction was prepared with
+    it.
     """
     return F.coalesce(marker["start_epoch"] < marker["epoch"], F.lit(False))
 
@@ -358,14 +369,24 @@ def write_txn_markers(
     # marker of the producer closes it with the next transaction's (or never): the producer's
     # next transaction there began before this one was prepared. Data written before the
     # prepare carries the producer's clock: it must precede the prepare by the tolerated skew.
-    # Where the later marker's epoch names its transaction, so do its data's: data first
-    # written at an epoch below this prepare's was written before it, this transaction's left
-    # open. Otherwise the times say: data written before the prepare carries the producer's
-    # clock, and must precede the prepare by the tolerated skew.
-    data_left_open = F.when(
-        F.col("bumped") & identified_by_epoch(later),
-        later["start_epoch"] < F.col("producer_epoch"),
-    ).otherwise(later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew))
+    # Where the prepare was bumped, the later data's epoch says whether it was written before
+    # the prepare: below the prepared epoch, this transaction's data left open (an open one at
+    # the export's end included). Otherwise the times say, unless that data's epoch is another
+    # session's: data written before the prepare carries the producer's clock, and must precede
+    # the prepare by the tolerated skew.
+    data_left_open = (
+        F.when(
+            F.col("bumped") & later["start_epoch"].isNotNull(),
+            later["start_epoch"] < F.col("producer_epoch"),
+        )
+        # Data of an epoch other than the prepared one: of an earlier session (this
+        # transaction's marker would have closed it) or of a later one (written after it).
+        .when(
+            identified_by_epoch(later) & (later["start_epoch"] != F.col("producer_epoch")),
+            later["start_epoch"] < F.col("producer_epoch"),
+        )
+        .otherwise(later["first_timestamp"] <= F.col("prepared_at") - F.lit(skew))
+    )
     completed = F.col("completed_at").isNotNull()
     contradicts = marker["outcome"].isin("COMMIT", "ABORT") & (
         marker["outcome"] != F.col("decision")

@@ -28,7 +28,8 @@ transaction SKIPPED_INPUT and its retry DUPLICATE_PROCESSING; in that copy the t
 gives `aborted_read`'s producer a higher epoch while its first transaction is open, and
 `transactional_rewind`'s id another producer while its last one is, and those transactions' COMMIT
 markers are ZOMBIE_COMMITs; a copy whose copier's last marker there is cut out leaves its commit a
-HANGING_OFFSET_TRANSACTION and the partition UNVERIFIABLE, and in that copy an output marker
+HANGING_OFFSET_TRANSACTION, its transaction torn there (MARKER_MISSING) and the partition
+UNVERIFIABLE, and in that copy an output marker
 rewritten from COMMIT to ABORT and one cut out are TORN_TRANSACTIONs. In that copy too, audited
 past the timeout, a commit under a producer id no transactional id owns (sent while the brokers'
 partition verification was off) is a HANGING_OFFSET_TRANSACTION of cause NO_TRANSACTIONAL_ID,
@@ -602,7 +603,9 @@ def test_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(los
 def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(lost):
     """The commit the cut `__consumer_offsets` marker decided stays pending, and the transaction
     log's current transaction of the copier's id no longer lists the partition: find-hanging's
-    rule. The copier's output marker that says ABORT contradicts the PrepareCommit: its outputs
+    rule. Its transaction was completed, so the coordinator wrote that marker: the partition,
+    whose data of it is still open (at an epoch below the bumped prepare's), is torn. The
+    copier's output marker that says ABORT contradicts the PrepareCommit: its outputs
     are lost while its offsets committed. `aborted_read`'s output has no marker for a transaction
     the coordinator completed, though the partition goes on after it. The `__consumer_offsets`
     partition has an offset no record holds: the rewind and one-to-one checks cannot be decided
@@ -625,12 +628,14 @@ def test_lost_and_rewritten_markers_are_torn_transactions_and_a_hanging_commit(l
     assert [what for what, _ in serious] == [
         ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION", "ERROR", "__consumer_offsets"),
         ("TORN_TRANSACTION", "ABORT_WHERE_COMMIT", "CRITICAL", output),
+        ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", "__consumer_offsets"),
         ("TORN_TRANSACTION", "MARKER_MISSING", "CRITICAL", read),
     ]
-    hanging, torn = serious[0][1], serious[1][1]
+    hanging, torn, missing = serious[0][1], serious[1][1], serious[2][1]
     assert (hanging["partition"], dict(hanging["evidence"])["group_id"]) == (
         changed["partition"], changed["group"]
     )  # fmt: skip
+    assert (missing["partition"], missing["base_offset"]) == (changed["partition"], -1)
     assert hanging["base_offset"] < changed["cut"]
     assert (torn["partition"], torn["base_offset"]) == (0, rewritten)
     # The torn output names the copier's commit its transaction's offsets marker decided.

@@ -400,13 +400,14 @@ def transaction_log(spark, rows: list[tuple]):
     return spark.createDataFrame(
         [
             ("__transaction_state", None, TXN_ID, False, TS, offset, timestamp, pid, epoch,
-             status, partitions)
+             status, partitions, None)
             for offset, pid, epoch, status, timestamp, partitions in rows
         ],
         "coordinator_topic string, _source_error string, transactional_id string, "
         "is_tombstone boolean, coordinator_partition int, offset long, timestamp long, "
         "producer_id long, producer_epoch int, transaction_status string, "
-        "transaction_partitions array<struct<topic: string, partition: int>>",
+        "transaction_partitions array<struct<topic: string, partition: int>>, "
+        "client_transaction_version int",
     )  # fmt: skip
 
 
@@ -791,6 +792,25 @@ def test_a_v1_run_of_markers_each_a_transaction_late_is_not_taken_for_torn(spark
     ]
     assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=5) == [
         ("UNVERIFIABLE", "MARKER_AMBIGUOUS")
+    ]
+
+
+def test_a_v1_contradiction_after_a_transaction_that_wrote_nothing_is_torn(spark):
+    """Transactions v1, transactions 100 ms apart: A aborts having written nothing to `out`-0
+    (its marker there closes no data), B commits, C aborts and its marker says COMMIT. B's and
+    C's markers are each stamped after their own prepare record: neither is its predecessor's,
+    whatever A lacked. C is torn."""
+    states = [
+        (0, 0, "Ongoing", 9), (1, 0, "PrepareAbort", 9.1), (2, 0, "CompleteAbort", 9.105),
+        (3, 0, "Ongoing", 9.2), (4, 0, "PrepareCommit", 9.3), (5, 0, "CompleteCommit", 9.305),
+        (6, 0, "Ongoing", 9.4), (7, 0, "PrepareAbort", 9.5), (8, 0, "CompleteAbort", 9.505),
+    ]  # fmt: skip
+    transactions = [
+        (OUTPUT, 0, PID, at(9.302), 2, "COMMIT", 0, 1, at(9.25), 1, 0),
+        (OUTPUT, 0, PID, at(9.502), 4, "COMMIT", 0, 3, at(9.45), 1, 0),
+    ]
+    assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=4) == [
+        ("TORN_TRANSACTION", "COMMIT_WHERE_ABORT")
     ]
 
 
