@@ -268,14 +268,14 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
     decided = judged.select(*key, "e", marker.alias("marker"), "n", "previous_completed_at")
     # Under v1 a marker stamped within the skew after the previous transaction's Complete record
     # may be that one's (`write_txn_markers`' MARKER_AMBIGUOUS): where a leader's clock runs
-    # ahead, each transaction of a run of such markers takes its predecessor's. A run starts at
-    # a marker stamped later than that; where a transaction of the run got no marker, the ones
-    # after it in the run may each hold the one before's.
+    # ahead, each transaction of a run of such markers takes its predecessor's. Only a marker
+    # that came before its own transaction was even prepared (the coordinator sends a
+    # transaction's markers after its prepare), of the predecessor's epoch, is taken for its
+    # predecessor's: a leader ahead stamps a transaction's own marker after its prepare, and a
+    # new session's marker is none of the old session's. A run starts at any other marker;
+    # where a transaction of the run got no marker, the ones after it may each hold the one
+    # before's.
     prepares = Window.partitionBy(*key).orderBy("e.at", "e.transaction_log_offset")
-    # A marker is taken for its predecessor's only where it came before its own transaction
-    # was even prepared (the coordinator sends a transaction's markers after its prepare), and
-    # the two transactions share the epoch: a leader ahead stamps a transaction's own marker
-    # after its prepare, and a marker of a new session's epoch is none of the old session's.
     near = F.coalesce(
         ~identified_by_epoch(F.col("marker"))
         & (F.col("marker.at") <= F.col("previous_completed_at") + F.lit(skew_ms))
@@ -305,7 +305,7 @@ def matched_markers(prepared: DataFrame, transactions: DataFrame, skew_ms: int) 
             F.col("n.marker_offset") == F.lead(F.col("marker.marker_offset")).over(prepares),
             F.lit(False),
         ).alias("next_took_it"),
-    ).drop("at", "prepares_of_epoch", "ongoing_epoch")
+    ).drop("at", "prepares_of_epoch")
 
 
 def identified_by_epoch(marker: Column) -> Column:
