@@ -367,13 +367,11 @@ def write_txn_markers(
     marker, later = F.col("marker"), F.col("later")
     # Without its marker, the partition's data of the transaction stays open until a later
     # marker of the producer closes it with the next transaction's (or never): the producer's
-    # next transaction there began before this one was prepared. Data written before the
-    # prepare carries the producer's clock: it must precede the prepare by the tolerated skew.
-    # Where the prepare was bumped, the later data's epoch says whether it was written before
-    # the prepare: below the prepared epoch, this transaction's data left open (an open one at
-    # the export's end included). Otherwise the times say, unless that data's epoch is another
-    # session's: data written before the prepare carries the producer's clock, and must precede
-    # the prepare by the tolerated skew.
+    # next transaction there began before this one was prepared. Where the prepare was bumped,
+    # the later data's epoch says so: below the prepared epoch, this transaction's data left
+    # open (an open one at the export's end included). Otherwise the times say, unless that
+    # data's epoch is another session's: data written before the prepare carries the
+    # producer's clock, and must precede the prepare by the tolerated skew.
     data_left_open = (
         F.when(
             F.col("bumped") & later["start_epoch"].isNotNull(),
@@ -396,7 +394,6 @@ def write_txn_markers(
     # milliseconds between the Complete record and the next transaction's first): where a run
     # of such markers follows a transaction left without one (`shifted`), or the next
     # transaction took the marker this one was left before, either could claim it.
-    previous_ones = F.col("shifted")
     taken_by_next = (
         ~identified_by_epoch(later)
         & F.col("next_took_it")
@@ -404,7 +401,7 @@ def write_txn_markers(
     )
     verdict = (
         F.when(F.col("written_until").isNull(), PARTITION_NOT_EXPORTED)
-        .when(contradicts & previous_ones, MARKER_AMBIGUOUS)
+        .when(contradicts & F.col("shifted"), MARKER_AMBIGUOUS)
         .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
               "MARKER_TYPE_NOT_SHOWN")
