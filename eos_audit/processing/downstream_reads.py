@@ -53,7 +53,10 @@ def last_stable_offset(
     the export shows the partition after the commit (a batch at least the skew later): of a
     commit made after the partition's last exported batch (the two topics exported at different
     times) the export cannot tell, and says UNVERIFIABLE (EXPORT_DOES_NOT_SPAN), one finding per
-    group and partition.
+    group and partition. Nor can it tell of a commit at or below the log start the export shows,
+    past a transaction that began below it (LOG_START_UNKNOWN): the broker's first unstable
+    offset is never below the log start, and where that start was at the time of the commit is
+    not in the export.
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -124,42 +127,70 @@ def last_stable_offset(
         F.when(aborted_open, F.col("aborted")).otherwise(F.col("latest")).alias("t"),
     ).where(F.col("finding_type").isNotNull())
     exported = exported_logs(partitions).select(
-        *key, F.col("written_until").alias("exported_until")
+        *key,
+        F.col("written_until").alias("exported_until"),
+        # The log start at the export, at the latest: its first offset, or the broker's
+        # checkpoint where that is higher (a start inside the first exported segment).
+        F.greatest("log_start", "log_start_checkpoint").alias("log_start"),
     )
     judged = judged.join(exported, key, "left")
+    # The broker's first unstable offset is never below the log start
+    # (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a commit at or below the log start the
+    # export shows passed the transaction only if the log started below it at the time of the
+    # commit, which the export does not show (the log start only grows).
+    start_unknown = F.coalesce(F.col("c.committed_offset") <= F.col("log_start"), F.lit(False))
     open_at_end = (F.col("finding_type") == "READ_PAST_LSO") & (F.col("t.ended_at") == _NEVER)
     spans = F.coalesce(F.col("exported_until") >= deadline, F.lit(False))
-    return _findings(judged.where(~open_at_end | spans), config, run_id).unionByName(
-        _undecided(judged.where(open_at_end & ~spans), config, run_id)
+    undecided_span = ~start_unknown & open_at_end & ~spans
+    return (
+        _findings(judged.where(~start_unknown & (~open_at_end | spans)), config, run_id)
+        .unionByName(
+            _undecided(judged.where(undecided_span), "EXPORT_DOES_NOT_SPAN", config, run_id)
+        )
+        .unionByName(_undecided(judged.where(start_unknown), "LOG_START_UNKNOWN", config, run_id))
     )
 
 
-def _undecided(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
-    """UNVERIFIABLE (READ_PAST_LSO, EXPORT_DOES_NOT_SPAN), one per group and partition.
+_UNDECIDED_REASONS = {
+    "EXPORT_DOES_NOT_SPAN": (
+        "they passed a transaction still open at the end of the partition's export, and were "
+        "made from %d ms on, after its last exported batch (at %d ms): whether the transaction "
+        "was still open then is not in the export"
+    ),
+    "LOG_START_UNKNOWN": (
+        "they passed a transaction that began below the partition's exported log, made from %d "
+        "ms on, at offsets up to its log start at the export (%d): the broker serves up to the "
+        "log start whatever is open below it, and where the log started when they were made is "
+        "not in the export"
+    ),
+}
 
-    For commits past a transaction open at the end of the partition's export, made after its
-    last exported batch.
+
+def _undecided(judged: DataFrame, cause: str, config: AuditConfig, run_id: str) -> DataFrame:
+    """UNVERIFIABLE (READ_PAST_LSO, `cause`), one per group and partition.
+
+    EXPORT_DOES_NOT_SPAN: commits past a transaction open at the end of the partition's export,
+    made after its last exported batch. LOG_START_UNKNOWN: commits at or below the log start the
+    export shows, past a transaction that began below it.
     """
-    cause = F.lit("EXPORT_DOES_NOT_SPAN")
     per_group = judged.groupBy("topic", "partition", F.col("c.group_id").alias("group_id")).agg(
         F.count(F.lit(1)).alias("commits"),
         F.min("c.committed_at").alias("first_at"),
         F.first("exported_until").alias("exported_until"),
+        F.first("log_start").alias("log_start"),
     )
+    known = "exported_until" if cause == "EXPORT_DOES_NOT_SPAN" else "log_start"
     values = {
         "topic": F.col("topic"),
         "partition": F.col("partition"),
         "group_id": F.col("group_id"),
         "scope": F.format_string("%d commit(s) of group %s", "commits", "group_id"),
         "reason": F.format_string(
-            "they passed a transaction still open at the end of the partition's export, and "
-            "were made from %d ms on, after its last exported batch (at %d ms): whether the "
-            "transaction was still open then is not in the export",
-            "first_at", F.coalesce("exported_until", F.lit(-1)),
+            _UNDECIDED_REASONS[cause], "first_at", F.coalesce(known, F.lit(-1))
         ),
-        "cause": cause,
-    }  # fmt: skip
-    identity = [F.col("topic"), F.col("partition"), F.col("group_id"), cause]
+        "cause": F.lit(cause),
+    }
+    identity = [F.col("topic"), F.col("partition"), F.col("group_id"), F.lit(cause)]
     finding = unverifiable_finding("READ_PAST_LSO", values, identity, config, run_id)
     return per_group.select(finding.alias("f")).select("f.*")
 

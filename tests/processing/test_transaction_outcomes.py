@@ -499,6 +499,44 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
     )
 
 
+def test_a_commit_up_to_the_log_start_past_a_transaction_retention_cut_is_unverifiable(spark):
+    """`out`'s exported log starts at 20; a transaction that aborted at 60 s began at 5, below it
+    (a seeded state shows it). The broker serves read_committed consumers up to the log start
+    whatever is open below it (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a group at 12,
+    committed at 30 s, read past the transaction only if the log started below 12 then, which
+    the export does not show; one at 22 read it at any log start up to 20."""
+    history = spark.createDataFrame(
+        [(group, OUTPUT, 0, offset, "PLAIN", "APPLIED", at(30), at(30), -1, -1, DOWN_CO,
+          record, "x", None)
+         for record, (group, offset) in enumerate((("at-the-start", 12), ("past-it", 22)))],
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
+        "marker_offset long",
+    )  # fmt: skip
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID, 5, 25, "ABORT", at(60))],
+        "topic string, partition int, producer_id long, first_offset long, "
+        "marker_offset long, outcome string, end_timestamp long",
+    )
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic=OUTPUT, partition=0, first_offset=20, last_offset=29, max_timestamp=at(90))
+    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
+    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
+    found = sorted((r["finding_type"], r["cause"], r["evidence"]["group_id"]) for r in rows)
+    assert found == [
+        ("ABORTED_READ", None, "past-it"), ("UNVERIFIABLE", "LOG_START_UNKNOWN", "at-the-start")
+    ]
+    (undecided,) = [r for r in rows if r["finding_type"] == "UNVERIFIABLE"]
+    assert undecided["detail"] == (
+        f"READ_PAST_LSO cannot be decided for {OUTPUT}-0 (1 commit(s) of group at-the-start): "
+        "they passed a transaction that began below the partition's exported log, made from "
+        f"{at(30)} ms on, at offsets up to its log start at the export (20): the broker serves "
+        "up to the log start whatever is open below it, and where the log started when they "
+        "were made is not in the export."
+    )
+
+
 def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start(spark):
     """A tiered topic's log starts in remote storage, below its first local segment: the broker
     checkpoints that start (`LogLoader`), here 5, and the export of the local log starts at 10.
