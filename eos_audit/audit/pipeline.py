@@ -392,7 +392,9 @@ def _stage_processing(
     findings = (
         processing_findings(history, config, run_id)
         .unionByName(write_txn_markers(records, history, transactions, partitions, config, run_id))
-        .unionByName(last_stable_offset(history, transactions, partitions, config, run_id))
+        .unionByName(
+            last_stable_offset(history, transactions, partitions, config, run_id, incremental)
+        )
         .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(

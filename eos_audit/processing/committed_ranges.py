@@ -28,25 +28,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
-from eos_audit.processing.exported_logs import exported_logs
+from eos_audit.processing.exported_logs import exported_logs, log_start_offset
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
 
 RANGE_TYPES = ("COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
-
-
-def _compacted(config: AuditConfig) -> Column:
-    """Whether the row's topic is one of `[topics] compacted`."""
-    pattern = globs_to_java_regex(config.topics.compacted)
-    return F.lit(False) if pattern is None else F.col("topic").rlike(pattern)
 
 
 def offset_out_of_range(
@@ -73,22 +66,12 @@ def offset_out_of_range(
     Returns:
         FINDINGS rows.
     """
-    # Where the export's first offset is not the log's start: a compacted topic, every partition
-    # of an incremental run.
-    cut = F.lit(True) if incremental else _compacted(config)
     logs = exported_logs(partitions).select(
         "topic",
         "partition",
-        # The broker's log-start-offset-checkpoint, where it has one, is the log start: above
-        # the first exported offset where DeleteRecords moved the start inside the first segment
-        # (docs/rules.md#causes), below it on a tiered topic, whose log starts in remote storage
-        # (`LogLoader`), or where the export left out the first segments. Without one, the first
-        # exported offset, except where the export was cut: the cleaner removes a compacted
-        # log's first batches and never moves its start, and an incremental export starts
-        # anywhere; there nothing is judged.
-        F.when(cut, F.col("log_start_checkpoint"))
-        .otherwise(F.coalesce("log_start_checkpoint", "log_start"))
-        .alias("log_start_offset"),
+        # Unknown where the export was cut (a compacted topic, an incremental run): there the
+        # standing offsets are not judged against it.
+        log_start_offset(config, incremental).alias("log_start_offset"),
         # The seeded state's run saw the log up to its covered offset: the log reached it.
         F.greatest("log_end", "covered_end").alias("log_end_offset"),
         "written_until",

@@ -24,7 +24,11 @@ from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
-from eos_audit.processing.exported_logs import exported_logs, unverifiable_finding
+from eos_audit.processing.exported_logs import (
+    exported_logs,
+    log_start_offset,
+    unverifiable_finding,
+)
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -40,6 +44,7 @@ def last_stable_offset(
     partitions: DataFrame,
     config: AuditConfig,
     run_id: str,
+    incremental: bool = False,
 ) -> DataFrame:
     """READ_PAST_LSO and ABORTED_READ findings: every commit against its partition's LSO then.
 
@@ -65,6 +70,9 @@ def last_stable_offset(
             `exported_logs` reads them: the latest batch of each, skipped ones included).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
+        incremental: the run is seeded by an earlier run's state (--since-state): its export
+            of a partition may start anywhere, so the export's first offset is not the log's
+            start (`exported_logs.log_start_offset`).
 
     Returns:
         FINDINGS rows (UNVERIFIABLE ones among them).
@@ -129,15 +137,14 @@ def last_stable_offset(
     exported = exported_logs(partitions).select(
         *key,
         F.col("written_until").alias("exported_until"),
-        # The log start at the export, at the latest: its first offset, or the broker's
-        # checkpoint where that is higher (a start inside the first exported segment).
-        F.greatest("log_start", "log_start_checkpoint").alias("log_start"),
+        log_start_offset(config, incremental).alias("log_start"),
     )
     judged = judged.join(exported, key, "left")
     # The broker's first unstable offset is never below the log start
-    # (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a commit at or below the log start the
-    # export shows passed the transaction only if the log started below it at the time of the
-    # commit, which the export does not show (the log start only grows).
+    # (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a commit at or below the log start at
+    # the export passed the transaction only if the log started below it at the time of the
+    # commit, which the export does not show (the log start only grows). Where that start is
+    # unknown (an export that was cut, without a checkpoint), the commit is judged.
     start_unknown = F.coalesce(F.col("c.committed_offset") <= F.col("log_start"), F.lit(False))
     open_at_end = (F.col("finding_type") == "READ_PAST_LSO") & (F.col("t.ended_at") == _NEVER)
     spans = F.coalesce(F.col("exported_until") >= deadline, F.lit(False))
@@ -158,10 +165,10 @@ _UNDECIDED_REASONS = {
         "was still open then is not in the export"
     ),
     "LOG_START_UNKNOWN": (
-        "they passed a transaction that began below the partition's exported log, made from %d "
-        "ms on, at offsets up to its log start at the export (%d): the broker serves up to the "
-        "log start whatever is open below it, and where the log started when they were made is "
-        "not in the export"
+        "they passed a transaction that began below the partition's log start at the export "
+        "(%2$d), made from %1$d ms on at offsets up to it: the broker serves up to the log start "
+        "whatever is open below it, and where the log started when they were made is not in "
+        "the export"
     ),
 }
 

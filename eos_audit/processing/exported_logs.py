@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR, counted_commit
 from eos_audit.processing.offset_metadata_manager import ABORTED, APPLIED, SKIPPED, TRANSACTIONAL
@@ -76,6 +77,26 @@ def exported_logs(partitions: DataFrame) -> DataFrame:
         F.max("uncounted_to").alias("uncounted_to"),
         F.min("unattributed_from").alias("unattributed_from"),
         F.max("unattributed_to").alias("unattributed_to"),
+    )
+
+
+def log_start_offset(config: AuditConfig, incremental: bool) -> Column:
+    """The partition's log start at the export, over `exported_logs`' columns; null: unknown.
+
+    The broker's log-start-offset-checkpoint, where it has one, is the log start: above the first
+    exported offset where DeleteRecords moved the start inside the first segment
+    (docs/rules.md#causes), below it on a tiered topic, whose log starts in remote storage
+    (`LogLoader`), or where the export left out the first segments. Without one, the first
+    exported offset, except where the export was cut: the cleaner removes a compacted log's
+    first batches and never moves its start (a topic of `[topics] compacted`), and an
+    incremental export (`incremental`: the run is seeded by an earlier run's state,
+    --since-state) starts anywhere; there the start is unknown.
+    """
+    pattern = globs_to_java_regex(config.topics.compacted)
+    compacted = F.lit(False) if pattern is None else F.col("topic").rlike(pattern)
+    cut = F.lit(True) if incremental else compacted
+    return F.when(cut, F.col("log_start_checkpoint")).otherwise(
+        F.coalesce("log_start_checkpoint", "log_start")
     )
 
 

@@ -499,42 +499,97 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
     )
 
 
-def test_a_commit_up_to_the_log_start_past_a_transaction_retention_cut_is_unverifiable(spark):
-    """`out`'s exported log starts at 20; a transaction that aborted at 60 s began at 5, below it
-    (a seeded state shows it). The broker serves read_committed consumers up to the log start
-    whatever is open below it (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a group at 12,
-    committed at 30 s, read past the transaction only if the log started below 12 then, which
-    the export does not show; one at 22 read it at any log start up to 20."""
+# Each partition: (first exported offset, checkpoint, the aborted transaction's first offset,
+# the offsets its groups committed, one group each). The transaction ended at 60 s, the commits
+# were made at 30 s.
+LOG_STARTS = {
+    # Retention passed the transaction's start (a seeded state shows it): the log starts at 20.
+    "retained": (20, None, 5, (12, 20, 22)),
+    # DeleteRecords moved the start to 10, inside the first segment, which holds the
+    # transaction's data from 3.
+    "deleted": (0, 10, 3, (8, 11)),
+    # Tiered: the log starts at 5 in remote storage, the local segments at 20.
+    "tiered": (20, 5, 8, (12,)),
+}
+
+
+def log_start_verdicts(
+    spark, incremental: bool, config: AuditConfig
+) -> tuple[list[tuple], list[str]]:
+    """`last_stable_offset`'s (finding, cause, group) over LOG_STARTS (a group is named after
+    its topic and offset), and the details of the findings of `retained`'s group at 12."""
     history = spark.createDataFrame(
-        [(group, OUTPUT, 0, offset, "PLAIN", "APPLIED", at(30), at(30), -1, -1, DOWN_CO,
-          record, "x", None)
-         for record, (group, offset) in enumerate((("at-the-start", 12), ("past-it", 22)))],
+        [(f"{topic}-{offset}", topic, 0, offset, "PLAIN", "APPLIED", at(30), at(30), -1, -1,
+          DOWN_CO, record, "x", None)
+         for record, (topic, offset) in enumerate(
+             (topic, offset) for topic, (*_, offsets) in LOG_STARTS.items() for offset in offsets
+         )],
         "group_id string, topic string, partition int, committed_offset long, kind string, "
         "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
         "producer_epoch int, coordinator_partition int, record_offset long, source string, "
         "marker_offset long",
     )  # fmt: skip
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID, 5, 25, "ABORT", at(60))],
+        [(topic, 0, PID, first, 40, "ABORT", at(60))
+         for topic, (_, _, first, _) in LOG_STARTS.items()],
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
-    )
-    row = {f.name: None for f in PARTITION_STATS_N.fields}
-    row.update(topic=OUTPUT, partition=0, first_offset=20, last_offset=29, max_timestamp=at(90))
-    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
-    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
-    found = sorted((r["finding_type"], r["cause"], r["evidence"]["group_id"]) for r in rows)
-    assert found == [
-        ("ABORTED_READ", None, "past-it"), ("UNVERIFIABLE", "LOG_START_UNKNOWN", "at-the-start")
+    )  # fmt: skip
+    rows = []
+    for topic, (first, checkpoint, *_) in LOG_STARTS.items():
+        row = {f.name: None for f in PARTITION_STATS_N.fields}
+        row.update(topic=topic, partition=0, first_offset=first, last_offset=49,
+                   max_timestamp=at(90), log_start_checkpoint=checkpoint)  # fmt: skip
+        rows.append(row)
+    partitions = spark.createDataFrame(rows, PARTITION_STATS_N)
+    found = last_stable_offset(
+        history, transactions, partitions, config, "run", incremental
+    ).collect()
+    verdicts = sorted((r["finding_type"], r["cause"], r["evidence"]["group_id"]) for r in found)
+    details = [r["detail"] for r in found if r["evidence"]["group_id"] == "retained-12"]
+    return verdicts, details
+
+
+def test_a_commit_up_to_the_log_start_past_a_transaction_it_cut_is_unverifiable(spark):
+    """The broker serves read_committed consumers up to the log start whatever is open below it
+    (`UnifiedLog.maybeIncrementFirstUnstableOffset`): a commit at or below the log start at the
+    export read past the transaction only if the log started below it at the time, which the
+    export does not show; one above it did at any start. The checkpoint is the start, above or
+    below the first exported offset."""
+    verdicts, details = log_start_verdicts(spark, incremental=False, config=AuditConfig())
+    assert verdicts == [
+        ("ABORTED_READ", None, "deleted-11"),
+        ("ABORTED_READ", None, "retained-22"),
+        ("ABORTED_READ", None, "tiered-12"),
+        ("UNVERIFIABLE", "LOG_START_UNKNOWN", "deleted-8"),
+        ("UNVERIFIABLE", "LOG_START_UNKNOWN", "retained-12"),
+        ("UNVERIFIABLE", "LOG_START_UNKNOWN", "retained-20"),
     ]
-    (undecided,) = [r for r in rows if r["finding_type"] == "UNVERIFIABLE"]
-    assert undecided["detail"] == (
-        f"READ_PAST_LSO cannot be decided for {OUTPUT}-0 (1 commit(s) of group at-the-start): "
-        "they passed a transaction that began below the partition's exported log, made from "
-        f"{at(30)} ms on, at offsets up to its log start at the export (20): the broker serves "
-        "up to the log start whatever is open below it, and where the log started when they "
-        "were made is not in the export."
-    )
+    assert details == [
+        "READ_PAST_LSO cannot be decided for retained-0 (1 commit(s) of group retained-12): "
+        "they passed a transaction that began below the partition's log start at the export "
+        f"(20), made from {at(30)} ms on at offsets up to it: the broker serves up to the log "
+        "start whatever is open below it, and where the log started when they were made is not "
+        "in the export."
+    ]
+
+
+@pytest.mark.parametrize("cut_by", ["an incremental run", "compaction"])
+def test_where_the_export_was_cut_its_first_offset_is_not_the_log_start_of_a_read(spark, cut_by):
+    """An incremental run's export starts anywhere (--since-state), and the cleaner removes a
+    compacted log's first batches without moving its start: without a checkpoint the log start
+    is unknown, and the commits are judged."""
+    incremental = cut_by == "an incremental run"
+    config = AuditConfig().with_overrides(topics={"compacted": [] if incremental else ["retained"]})
+    verdicts, _ = log_start_verdicts(spark, incremental, config)
+    assert verdicts == [
+        ("ABORTED_READ", None, "deleted-11"),
+        ("ABORTED_READ", None, "retained-12"),
+        ("ABORTED_READ", None, "retained-20"),
+        ("ABORTED_READ", None, "retained-22"),
+        ("ABORTED_READ", None, "tiered-12"),
+        ("UNVERIFIABLE", "LOG_START_UNKNOWN", "deleted-8"),
+    ]
 
 
 def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start(spark):
