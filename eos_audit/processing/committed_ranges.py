@@ -69,8 +69,8 @@ def offset_out_of_range(
     logs = exported_logs(partitions).select(
         "topic",
         "partition",
-        # Unknown where the export was cut (a compacted topic, an incremental run): there the
-        # standing offsets are not judged against it.
+        # Null where the export was cut (a compacted topic, an incremental run) and holds no
+        # checkpoint: there no standing offset is judged below it.
         log_start_offset(config, incremental).alias("log_start_offset"),
         # The seeded state's run saw the log up to its covered offset: the log reached it.
         F.greatest("log_end", "covered_end").alias("log_end_offset"),
