@@ -148,56 +148,63 @@ def last_stable_offset(
     start_unknown = F.coalesce(F.col("c.committed_offset") <= F.col("log_start"), F.lit(False))
     open_at_end = (F.col("finding_type") == "READ_PAST_LSO") & (F.col("t.ended_at") == _NEVER)
     spans = F.coalesce(F.col("exported_until") >= deadline, F.lit(False))
-    undecided_span = ~start_unknown & open_at_end & ~spans
-    return (
-        _findings(judged.where(~start_unknown & (~open_at_end | spans)), config, run_id)
-        .unionByName(
-            _undecided(judged.where(undecided_span), "EXPORT_DOES_NOT_SPAN", config, run_id)
-        )
-        .unionByName(_undecided(judged.where(start_unknown), "LOG_START_UNKNOWN", config, run_id))
+    undecided = F.when(start_unknown, "LOG_START_UNKNOWN").when(
+        open_at_end & ~spans, "EXPORT_DOES_NOT_SPAN"
+    )
+    judged = judged.withColumn("undecided", undecided)
+    return _findings(judged.where(F.col("undecided").isNull()), config, run_id).unionByName(
+        _undecided(judged.where(F.col("undecided").isNotNull()), config, run_id)
     )
 
 
-_UNDECIDED_REASONS = {
+# Each cause of an UNVERIFIABLE READ_PAST_LSO: why, from the commits' first time and the column
+# of what the export shows.
+_UNDECIDED = {
     "EXPORT_DOES_NOT_SPAN": (
         "they passed a transaction still open at the end of the partition's export, and were "
         "made from %d ms on, after its last exported batch (at %d ms): whether the transaction "
-        "was still open then is not in the export"
+        "was still open then is not in the export",
+        "exported_until",
     ),
     "LOG_START_UNKNOWN": (
         "they passed a transaction that began below the partition's log start at the export "
         "(%2$d), made from %1$d ms on at offsets up to it: the broker serves up to the log start "
         "whatever is open below it, and where the log started when they were made is not in "
-        "the export"
+        "the export",
+        "log_start",
     ),
 }
 
 
-def _undecided(judged: DataFrame, cause: str, config: AuditConfig, run_id: str) -> DataFrame:
-    """UNVERIFIABLE (READ_PAST_LSO, `cause`), one per group and partition.
+def _undecided(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame:
+    """UNVERIFIABLE (READ_PAST_LSO), one per group, partition and cause (`undecided`).
 
     EXPORT_DOES_NOT_SPAN: commits past a transaction open at the end of the partition's export,
     made after its last exported batch. LOG_START_UNKNOWN: commits at or below the log start the
     export shows, past a transaction that began below it.
     """
-    per_group = judged.groupBy("topic", "partition", F.col("c.group_id").alias("group_id")).agg(
+    cause = F.col("undecided")
+    per_group = judged.groupBy(
+        "topic", "partition", F.col("c.group_id").alias("group_id"), cause
+    ).agg(
         F.count(F.lit(1)).alias("commits"),
         F.min("c.committed_at").alias("first_at"),
         F.first("exported_until").alias("exported_until"),
         F.first("log_start").alias("log_start"),
     )
-    known = "exported_until" if cause == "EXPORT_DOES_NOT_SPAN" else "log_start"
+    reason = F.lit(None).cast("string")
+    for name, (text, known) in _UNDECIDED.items():
+        said = F.format_string(text, "first_at", F.coalesce(known, F.lit(-1)))
+        reason = F.when(cause == name, said).otherwise(reason)
     values = {
         "topic": F.col("topic"),
         "partition": F.col("partition"),
         "group_id": F.col("group_id"),
         "scope": F.format_string("%d commit(s) of group %s", "commits", "group_id"),
-        "reason": F.format_string(
-            _UNDECIDED_REASONS[cause], "first_at", F.coalesce(known, F.lit(-1))
-        ),
-        "cause": F.lit(cause),
+        "reason": reason,
+        "cause": cause,
     }
-    identity = [F.col("topic"), F.col("partition"), F.col("group_id"), F.lit(cause)]
+    identity = [F.col("topic"), F.col("partition"), F.col("group_id"), cause]
     finding = unverifiable_finding("READ_PAST_LSO", values, identity, config, run_id)
     return per_group.select(finding.alias("f")).select("f.*")
 
