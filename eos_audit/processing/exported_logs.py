@@ -163,17 +163,30 @@ def offsets_logs(records: DataFrame) -> DataFrame:
         & F.col("control_type").isNull()
         & F.col(SOURCE_ERROR).isNull()
     )
-    stats = (
+    offset = F.col("offset")
+    # The distinct offsets (a record handed in twice must not fill a gap) as bitmaps of 32,768
+    # offsets each, counted exactly: each task ORs its records into its partitions' bitmaps, so
+    # the shuffle carries a row per partition and bitmap, where `count_distinct` shuffled a row
+    # per record (at the benchmark's 1M records: 0.47 s against 0.73 s, alone, warm).
+    buckets = (
         records.where(F.col("coordinator_topic") == CONSUMER_OFFSETS)
-        .groupBy("coordinator_partition")
+        .groupBy("coordinator_partition", F.bitmap_bucket_number(offset).alias("bucket"))
         .agg(
-            F.min("offset").alias("first_offset"),
-            F.max("offset").alias("last_offset"),
-            F.count_distinct("offset").alias("offsets"),
+            F.min(offset).alias("first_offset"),
+            F.max(offset).alias("last_offset"),
+            F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(offset))).alias("offsets"),
             F.count(F.when(keyless, F.lit(1))).alias("keyless_tombstones"),
-            F.min(F.when(keyless, F.col("offset"))).alias("first_keyless_tombstone"),
+            F.min(F.when(keyless, offset)).alias("first_keyless_tombstone"),
             F.count(F.when(F.col(SOURCE_ERROR).isNotNull(), F.lit(1))).alias("undecoded"),
         )
+    )
+    stats = buckets.groupBy("coordinator_partition").agg(
+        F.min("first_offset").alias("first_offset"),
+        F.max("last_offset").alias("last_offset"),
+        F.sum("offsets").alias("offsets"),
+        F.sum("keyless_tombstones").alias("keyless_tombstones"),
+        F.min("first_keyless_tombstone").alias("first_keyless_tombstone"),
+        F.sum("undecoded").alias("undecoded"),
     )
     whole = (F.col("first_offset") == 0) & (F.col("offsets") == F.col("last_offset") + 1)
     return stats.select(

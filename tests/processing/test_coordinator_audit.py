@@ -14,14 +14,16 @@ import io
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from chispa import assert_df_equality
 from deltalake import DeltaTable, QueryBuilder
+from pyspark.sql import functions as F
 
 from eos_audit.audit import output_records
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.cli import _print_summary
 from eos_audit.config import AuditConfig
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
-from eos_audit.processing.exported_logs import cleaned_offset_partitions
+from eos_audit.processing.exported_logs import cleaned_offset_partitions, offsets_logs
 from eos_audit.processing.one_to_one import send_offsets_to_transaction
 from eos_audit.sources.kafka.coordinator_dump_log import read_coordinator_dump_log
 from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS
@@ -371,6 +373,49 @@ def test_tombstones_the_text_prints_without_their_key_make_the_rewind_check_unve
         "so a commit below a removed value, a restart from an expired offset, cannot be told "
         "from a rewind."
     )
+
+
+def test_a_partition_is_whole_where_its_distinct_offsets_fill_it_from_zero(spark):
+    """Offsets are counted once each, within and across the bitmaps of 32,768 offsets they are
+    counted in: a record handed in twice fills no missing offset, and a record that did not
+    decode (without an offset) is counted as undecoded, never as an offset."""
+
+    def rows(partition: int, first: int, end: int, *, without: int = -1, twice: int = -1):
+        offsets = spark.range(first, end).where(F.col("id") != without)
+        offsets = offsets.unionByName(spark.range(twice, twice + 1)) if twice >= 0 else offsets
+        return offsets.select(
+            F.lit(CONSUMER_OFFSETS).alias("coordinator_topic"),
+            F.lit(partition).alias("coordinator_partition"),
+            F.col("id").alias("offset"),
+            F.lit(False).alias("is_tombstone"),
+            F.lit(1).alias("record_type"),
+            F.lit(None).cast("string").alias("control_type"),
+            F.lit(None).cast("string").alias(SOURCE_ERROR_COL),
+        )
+
+    undecoded = spark.createDataFrame(
+        [(CONSUMER_OFFSETS, 3, None, False, None, None, "the record did not decode")],
+        "coordinator_topic string, coordinator_partition int, offset long, is_tombstone boolean, "
+        f"record_type int, control_type string, {SOURCE_ERROR_COL} string",
+    )
+    records = (
+        rows(0, 0, 70_000)
+        .unionByName(rows(1, 0, 70_000, without=40_001, twice=40_000))
+        .unionByName(rows(2, 5, 11))
+        .unionByName(rows(3, 0, 11))
+        .unionByName(undecoded)
+    )
+    expected = spark.createDataFrame(
+        [
+            (0, 0, 69_999, True, 0, None, 0),
+            (1, 0, 69_999, False, 0, None, 0),
+            (2, 5, 10, False, 0, None, 0),
+            (3, 0, 10, True, 0, None, 1),
+        ],
+        "coordinator_partition int, first_offset long, last_offset long, offsets_whole boolean, "
+        "keyless_tombstones long, first_keyless_tombstone long, undecoded long",
+    )
+    assert_df_equality(offsets_logs(records), expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def dump_2_4_marker(offset: int) -> str:
