@@ -858,6 +858,10 @@ INPUT_COLUMNS: dict[str, list[Column]] = {
 # Every contract `schemas/` publishes as JSON: the inputs' and the tables'.
 PUBLISHED: dict[str, list[Column]] = {**INPUT_COLUMNS, **OUTPUT_COLUMNS}
 DATA_TABLES = tuple(name for name in OUTPUT_TABLES if name != RUN_TABLE)
+# The tables with a row per record of an input, whose rows may be as many as the input's (a row
+# per offset commit, per `__transaction_state` record); the others' rows are bounded by the
+# findings, partitions and producers.
+PER_INPUT_RECORD_TABLES = frozenset({"consumer_offsets", "transaction_log"})
 
 
 def contract_json(columns: list[Column]) -> dict:

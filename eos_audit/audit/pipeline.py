@@ -33,6 +33,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.errors import ConfigError, EosAuditError, InputSchemaError, SinkError
 from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.instants import epoch_millis
+from eos_audit.schemas import PER_INPUT_RECORD_TABLES
 from eos_audit.session import (
     ensure_code_on_server,
     lost_server_error,
@@ -749,7 +750,13 @@ def _audit_and_write(
         log.error("run %s: could not read %s (listed, then unreadable)", run_id, path)
     # None: known to be empty (no Spark job for nothing); input_files is the driver's rows.
     tables = [
-        TableRows(t, frames.get(t), TABLE_SCHEMAS[t], books.rows if t == "input_files" else None)
+        TableRows(
+            t,
+            frames.get(t),
+            TABLE_SCHEMAS[t],
+            books.rows if t == "input_files" else None,
+            per_input_record=t in PER_INPUT_RECORD_TABLES,
+        )
         for t in DATA_TABLES
     ]
     with progress.stage(spark, run_id, "writing the tables"):

@@ -263,6 +263,49 @@ def test_several_tables_in_one_staging_job_land_as_one_by_one(spark, warehouse):
     )
 
 
+def test_tables_of_a_row_per_input_record_are_staged_apart_and_land_in_order(
+    spark, warehouse, monkeypatch
+):
+    """A table with a row per input record is staged in a job of its own (packed beside the
+    others, each of its rows would carry their columns too): every table still lands in order,
+    with its rows, and no staged file is left."""
+    writer = DeltaRsWriter(str(warehouse), staging_dir=str(warehouse / "_staging" / "run"))
+    other = T.StructType(
+        [T.StructField("run_id", T.StringType(), False), T.StructField("n", T.LongType(), True)]
+    )
+    groups = []
+    stage_packed = sinks_delta._stage_packed
+
+    def recorded(tables, staging):
+        groups.append([t.table for t in tables])
+        return stage_packed(tables, staging)
+
+    monkeypatch.setattr(sinks_delta, "_stage_packed", recorded)
+    rows = {"offsets": [("a", 1), ("a", 2)], "counts": [("a", 7)], "log": [("a", 5)]}
+    tables = [
+        TableRows("findings", _findings(spark, "a", 3), FINDINGS),
+        *[
+            TableRows(
+                name,
+                spark.createDataFrame(rows[name], other),
+                other,
+                per_input_record=name != "counts",
+            )
+            for name in ("offsets", "counts", "log")
+        ],
+    ]
+    written = []
+    places = writer.replace_runs(tables, "a", lambda t, where: written.append(t))
+    assert groups == [["findings", "counts"], ["offsets", "log"]]
+    assert written == ["findings", "offsets", "counts", "log"]
+    assert _read(places["findings"], "SELECT count(*) AS n FROM t") == [{"n": 3}]
+    for name, expected in rows.items():
+        got = _read(places[name], "SELECT run_id, n FROM t ORDER BY n")
+        assert [(r["run_id"], r["n"]) for r in got] == expected
+    staging = warehouse / "_staging" / "run"
+    assert not staging.exists() or not any(staging.iterdir())
+
+
 def test_rows_the_driver_made_go_straight_into_their_table(spark, warehouse):
     """input_files' rows are made on the driver: written as they are, in the tables' order, both
     beside tables staged in one job and where each table is written on its own."""
