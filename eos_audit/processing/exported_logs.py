@@ -267,22 +267,37 @@ def partition_count(configured: int, highest: Column) -> Column:
 def transaction_log_held(
     records: DataFrame, partitions: int, listed: Collection[tuple[str, int]]
 ) -> DataFrame:
-    """One row: the partitions `__transaction_state` has, and how many of them the export holds.
+    """One row: the partitions `__transaction_state` has, how many the export holds, its latest.
 
-    `log_partitions_held` counts those the export lists (`listed`) or holds records of.
+    `log_partitions_held` counts those the export lists (`listed`) or holds records of, less
+    those holding a record that did not decode (quarantined): the rest of such a partition is
+    unknown (a dump's decoder that stopped, a segment walk cut short), and so is whether a
+    transactional id is in it. `log_partitions_undecoded` lists those.
     `log_partitions` is `partitions` (`processing.transaction_state_partitions`), or more where
     the export holds a higher one: Kafka numbers a topic's partitions from 0, so a configured
     count below the cluster's never makes a partial export look whole.
+    `log_latest`: the exported record of the log with the latest time (partition, offset,
+    timestamp; null for none), how far the log's export is known to reach.
     """
     named = sorted({p for t, p in listed if t == TRANSACTION_STATE and p >= 0})
+    decoded = F.col(SOURCE_ERROR).isNull()
     in_records = records.where(
         (F.col("coordinator_topic") == TRANSACTION_STATE) & (F.col("coordinator_partition") >= 0)
-    ).agg(F.collect_set("coordinator_partition").alias("held"))
+    ).agg(
+        F.collect_set("coordinator_partition").alias("held"),
+        F.collect_set(F.when(~decoded, F.col("coordinator_partition"))).alias("undecoded"),
+        F.max_by(
+            F.when(decoded, F.struct("coordinator_partition", "offset", "timestamp")),
+            F.when(decoded, F.col("timestamp")),
+        ).alias("log_latest"),
+    )
     listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
     held = F.array_union(F.col("held"), listed_column)
     return in_records.select(
         partition_count(partitions, F.array_max(held)).alias("log_partitions"),
-        F.size(held).alias("log_partitions_held"),
+        F.size(F.array_except(held, F.col("undecoded"))).alias("log_partitions_held"),
+        F.array_sort("undecoded").alias("log_partitions_undecoded"),
+        "log_latest",
     )
 
 
@@ -291,14 +306,16 @@ def transaction_log_held_reason(config: AuditConfig) -> Column:
 
     From `transaction_log_held`'s columns: "the export holds 3 of its 50 partitions
     (processing.transaction_state_partitions)", or, where the export holds a partition beyond
-    the configured count, "of its at least N partitions (it holds __transaction_state-M, ...)".
+    the configured count, "of its at least N partitions (it holds __transaction_state-M, ...)";
+    then the partitions not counted for a record that did not decode, if any.
     """
     # The export holds a partition the configured count does not have: the count is too low.
     beyond_configured = F.col("log_partitions") > F.lit(
         config.processing.transaction_state_partitions
     )
+    undecoded = F.col("log_partitions_undecoded")
     return F.format_string(
-        "the export holds %d of its %s partitions (%s)",
+        "the export holds %d of its %s partitions (%s)%s",
         "log_partitions_held",
         F.concat(
             F.when(beyond_configured, F.lit("at least ")).otherwise(F.lit("")),
@@ -311,6 +328,13 @@ def transaction_log_held_reason(config: AuditConfig) -> Column:
                 F.col("log_partitions") - 1,
             ),
         ).otherwise(F.lit("processing.transaction_state_partitions")),
+        F.when(
+            F.size(undecoded) > 0,
+            F.format_string(
+                ", not counting __transaction_state-%s, whose records did not all decode",
+                F.array_join(undecoded.cast("array<string>"), ", __transaction_state-"),
+            ),
+        ).otherwise(F.lit("")),
     )
 
 
@@ -327,8 +351,9 @@ def unlogged_offset_transactions(
     PrepareCommit or PrepareAbort record lists, a zombie commit from the producer ids and epochs
     its records give a transactional id. A transactional offset commit whose marker was written
     (applied, skipped or aborted), by a producer id no exported record of the transaction log
-    has, is judged by neither. Where the export does not hold every partition of the log, the
-    producer's transactional id may be in one it lacks: one finding per `__consumer_offsets`
+    has, is judged by neither. Where the export does not hold every partition of the log (or
+    holds one with a record that did not decode, `transaction_log_held`), the producer's
+    transactional id may be in one it lacks: one finding per `__consumer_offsets`
     partition and check, with the commits, producers and groups it covers
     (TRANSACTION_LOG_NOT_WHOLE). Where it holds the whole log, the id's records are gone (an
     expired transactional id, its records cleaned), older than what the log can show: not raised.

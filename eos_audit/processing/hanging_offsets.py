@@ -66,13 +66,16 @@ def find_hanging_transactions(
 
     That no transactional id owns a producer id (NO_TRANSACTIONAL_ID) is told only from the whole
     transaction log: every one of `processing.transaction_state_partitions` partitions in the
-    export, listed or holding records. Otherwise such a producer's pending commits are
-    UNVERIFIABLE (TRANSACTION_LOG_NOT_WHOLE): its transactional id may be in a partition the
-    export lacks. NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no
-    older than the first pending commit (less the clock skew): the coordinator wrote the Ongoing
-    record listing the partition before it, so an older latest record means the transaction
-    log was exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN), unless a later record of
-    that partition of the log, of any id, shows its export reached past the commit. Without
+    export, listed or holding records, each of them decoded whole. Otherwise such a producer's
+    pending commits are UNVERIFIABLE (TRANSACTION_LOG_NOT_WHOLE): its transactional id may be
+    in a partition the export lacks. Nor unless the log's export reaches past the first pending
+    commit: a record of it, of any id, later than the commit by the clock skew; else
+    UNVERIFIABLE (EXPORT_DOES_NOT_SPAN): the id may have been written after the copy.
+    NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no older than the
+    first pending commit (less the clock skew): the coordinator wrote the Ongoing record
+    listing the partition before it, so an older latest record means the transaction log was
+    exported earlier (UNVERIFIABLE, EXPORT_DOES_NOT_SPAN), unless a later record of that
+    partition of the log, of any id, shows its export reached past the commit. Without
     `--export-time`, nor may that record be newer than the `__consumer_offsets` partition's
     latest batch (by the skew): the partition may have been exported before it, and before the
     marker that closed the commits (a KIP-939 transaction open for hours, completed between
@@ -169,13 +172,23 @@ def find_hanging_transactions(
     # newer record of the transaction log may have come after it, and so may the marker.
     offsets_end = F.coalesce("written_until", "last_record_at")
     log_after = F.lit(False) if as_of_ms is not None else (log["timestamp"] > offsets_end + skew)
+    # A producer id no record has: its transactional id's record (InitProducerId) comes before
+    # any commit of it, so the whole log says there is none only if its export reached past the
+    # commit: a record of the log, of any id and partition, later than it by the skew (the
+    # log's partitions copied together, as the id's partition is not known).
+    log_reaches = F.coalesce(
+        F.col("log_latest.timestamp") >= first["timestamp"] + skew, F.lit(False)
+    )
     # Where the export cannot decide, no cause: `undecided` below.
-    cause = F.when(log.isNull(), F.when(whole, F.lit("NO_TRANSACTIONAL_ID"))).when(
+    cause = F.when(log.isNull(), F.when(whole & log_reaches, F.lit("NO_TRANSACTIONAL_ID"))).when(
         not_current & log_spans & ~log_after, "NOT_IN_CURRENT_TRANSACTION"
     )
-    undecided_cause = F.when(log.isNull(), F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE))).when(
-        not_current & (~log_spans | log_after), F.lit(EXPORT_DOES_NOT_SPAN)
-    )
+    undecided_cause = F.when(
+        log.isNull(),
+        F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE)).when(
+            ~log_reaches, F.lit(EXPORT_DOES_NOT_SPAN)
+        ),
+    ).when(not_current & (~log_spans | log_after), F.lit(EXPORT_DOES_NOT_SPAN))
     hanging = judged.withColumn("cause", cause).where(F.col("cause").isNotNull())
     values = {
         "cause": F.col("cause"),
@@ -235,6 +248,23 @@ def find_hanging_transactions(
                     F.lit("no exported record of __transaction_state has that producer id, and "),
                     transaction_log_held_reason(config),
                     F.lit(": its transactional id may be in one the export lacks"),
+                ),
+            ).when(
+                log.isNull(),
+                F.concat(
+                    F.lit("no exported record of __transaction_state has that producer id, and "),
+                    F.when(
+                        F.col("log_latest").isNull(), F.lit("the export holds none of the log")
+                    ).otherwise(
+                        F.format_string(
+                            "the log's latest exported record (__transaction_state-%s offset "
+                            "%s) is no later than the first pending commit by the tolerated "
+                            "clock skew",
+                            "log_latest.coordinator_partition", "log_latest.offset",
+                        )
+                    ),
+                    F.lit(": its export may end before the producer's transactional id was "
+                          "written (InitProducerId, before its first commit)"),
                 ),
             ).when(
                 ~log_spans,

@@ -84,6 +84,7 @@ from tests.fixtures.segment_builder import (
     write_partition_dir,
 )
 from tests.sources.test_coordinator_records import (
+    i16,
     offset_commit_key,
     offset_commit_value,
     txn_key,
@@ -654,7 +655,9 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     export lacks, and the check is undecided."""
     root = tmp_path / "export"
     write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
-    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
+    # Another id's record at 60 s: the log was copied after the commit at 50 s.
+    later = other_id_record(len(TRANSACTION_LOG), 60)
+    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG, later)
     export = read_kafka_export(spark, [str(root)])
     records = staged_records(export.coordinator_records)
     history = replay_offsets(offset_events(records))
@@ -698,6 +701,60 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     )
     # Every partition up to the highest one exported: the whole log, whatever the configuration.
     assert [h[1] for h in hanging(TS + 1, others)] == ["NO_TRANSACTIONAL_ID"]
+
+
+def other_id_record(offset: int, when: float) -> bytes:
+    """A record of another transactional id (Empty, a producer of its own) at `when`."""
+    return plain(
+        offset, when, (txn_key("other-tx"), txn_value(0, PID + 100, 0, 0, None, at(when), -1))
+    )
+
+
+def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_whole(
+    spark, tmp_path
+):
+    """`proc`'s commit at 50 s by a producer no record of the transaction log has, every
+    partition of the log listed. The producer's transactional id was written (InitProducerId)
+    before its first commit: with the log's latest record at 37 s, or within the skew after the
+    commit, the log may have been copied before that (EXPORT_DOES_NOT_SPAN); a record at 60 s
+    says it was not (NO_TRANSACTIONAL_ID). A record of the log that did not decode leaves the
+    rest of its partition unknown, the producer's id perhaps in it (TRANSACTION_LOG_NOT_WHOLE)."""
+    every_partition = {("__transaction_state", p) for p in range(50)}
+    cut_short = plain(len(TRANSACTION_LOG), 40, (txn_key("cut-tx"), i16(1) + b"\x00"))
+
+    def hanging(*more: bytes) -> list[tuple]:
+        root = tmp_path / f"export-{len(list(tmp_path.iterdir()))}"
+        write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
+        write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG, *more)
+        records = staged_records(read_kafka_export(spark, [str(root)]).coordinator_records)
+        history = replay_offsets(offset_events(records))
+        rows = find_hanging_transactions(
+            history, records, AuditConfig(), "run", at(2000), every_partition
+        ).collect()
+        return [(r["finding_type"], r["cause"], r["producer_id"], r["detail"]) for r in rows]
+
+    ((finding, cause, _, detail),) = hanging()
+    assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
+    assert detail.endswith(
+        "no exported record of __transaction_state has that producer id, and the log's latest "
+        f"exported record (__transaction_state-{TS} offset 8) is no later than the first pending "
+        "commit by the tolerated clock skew: its export may end before the producer's "
+        "transactional id was written (InitProducerId, before its first commit)."
+    )
+    undecided = [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
+    assert [h[:2] for h in hanging(other_id_record(len(TRANSACTION_LOG), 50.5))] == undecided
+    assert [h[:3] for h in hanging(other_id_record(len(TRANSACTION_LOG), 60))] == [
+        ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)
+    ]
+    ((finding, cause, _, detail),) = hanging(
+        cut_short, other_id_record(len(TRANSACTION_LOG) + 1, 60)
+    )
+    assert (finding, cause) == ("UNVERIFIABLE", "TRANSACTION_LOG_NOT_WHOLE")
+    assert detail.endswith(
+        "the export holds 49 of its 50 partitions (processing.transaction_state_partitions), "
+        f"not counting __transaction_state-{TS}, whose records did not all decode: its "
+        "transactional id may be in one the export lacks."
+    )
 
 
 def test_offset_transactions_the_exported_transaction_log_misses_are_unverifiable(
