@@ -23,8 +23,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.offset_metadata_manager import (
     ABORTED,
+    CLEARED,
     CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS,
     READ_TYPES,
+    REPLACED,
+    SKIPPED,
 )
 from eos_audit.processing.offset_runner import replay_batches
 from eos_audit.schemas import CONSUMER_OFFSETS_COLUMNS, OUTPUT_TABLES
@@ -249,14 +252,23 @@ def transaction_log_table(records: DataFrame, run_id: str) -> DataFrame:
     )
 
 
-def counted_commit() -> Column:
-    """An offset commit the input-log checks judge: one with an offset, not aborted.
+# The outcomes of a transactional commit that never became the group's offset: its transaction
+# aborted; the same producer wrote the key again before its marker (only the last applies); a
+# tombstone removed it while pending; the stored value was a later record's when its marker
+# came (`OffsetMetadataManager.replayEndTransactionMarker`).
+NEVER_THE_GROUPS_OFFSET = (ABORTED, REPLACED, CLEARED, SKIPPED)
 
-    An aborted transactional commit never became the group's offset. READ_PAST_LSO,
+
+def counted_commit() -> Column:
+    """An offset commit the input-log checks judge: one that became, or may yet become, the offset.
+
+    One with an offset whose outcome is not one of `NEVER_THE_GROUPS_OFFSET` (a PENDING one may
+    yet apply): a commit that never did made no consumer resume from it. READ_PAST_LSO,
     COMMIT_BEYOND_LOG, COMMIT_BELOW_LOG_START and what the export cannot judge of them
     (`exported_logs.unexported_input_partitions`) take the same commits.
     """
-    return F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED)
+    never = F.col("outcome").isin(*NEVER_THE_GROUPS_OFFSET)
+    return F.col("committed_offset").isNotNull() & ~never
 
 
 def commit_record_values(of: Callable[[str], Column]) -> dict[str, Column]:

@@ -618,6 +618,31 @@ def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start
     assert found == [("COMMIT_BELOW_LOG_START", "behind", "5")]
 
 
+def test_only_commits_that_became_or_may_become_the_groups_offset_are_judged(spark):
+    """Transactional commits of offset 50 where `out`-0's log ends at 20, with a batch after
+    them: the applied one and the one still pending are beyond the log. Those that never became
+    the group's offset (aborted; replaced by the same producer before its marker; cleared by a
+    tombstone while pending; skipped for a later record's value) made no consumer resume
+    there, and are not judged."""
+    outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
+    history = spark.createDataFrame(
+        [(outcome.lower(), OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
+          DOWN_CO, record, "x", None)
+         for record, outcome in enumerate(outcomes)],
+        "group_id string, topic string, partition int, committed_offset long, kind string, "
+        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
+        "marker_offset long",
+    )  # fmt: skip
+    row = {f.name: None for f in PARTITION_STATS_N.fields}
+    row.update(topic=OUTPUT, partition=0, first_offset=0, last_offset=19, max_timestamp=at(40))
+    partitions = spark.createDataFrame([row], PARTITION_STATS_N)
+    rows = offset_out_of_range(history, partitions, AuditConfig(), "run").collect()
+    assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
+        ("COMMIT_BEYOND_LOG", "applied"), ("COMMIT_BEYOND_LOG", "pending")
+    ]  # fmt: skip
+
+
 def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(audited):
     """The replay calls every transaction open past the timeout and its grace hanging; the one the
     transaction log marks as KIP-939's (a timeout of Integer.MAX_VALUE, still Ongoing and listing
