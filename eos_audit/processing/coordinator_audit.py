@@ -264,8 +264,9 @@ def counted_commit() -> Column:
 
     One with an offset whose outcome is not one of `NEVER_THE_GROUPS_OFFSET` (a PENDING one may
     yet apply): a commit that never did made no consumer resume from it. READ_PAST_LSO,
-    COMMIT_BEYOND_LOG, COMMIT_BELOW_LOG_START and what the export cannot judge of them
-    (`exported_logs.unexported_input_partitions`) take the same commits.
+    COMMIT_BEYOND_LOG and what the export cannot judge of the input-log checks
+    (`exported_logs.unexported_input_partitions`) take these commits; COMMIT_BELOW_LOG_START
+    takes the offset standing at the end, an applied one.
     """
     never = F.col("outcome").isin(*NEVER_THE_GROUPS_OFFSET)
     return F.col("committed_offset").isNotNull() & ~never
