@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
+from eos_audit.processing.coordinator_audit import commit_record_values, group_offset_commit
 from eos_audit.processing.exported_logs import exported_logs, log_start_offset
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
@@ -76,7 +76,7 @@ def offset_out_of_range(
         F.greatest("log_end", "covered_end").alias("log_end_offset"),
         "written_until",
     )
-    counted = history.where(counted_commit()).withColumn(
+    counted = history.where(group_offset_commit()).withColumn(
         "committed_at", F.coalesce("commit_timestamp_ms", "timestamp")
     )
     judged = counted.join(logs, ["topic", "partition"])

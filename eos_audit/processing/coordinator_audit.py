@@ -260,13 +260,24 @@ NEVER_THE_GROUPS_OFFSET = (ABORTED, REPLACED, CLEARED, SKIPPED)
 
 
 def counted_commit() -> Column:
-    """An offset commit the input-log checks judge: one that became, or may yet become, the offset.
+    """An offset commit READ_PAST_LSO judges: one with an offset, its transaction not aborted.
 
-    One with an offset whose outcome is not one of `NEVER_THE_GROUPS_OFFSET` (a PENDING one may
-    yet apply): a commit that never did made no consumer resume from it. READ_PAST_LSO,
-    COMMIT_BEYOND_LOG and what the export cannot judge of the input-log checks
-    (`exported_logs.unexported_input_partitions`) take these commits; COMMIT_BELOW_LOG_START
-    takes the offset standing at the end, an applied one.
+    An aborted transaction's outputs went with it. A commit the same producer replaced before
+    its marker, one a tombstone cleared, or one its marker skipped never became the group's
+    offset, but still shows how far the consumer had read, and its transaction's outputs may
+    have committed. READ_PAST_LSO and what the export cannot judge of the input-log checks
+    (`exported_logs.unexported_input_partitions`) take these commits; COMMIT_BEYOND_LOG those
+    that became the group's offset (`group_offset_commit`); COMMIT_BELOW_LOG_START the offset
+    standing at the end.
+    """
+    return F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED)
+
+
+def group_offset_commit() -> Column:
+    """An offset commit that became, or may yet become (PENDING), the group's offset.
+
+    One with an offset whose outcome is none of `NEVER_THE_GROUPS_OFFSET`: a consumer of the
+    group may resume from it, and skip what later takes the offsets below it.
     """
     never = F.col("outcome").isin(*NEVER_THE_GROUPS_OFFSET)
     return F.col("committed_offset").isNotNull() & ~never

@@ -68,9 +68,10 @@ def find_hanging_transactions(
     transaction log: every one of `processing.transaction_state_partitions` partitions in the
     export, listed or holding records, each of them decoded whole. Otherwise such a producer's
     pending commits are UNVERIFIABLE (TRANSACTION_LOG_NOT_WHOLE): its transactional id may be
-    in a partition the export lacks. Nor unless the log's export reaches past the first pending
-    commit: a record of it, of any id, later than the commit by the clock skew; else
-    UNVERIFIABLE (EXPORT_DOES_NOT_SPAN): the id may have been written after the copy.
+    in a partition the export lacks. Nor unless the log was copied after the first pending
+    commit: at `--export-time`, or, without it, where a record of the log, of any id, is later
+    than the commit by the clock skew; else UNVERIFIABLE (EXPORT_DOES_NOT_SPAN): the id may
+    have been written after the copy.
     NOT_IN_CURRENT_TRANSACTION needs the id's latest exported record to be no older than the
     first pending commit (less the clock skew): the coordinator wrote the Ongoing record
     listing the partition before it, so an older latest record means the transaction log was
@@ -173,11 +174,14 @@ def find_hanging_transactions(
     offsets_end = F.coalesce("written_until", "last_record_at")
     log_after = F.lit(False) if as_of_ms is not None else (log["timestamp"] > offsets_end + skew)
     # A producer id no record has: its transactional id's record (InitProducerId) comes before
-    # any commit of it, so the whole log says there is none only if its export reached past the
-    # commit: a record of the log, of any id and partition, later than it by the skew (the
-    # log's partitions copied together, as the id's partition is not known).
-    log_reaches = F.coalesce(
-        F.col("log_latest.timestamp") >= first["timestamp"] + skew, F.lit(False)
+    # any commit of it, so the whole log says there is none only if it was copied after the
+    # commit: at --export-time, which says so, else where a record of the log, of any id and
+    # partition, is later than the commit by the skew (the log's partitions copied together, as
+    # the id's partition is not known).
+    log_reaches = (
+        F.lit(True)
+        if as_of_ms is not None
+        else F.coalesce(F.col("log_latest.timestamp") >= first["timestamp"] + skew, F.lit(False))
     )
     # Where the export cannot decide, no cause: `undecided` below.
     cause = F.when(log.isNull(), F.when(whole & log_reaches, F.lit("NO_TRANSACTIONAL_ID"))).when(
@@ -254,7 +258,8 @@ def find_hanging_transactions(
                 F.concat(
                     F.lit("no exported record of __transaction_state has that producer id, and "),
                     F.when(
-                        F.col("log_latest").isNull(), F.lit("the export holds none of the log")
+                        F.col("log_latest").isNull(),
+                        F.lit("no exported record of the log has a time"),
                     ).otherwise(
                         F.format_string(
                             "the log's latest exported record (__transaction_state-%s offset "

@@ -618,12 +618,16 @@ def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start
     assert found == [("COMMIT_BELOW_LOG_START", "behind", "5")]
 
 
-def test_only_commits_that_became_or_may_become_the_groups_offset_are_judged(spark):
-    """Transactional commits of offset 50 where `out`-0's log ends at 20, with a batch after
-    them: the applied one and the one still pending are beyond the log. Those that never became
-    the group's offset (aborted; replaced by the same producer before its marker; cleared by a
-    tombstone while pending; skipped for a later record's value) made no consumer resume
-    there, and are not judged."""
+def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if_not_aborted(
+    spark,
+):
+    """Transactional commits of offset 50 at 30 s, one per outcome, where `out`-0's log ends at
+    20 and holds a transaction from offset 3 that aborted at 40 s. Beyond the log: the applied
+    one and the one still pending; those that never became the group's offset (aborted;
+    replaced by the same producer before its marker; cleared by a tombstone while pending;
+    skipped for a later record's value) made no consumer resume there. Past the aborted
+    transaction: every one but the aborted commit, whose transaction's outputs went with it;
+    the others still show how far the consumer had read."""
     outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
     history = spark.createDataFrame(
         [(outcome.lower(), OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
@@ -635,11 +639,21 @@ def test_only_commits_that_became_or_may_become_the_groups_offset_are_judged(spa
         "marker_offset long",
     )  # fmt: skip
     row = {f.name: None for f in PARTITION_STATS_N.fields}
-    row.update(topic=OUTPUT, partition=0, first_offset=0, last_offset=19, max_timestamp=at(40))
+    row.update(topic=OUTPUT, partition=0, first_offset=0, last_offset=19, max_timestamp=at(45))
     partitions = spark.createDataFrame([row], PARTITION_STATS_N)
     rows = offset_out_of_range(history, partitions, AuditConfig(), "run").collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("COMMIT_BEYOND_LOG", "applied"), ("COMMIT_BEYOND_LOG", "pending")
+    ]  # fmt: skip
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
+        "topic string, partition int, producer_id long, first_offset long, "
+        "marker_offset long, outcome string, end_timestamp long",
+    )
+    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
+    assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
+        ("ABORTED_READ", group) for group in ("applied", "cleared", "pending", "replaced",
+                                               "skipped")
     ]  # fmt: skip
 
 
@@ -680,9 +694,7 @@ def test_a_producer_id_no_transactional_id_owns_is_told_from_the_whole_transacti
     export lacks, and the check is undecided."""
     root = tmp_path / "export"
     write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
-    # Another id's record at 60 s: the log was copied after the commit at 50 s.
-    later = other_id_record(len(TRANSACTION_LOG), 60)
-    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG, later)
+    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
     export = read_kafka_export(spark, [str(root)])
     records = staged_records(export.coordinator_records)
     history = replay_offsets(offset_events(records))
@@ -739,22 +751,25 @@ def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_w
     spark, tmp_path
 ):
     """`proc`'s commit at 50 s by a producer no record of the transaction log has, every
-    partition of the log listed. The producer's transactional id was written (InitProducerId)
-    before its first commit: with the log's latest record at 37 s, or within the skew after the
-    commit, the log may have been copied before that (EXPORT_DOES_NOT_SPAN); a record at 60 s
-    says it was not (NO_TRANSACTIONAL_ID). A record of the log that did not decode leaves the
-    rest of its partition unknown, the producer's id perhaps in it (TRANSACTION_LOG_NOT_WHOLE)."""
+    partition of the log listed, another group's commit at 2000 s after it. The producer's
+    transactional id was written (InitProducerId) before its first commit: without
+    --export-time, with the log's latest record at 37 s, or within the skew after the commit,
+    the log may have been copied before that (EXPORT_DOES_NOT_SPAN); a record at 60 s says it
+    was not, and so does --export-time (NO_TRANSACTIONAL_ID). A record of the log that did not
+    decode leaves the rest of its partition unknown, the producer's id perhaps in it
+    (TRANSACTION_LOG_NOT_WHOLE)."""
     every_partition = {("__transaction_state", p) for p in range(50)}
     cut_short = plain(len(TRANSACTION_LOG), 40, (txn_key("cut-tx"), i16(1) + b"\x00"))
+    later_commit = plain(len(PROCESSOR_OFFSETS), 2000, commit("later", INPUT, 1, 2000))
 
-    def hanging(*more: bytes) -> list[tuple]:
+    def hanging(*more: bytes, as_of_ms: int | None = None) -> list[tuple]:
         root = tmp_path / f"export-{len(list(tmp_path.iterdir()))}"
-        write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS)
+        write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS, later_commit)
         write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG, *more)
         records = staged_records(read_kafka_export(spark, [str(root)]).coordinator_records)
         history = replay_offsets(offset_events(records))
         rows = find_hanging_transactions(
-            history, records, AuditConfig(), "run", at(2000), every_partition
+            history, records, AuditConfig(), "run", as_of_ms, every_partition
         ).collect()
         return [(r["finding_type"], r["cause"], r["producer_id"], r["detail"]) for r in rows]
 
@@ -768,9 +783,9 @@ def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_w
     )
     undecided = [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
     assert [h[:2] for h in hanging(other_id_record(len(TRANSACTION_LOG), 50.5))] == undecided
-    assert [h[:3] for h in hanging(other_id_record(len(TRANSACTION_LOG), 60))] == [
-        ("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)
-    ]
+    hangs = [("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)]
+    assert [h[:3] for h in hanging(other_id_record(len(TRANSACTION_LOG), 60))] == hangs
+    assert [h[:3] for h in hanging(as_of_ms=at(2000))] == hangs
     ((finding, cause, _, detail),) = hanging(
         cut_short, other_id_record(len(TRANSACTION_LOG) + 1, 60)
     )
