@@ -277,7 +277,8 @@ def transaction_log_held(
     the export holds a higher one: Kafka numbers a topic's partitions from 0, so a configured
     count below the cluster's never makes a partial export look whole.
     `log_latest`: the exported record of the log with the latest time (partition, offset,
-    timestamp; null for none), how far the log's export is known to reach.
+    timestamp; null for none), how far the log's export is known to reach; `log_records`: how
+    many records of it decoded.
     """
     named = sorted({p for t, p in listed if t == TRANSACTION_STATE and p >= 0})
     decoded = F.col(SOURCE_ERROR).isNull()
@@ -290,6 +291,7 @@ def transaction_log_held(
             F.when(decoded, F.struct("coordinator_partition", "offset", "timestamp")),
             F.when(decoded, F.col("timestamp")),
         ).alias("log_latest"),
+        F.count(F.when(decoded, F.lit(1))).alias("log_records"),
     )
     listed_column = F.array(*[F.lit(p) for p in named]).cast("array<int>")
     held = F.array_union(F.col("held"), listed_column)
@@ -298,6 +300,7 @@ def transaction_log_held(
         F.size(F.array_except(held, F.col("undecoded"))).alias("log_partitions_held"),
         F.array_sort("undecoded").alias("log_partitions_undecoded"),
         "log_latest",
+        "log_records",
     )
 
 

@@ -258,6 +258,8 @@ def find_hanging_transactions(
                 F.concat(
                     F.lit("no exported record of __transaction_state has that producer id, and "),
                     F.when(
+                        F.col("log_records") == 0, F.lit("the export holds no record of the log")
+                    ).when(
                         F.col("log_latest").isNull(),
                         F.lit("no exported record of the log has a time"),
                     ).otherwise(

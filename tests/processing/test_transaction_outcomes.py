@@ -762,10 +762,10 @@ def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_w
     cut_short = plain(len(TRANSACTION_LOG), 40, (txn_key("cut-tx"), i16(1) + b"\x00"))
     later_commit = plain(len(PROCESSOR_OFFSETS), 2000, commit("later", INPUT, 1, 2000))
 
-    def hanging(*more: bytes, as_of_ms: int | None = None) -> list[tuple]:
+    def hanging(*more: bytes, as_of_ms: int | None = None, log=TRANSACTION_LOG) -> list[tuple]:
         root = tmp_path / f"export-{len(list(tmp_path.iterdir()))}"
         write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS, later_commit)
-        write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG, *more)
+        write_partition_dir(root, 1, "__transaction_state", TS, *log, *more)
         records = staged_records(read_kafka_export(spark, [str(root)]).coordinator_records)
         history = replay_offsets(offset_events(records))
         rows = find_hanging_transactions(
@@ -783,6 +783,9 @@ def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_w
     )
     undecided = [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
     assert [h[:2] for h in hanging(other_id_record(len(TRANSACTION_LOG), 50.5))] == undecided
+    ((finding, cause, _, detail),) = hanging(log=())
+    assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
+    assert "producer id, and the export holds no record of the log: its export may" in detail
     hangs = [("HANGING_OFFSET_TRANSACTION", "NO_TRANSACTIONAL_ID", UNKNOWN_PID)]
     assert [h[:3] for h in hanging(other_id_record(len(TRANSACTION_LOG), 60))] == hangs
     assert [h[:3] for h in hanging(as_of_ms=at(2000))] == hangs
