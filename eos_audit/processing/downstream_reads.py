@@ -29,6 +29,7 @@ from eos_audit.processing.exported_logs import (
     log_start_offset,
     unverifiable_finding,
 )
+from eos_audit.processing.offset_metadata_manager import ABORTED, REPLACED
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -78,9 +79,12 @@ def last_stable_offset(
         FINDINGS rows (UNVERIFIABLE ones among them).
     """
     key = ["topic", "partition"]
-    commits = history.where(
-        counted_commit()
-    ).select(
+    spans = transactions.where(F.col("first_offset").isNotNull())
+    # Only a partition with a transaction has an LSO a commit can pass: the commits of the others
+    # (most of them, where the export holds few of the groups' input partitions) are left out
+    # before the shuffles, by the few keys of the partitions with one.
+    read = history.join(F.broadcast(spans.select(*key).distinct()), key, "left_semi")
+    commits = _of_transactions_not_aborted(read).select(
         *key,
         F.col("committed_offset").alias("position"),
         F.lit(0).alias("order"),
@@ -100,16 +104,12 @@ def last_stable_offset(
         F.col("marker_offset").alias("marker_offset"),
         F.col("outcome").alias("outcome"),
     )
-    spans = transactions.where(F.col("first_offset").isNotNull()).select(
+    spans = spans.select(
         *key,
         F.col("first_offset").alias("position"),
         F.lit(1).alias("order"),
         open_then.alias("t"),
     )
-    # Only a partition with a transaction has an LSO a commit can pass: the commits of the others
-    # (most of them, where the export holds few of the groups' input partitions) are left out
-    # before the shuffle, by the few keys of the partitions with one.
-    commits = commits.join(F.broadcast(spans.select(*key).distinct()), key, "left_semi")
     stream = commits.unionByName(spans, allowMissingColumns=True)
     # A transaction starting at the committed offset itself is not passed: commits sort first.
     below = (
@@ -155,6 +155,28 @@ def last_stable_offset(
     return _findings(judged.where(F.col("undecided").isNull()), config, run_id).unionByName(
         _undecided(judged.where(F.col("undecided").isNotNull()), config, run_id)
     )
+
+
+def _of_transactions_not_aborted(history: DataFrame) -> DataFrame:
+    """The commits READ_PAST_LSO judges: `counted_commit`, less replaced ones of aborted ones.
+
+    A commit the same producer replaced before its marker is in the replay's history before its
+    marker came (REPLACED, no marker): its transaction's outcome is that of the last of its
+    replacements, the next commit of its key by its producer in its partition that was not
+    replaced (the producer's pending offsets are all decided at its marker). Where that one
+    was ABORTED, the transaction's outputs went with it. A chain that ends CLEARED (a
+    tombstone) or PENDING leaves the outcome unknown: judged.
+    """
+    chain = (
+        Window.partitionBy("coordinator_partition", "producer_id", "group_id", "topic", "partition")
+        .orderBy("record_offset")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    last = F.first(F.when(F.col("outcome") != REPLACED, F.col("outcome")), ignorenulls=True)
+    aborted = (F.col("outcome") == REPLACED) & (last.over(chain) == ABORTED)
+    # The chain's rows first, its ABORTED last among them, then the commits counted.
+    flagged = history.withColumn("_aborted", F.coalesce(aborted, F.lit(False)))
+    return flagged.where(counted_commit() & ~F.col("_aborted")).drop("_aborted")
 
 
 # Each cause of an UNVERIFIABLE READ_PAST_LSO: why, from the commits' first time and the column

@@ -627,12 +627,17 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     replaced by the same producer before its marker; cleared by a tombstone while pending;
     skipped for a later record's value) made no consumer resume there. Past the aborted
     transaction: every one but the aborted commit, whose transaction's outputs went with it;
-    the others still show how far the consumer had read."""
+    the others still show how far the consumer had read. A replaced commit whose replacement
+    was then aborted went with that transaction; one whose replacement applied did not."""
     outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
+    chains = [("then-aborted", ("REPLACED", "ABORTED")), ("then-applied", ("REPLACED", "APPLIED"))]
+    rows = [(outcome.lower(), outcome) for outcome in outcomes] + [
+        (group, outcome) for group, chain in chains for outcome in chain
+    ]
     history = spark.createDataFrame(
-        [(outcome.lower(), OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
-          DOWN_CO, record, "x", None)
-         for record, outcome in enumerate(outcomes)],
+        [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0, DOWN_CO, record,
+          "x", None)
+         for record, (group, outcome) in enumerate(rows)],
         "group_id string, topic string, partition int, committed_offset long, kind string, "
         "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
         "producer_epoch int, coordinator_partition int, record_offset long, source string, "
@@ -643,7 +648,8 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     partitions = spark.createDataFrame([row], PARTITION_STATS_N)
     rows = offset_out_of_range(history, partitions, AuditConfig(), "run").collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
-        ("COMMIT_BEYOND_LOG", "applied"), ("COMMIT_BEYOND_LOG", "pending")
+        ("COMMIT_BEYOND_LOG", "applied"), ("COMMIT_BEYOND_LOG", "pending"),
+        ("COMMIT_BEYOND_LOG", "then-applied"),
     ]  # fmt: skip
     transactions = spark.createDataFrame(
         [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
@@ -653,7 +659,7 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("ABORTED_READ", group) for group in ("applied", "cleared", "pending", "replaced",
-                                               "skipped")
+                                               "skipped", "then-applied", "then-applied")
     ]  # fmt: skip
 
 
