@@ -104,6 +104,15 @@ EXPORT_TIME = "2023-11-14T22:46:40Z"  # 2000 s after BASE_TS
 ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT = 1, 2, 3, 4, 5
 
 
+# The replay history's columns the input-log checks read, as the tests' rows give them.
+HISTORY_COLUMNS = (
+    "group_id string, topic string, partition int, committed_offset long, kind string, "
+    "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
+    "producer_epoch int, coordinator_partition int, record_offset long, source string"
+)
+HISTORY_COLUMNS_MARKED = HISTORY_COLUMNS + ", marker_offset long"
+
+
 def at(seconds: float) -> int:
     return BASE_TS + int(seconds * 1000)
 
@@ -417,9 +426,7 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
     with the default 1 s of skew, nothing with 10 s."""
     history = spark.createDataFrame(
         [(DOWNSTREAM, OUTPUT, 0, 4, "PLAIN", "APPLIED", at(22), at(22), -1, -1, DOWN_CO, 1, "x")],
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string",
+        HISTORY_COLUMNS,
     )
     transactions = spark.createDataFrame(
         [(OUTPUT, 0, PID, 3, 4, "ABORT", at(26))],
@@ -449,9 +456,7 @@ def test_a_closed_transaction_whose_marker_has_no_time_is_not_taken_for_open(spa
     history = spark.createDataFrame(
         [(DOWNSTREAM, OUTPUT, 0, 10, "PLAIN", "APPLIED", at(1000), at(1000), -1, -1, DOWN_CO, 1,
           "x")],
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string",
+        HISTORY_COLUMNS,
     )  # fmt: skip
     partitions = exported_partition(spark, OUTPUT, 0, at(2000))
 
@@ -472,15 +477,10 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
     """`out`'s export ends with a transaction open, its last batch at 40 s. A commit past it at
     31 s read past the LSO; of the group's commits at 45 and 50 s, made after the partition's
     export ended (`__consumer_offsets` exported later), the export cannot tell."""
-    columns = (
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string"
-    )
     history = spark.createDataFrame(
         [(DOWNSTREAM, OUTPUT, 0, 6, "PLAIN", "APPLIED", at(when), at(when), -1, -1, DOWN_CO,
           record, "x") for record, when in enumerate((31, 45, 50))],
-        columns,
+        HISTORY_COLUMNS,
     )  # fmt: skip
     transactions = spark.createDataFrame(
         [(OUTPUT, 0, PID, 5, None, None, None)],
@@ -525,10 +525,7 @@ def log_start_verdicts(
          for record, (topic, offset) in enumerate(
              (topic, offset) for topic, (*_, offsets) in LOG_STARTS.items() for offset in offsets
          )],
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
-        "marker_offset long",
+        HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
     transactions = spark.createDataFrame(
         [(topic, 0, PID, first, 40, "ABORT", at(60))
@@ -601,10 +598,7 @@ def test_a_log_start_checkpoint_below_the_first_exported_offset_is_the_log_start
         [(group, OUTPUT, 0, offset, "PLAIN", "APPLIED", at(30), at(30), -1, -1, DOWN_CO,
           record, "x", None)
          for record, (group, offset) in enumerate((("remote-reader", 7), ("behind", 3)))],
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
-        "marker_offset long",
+        HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
     row = {f.name: None for f in PARTITION_STATS_N.fields}
     row.update(topic=OUTPUT, partition=0, first_offset=10, last_offset=19,
@@ -638,10 +632,7 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
         [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0, DOWN_CO, record,
           "x", None)
          for record, (group, outcome) in enumerate(rows)],
-        "group_id string, topic string, partition int, committed_offset long, kind string, "
-        "outcome string, commit_timestamp_ms long, timestamp long, producer_id long, "
-        "producer_epoch int, coordinator_partition int, record_offset long, source string, "
-        "marker_offset long",
+        HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
     row = {f.name: None for f in PARTITION_STATS_N.fields}
     row.update(topic=OUTPUT, partition=0, first_offset=0, last_offset=19, max_timestamp=at(45))
