@@ -622,9 +622,18 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     skipped for a later record's value) made no consumer resume there. Past the aborted
     transaction: every one but the aborted commit, whose transaction's outputs went with it;
     the others still show how far the consumer had read. A replaced commit whose replacement
-    was then aborted went with that transaction; one whose replacement applied did not."""
+    was then aborted went with that transaction; one whose replacement applied did not. A
+    cleared commit (or one replaced by a cleared one) takes the outcome of its producer's
+    transaction in its `__consumer_offsets` partition: the one at records 10-12 aborted, the one
+    at 13 committed; `cleared`'s is not in the export, and is judged."""
     outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
-    chains = [("then-aborted", ("REPLACED", "ABORTED")), ("then-applied", ("REPLACED", "APPLIED"))]
+    chains = [
+        ("then-aborted", ("REPLACED", "ABORTED")),
+        ("then-applied", ("REPLACED", "APPLIED")),
+        ("cleared-then-aborted", ("CLEARED",)),
+        ("replaced-then-cleared", ("REPLACED", "CLEARED")),
+        ("cleared-then-committed", ("CLEARED",)),
+    ]
     rows = [(outcome.lower(), outcome) for outcome in outcomes] + [
         (group, outcome) for group, chain in chains for outcome in chain
     ]
@@ -643,14 +652,16 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
         ("COMMIT_BEYOND_LOG", "then-applied"),
     ]  # fmt: skip
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
+        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40)), (CO, DOWN_CO, PID, 10, 13, "ABORT", at(31)),
+         (CO, DOWN_CO, PID, 13, 14, "COMMIT", at(31))],
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
-    )
+    )  # fmt: skip
     rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
-        ("ABORTED_READ", group) for group in ("applied", "cleared", "pending", "replaced",
-                                               "skipped", "then-applied", "then-applied")
+        ("ABORTED_READ", group) for group in ("applied", "cleared", "cleared-then-committed",
+                                               "pending", "replaced", "skipped", "then-applied",
+                                               "then-applied")
     ]  # fmt: skip
 
 
