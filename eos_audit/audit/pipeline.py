@@ -405,7 +405,9 @@ def _stage_processing(
         )
         .unionByName(cleaned_offset_partitions(history, records, config, run_id))
         .unionByName(
-            unlogged_offset_transactions(history, records, config, run_id, partitions_listed)
+            unlogged_offset_transactions(
+                history, records, config, run_id, partitions_listed, as_of_ms
+            )
         )
         .unionByName(unexported_input_partitions(history, partitions, config, run_id))
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.config import globs_to_java_regex
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 # UNVERIFIABLE's causes.
 TRANSACTION_LOG_NOT_WHOLE = "TRANSACTION_LOG_NOT_WHOLE"
+EXPORT_DOES_NOT_SPAN = "EXPORT_DOES_NOT_SPAN"
 KEYLESS_TOMBSTONES = "KEYLESS_TOMBSTONES"
 PARTITION_NOT_EXPORTED = "PARTITION_NOT_EXPORTED"
 # What became of a transactional offset commit once its transaction's marker was written.
@@ -341,12 +342,33 @@ def transaction_log_held_reason(config: AuditConfig) -> Column:
     )
 
 
+def transaction_log_reach_reason(commits: str) -> Column:
+    """Why `transaction_log_held`'s `log_latest` does not show the log copied after `commits`.
+
+    For an UNVERIFIABLE reason: the export holds no record of the log, none with a time, or
+    its latest ("the log's latest exported record (__transaction_state-3 offset 7) is no later
+    than <commits> by the tolerated clock skew").
+    """
+    return (
+        F.when(F.col("log_records") == 0, F.lit("the export holds no record of the log"))
+        .when(F.col("log_latest").isNull(), F.lit("no exported record of the log has a time"))
+        .otherwise(
+            F.format_string(
+                "the log's latest exported record (__transaction_state-%s offset %s) is no later "
+                f"than {commits} by the tolerated clock skew",
+                "log_latest.coordinator_partition", "log_latest.offset",
+            )
+        )
+    )  # fmt: skip
+
+
 def unlogged_offset_transactions(
     history: DataFrame,
     records: DataFrame,
     config: AuditConfig,
     run_id: str,
     partitions_listed: Collection[tuple[str, int]] = (),
+    as_of_ms: int | None = None,
 ) -> DataFrame:
     """UNVERIFIABLE (TORN_TRANSACTION, ZOMBIE_COMMIT): offset commits the transaction log misses.
 
@@ -358,8 +380,13 @@ def unlogged_offset_transactions(
     holds one with a record that did not decode, `transaction_log_held`), the producer's
     transactional id may be in one it lacks: one finding per `__consumer_offsets`
     partition and check, with the commits, producers and groups it covers
-    (TRANSACTION_LOG_NOT_WHOLE). Where it holds the whole log, the id's records are gone (an
-    expired transactional id, its records cleaned), older than what the log can show: not raised.
+    (TRANSACTION_LOG_NOT_WHOLE). Where it holds the whole log but not one copied after the
+    producer's first such commit there (the id's records, InitProducerId and the Ongoing one
+    AddOffsetsToTxn writes, come before it): EXPORT_DOES_NOT_SPAN, as HANGING_OFFSET_TRANSACTION
+    decides it (`--export-time` says the log was copied then; without it, a record of the log,
+    of any id and partition, later than the commit by the clock skew). Where the whole log was
+    copied after it, the id's records are gone (an expired transactional id, its records
+    cleaned), older than what the log can show: not raised.
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
@@ -368,6 +395,7 @@ def unlogged_offset_transactions(
         run_id: the run id.
         partitions_listed: the (topic, partition) pairs the export lists, with or without
             records (`BatchRead.partitions_listed`).
+        as_of_ms: the export's time (`--export-time`), if given.
 
     Returns:
         FINDINGS rows.
@@ -384,21 +412,60 @@ def unlogged_offset_transactions(
     decided = history.where(
         (F.col("kind") == TRANSACTIONAL) & F.col("outcome").isin(*_DECIDED)
     ).join(logged, "producer_id", "left_anti")
-    unlogged = decided.groupBy("coordinator_partition").agg(
-        F.count(F.lit(1)).alias("commits"),
-        distinct_count("producer_id").alias("producers"),
-        distinct_count("group_id").alias("groups"),
-        F.min_by(F.struct("record_offset", "producer_id", "group_id"), "record_offset").alias(
-            "first"
-        ),
-    )
     held = transaction_log_held(
         records, config.processing.transaction_state_partitions, partitions_listed
     )
-    judged = unlogged.crossJoin(held).where(F.col("log_partitions_held") < F.col("log_partitions"))
+    # The producer's first such commit: its transactional id's records came before it.
+    producer = Window.partitionBy("coordinator_partition", "producer_id")
+    first_commit = F.min("timestamp").over(producer)
+    skew = F.lit(config.processing.clock_skew_ms)
+    log_reaches = (
+        F.lit(True)
+        if as_of_ms is not None
+        else F.coalesce(F.col("log_latest.timestamp") >= first_commit + skew, F.lit(False))
+    )
+    whole = F.col("log_partitions_held") >= F.col("log_partitions")
+    cause = F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE)).when(
+        ~log_reaches, F.lit(EXPORT_DOES_NOT_SPAN)
+    )
+    # The one row of `held` on each commit: the log's reach, for the cause and its reason.
+    with_cause = decided.crossJoin(held).withColumn("cause", cause)
+    judged = (
+        with_cause.where(F.col("cause").isNotNull())
+        .groupBy("coordinator_partition", "cause")
+        .agg(
+            F.count(F.lit(1)).alias("commits"),
+            distinct_count("producer_id").alias("producers"),
+            distinct_count("group_id").alias("groups"),
+            F.min_by(F.struct("record_offset", "producer_id", "group_id"), "record_offset").alias(
+                "first"
+            ),
+            *[
+                F.first(name).alias(name)
+                for name in ("log_partitions", "log_partitions_held", "log_partitions_undecoded",
+                             "log_latest", "log_records")
+            ],
+        )
+    )  # fmt: skip
     first = F.col("first")
+    reason = F.when(
+        F.col("cause") == TRANSACTION_LOG_NOT_WHOLE,
+        F.concat(
+            F.lit("no exported record of __transaction_state has their producer ids, and "),
+            transaction_log_held_reason(config),
+            F.lit(": their transactional ids, with the partitions and epochs the check reads, "
+                  "may be in one the export lacks"),
+        ),
+    ).otherwise(
+        F.concat(
+            F.lit("no exported record of __transaction_state has their producer ids, and "),
+            transaction_log_reach_reason("their producer's first commit"),
+            F.lit(": its export may end before their transactional ids were written "
+                  "(InitProducerId, before a producer's first commit)"),
+        )
+    )  # fmt: skip
     values = {
-        "cause": F.lit(TRANSACTION_LOG_NOT_WHOLE),
+        "cause": F.col("cause"),
         "topic": F.lit(CONSUMER_OFFSETS),
         "partition": F.col("coordinator_partition"),
         "producer_id": first["producer_id"],
@@ -409,16 +476,11 @@ def unlogged_offset_transactions(
             "record %d",
             "commits", "producers", "groups", first["record_offset"],
         ),
-        "reason": F.concat(
-            F.lit("no exported record of __transaction_state has their producer ids, and "),
-            transaction_log_held_reason(config),
-            F.lit(": their transactional ids, with the partitions and epochs the check reads, "
-                  "may be in one the export lacks"),
-        ),
+        "reason": reason,
     }  # fmt: skip
     checks = F.explode(F.array(F.lit("TORN_TRANSACTION"), F.lit("ZOMBIE_COMMIT"))).alias("check")
     per_check = judged.select("*", checks)
-    identity = [F.col("coordinator_partition"), F.col("check"), F.lit(TRANSACTION_LOG_NOT_WHOLE)]
+    identity = [F.col("coordinator_partition"), F.col("check"), F.col("cause")]
     finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
     return per_check.select(finding.alias("f")).select("f.*")
 

@@ -28,10 +28,12 @@ from pyspark.sql import functions as F
 
 from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.processing.exported_logs import (
+    EXPORT_DOES_NOT_SPAN,
     TRANSACTION_LOG_NOT_WHOLE,
     exported_logs,
     transaction_log_held,
     transaction_log_held_reason,
+    transaction_log_reach_reason,
     unverifiable_finding,
 )
 from eos_audit.sinks.finding_rows import finding_struct, lowered_by
@@ -50,7 +52,6 @@ _OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 # (`TransactionMetadata.isDistributedTwoPhaseCommitTxn`).
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1
 TWO_PHASE_COMMIT = "TWO_PHASE_COMMIT"  # the cause (findings.CAUSE_CEILING)
-EXPORT_DOES_NOT_SPAN = "EXPORT_DOES_NOT_SPAN"
 
 
 def find_hanging_transactions(
@@ -257,19 +258,7 @@ def find_hanging_transactions(
                 log.isNull(),
                 F.concat(
                     F.lit("no exported record of __transaction_state has that producer id, and "),
-                    F.when(
-                        F.col("log_records") == 0, F.lit("the export holds no record of the log")
-                    ).when(
-                        F.col("log_latest").isNull(),
-                        F.lit("no exported record of the log has a time"),
-                    ).otherwise(
-                        F.format_string(
-                            "the log's latest exported record (__transaction_state-%s offset "
-                            "%s) is no later than the first pending commit by the tolerated "
-                            "clock skew",
-                            "log_latest.coordinator_partition", "log_latest.offset",
-                        )
-                    ),
+                    transaction_log_reach_reason("the first pending commit"),
                     F.lit(": its export may end before the producer's transactional id was "
                           "written (InitProducerId, before its first commit)"),
                 ),

@@ -150,6 +150,12 @@ def state(offset: int, epoch: int, status: int, partitions: dict | None, when: f
     return plain(offset, when, (txn_key(TXN_ID), value))
 
 
+def other_id_at(offset: int, when: float) -> bytes:
+    """A record of the transaction log of an id other than `proc-tx`, Empty, at `when`."""
+    value = txn_value(0, PID + 100, 0, 0, None, at(when), -1)
+    return plain(offset, when, (txn_key("other-tx"), value))
+
+
 BOTH = {OUTPUT: [0], CO: [PROC_CO]}
 OUTPUT_LOG = [
     output(0, 0, 10, records=2), marker(2, 1, 13, True),
@@ -811,42 +817,64 @@ def test_no_transactional_id_needs_the_log_copied_after_the_commit_and_decoded_w
 def test_offset_transactions_the_exported_transaction_log_misses_are_unverifiable(
     spark, tmp_path
 ):
-    """`proc`'s two decided transactions (offsets committed at records 0 and 2, markers at 1 and
-    3): torn and zombie commits are found from the transaction log, so without `proc-tx`'s
-    records neither check judged them. Where the export lacks partitions of the log, that is
-    said, once per check; the whole log without them (an expired id, cleaned) says nothing."""
-    root = tmp_path / "export"
-    write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS[:4])
-    export = read_kafka_export(spark, [str(root)])
-    records = staged_records(export.coordinator_records)
-    history = replay_offsets(offset_events(records))
+    """`proc`'s two decided transactions (offsets committed at records 0 and 2 at 11 and 21 s,
+    markers at 1 and 3): torn and zombie commits are found from the transaction log, so without
+    `proc-tx`'s records neither check judged them. Where the export lacks partitions of the log,
+    that is said, once per check. The whole log without them says nothing where it was copied
+    after the producer's first commit (an expired id, cleaned): at --export-time, or where it
+    holds a record of another id later than that commit by the skew; else its copy may predate
+    the id's records, and that is said."""
 
-    def unlogged(listed) -> list[tuple]:
-        rows = unlogged_offset_transactions(history, records, AuditConfig(), "run", listed)
+    def unlogged(name: str, listed, *log, as_of_ms: int | None = None) -> list[tuple]:
+        root = tmp_path / name
+        write_partition_dir(root, 1, CO, PROC_CO, *PROCESSOR_OFFSETS[:4])
+        if log:
+            write_partition_dir(root, 1, "__transaction_state", TS, *log)
+        export = read_kafka_export(spark, [str(root)])
+        records = staged_records(export.coordinator_records)
+        history = replay_offsets(offset_events(records))
+        rows = unlogged_offset_transactions(
+            history, records, AuditConfig(), "run", listed or export.partitions_listed, as_of_ms
+        )
         found = [(r["finding_type"], r["cause"], r["topic"], r["partition"], r["base_offset"],
                   r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
                  for r in rows.collect()]  # fmt: skip
         return sorted(found, key=lambda f: f[5])
 
-    reason = (
-        f"cannot be decided for {CO}-{PROC_CO} (2 transactional offset commit(s) of 1 "
-        "producer(s) and 1 group(s), the first at record 0): no exported record of "
-        "__transaction_state has their producer ids, and the export holds 0 of its 50 "
-        "partitions (processing.transaction_state_partitions): their transactional ids, with "
-        "the partitions and epochs the check reads, may be in one the export lacks."
+    def said(cause: str, why: str) -> list[tuple]:
+        reason = (
+            f"cannot be decided for {CO}-{PROC_CO} (2 transactional offset commit(s) of 1 "
+            "producer(s) and 1 group(s), the first at record 0): no exported record of "
+            f"__transaction_state has their producer ids, and {why}."
+        )
+        return [
+            ("UNVERIFIABLE", cause, CO, PROC_CO, -1, check, PROCESSOR, f"{check} {reason}")
+            for check in ("TORN_TRANSACTION", "ZOMBIE_COMMIT")
+        ]
+
+    assert unlogged("some", None) == said(
+        "TRANSACTION_LOG_NOT_WHOLE",
+        "the export holds 0 of its 50 partitions (processing.transaction_state_partitions): "
+        "their transactional ids, with the partitions and epochs the check reads, may be in one "
+        "the export lacks",
     )
-    assert unlogged(export.partitions_listed) == [
-        ("UNVERIFIABLE", "TRANSACTION_LOG_NOT_WHOLE", CO, PROC_CO, -1, check, PROCESSOR,
-         f"{check} {reason}")
-        for check in ("TORN_TRANSACTION", "ZOMBIE_COMMIT")
-    ]  # fmt: skip
-    assert unlogged({("__transaction_state", p) for p in range(50)}) == []
+    whole = {("__transaction_state", p) for p in range(50)}
+    copied_before = (
+        ": its export may end before their transactional ids were written (InitProducerId, "
+        "before a producer's first commit)"
+    )
+    assert unlogged("whole-empty", whole) == said(
+        "EXPORT_DOES_NOT_SPAN", "the export holds no record of the log" + copied_before
+    )
+    assert unlogged("whole-empty-then", whole, as_of_ms=at(2000)) == []
+    assert unlogged("whole-later", whole, other_id_at(0, 100)) == []
+    assert unlogged("whole-within-skew", whole, other_id_at(0, 11.5)) == said(
+        "EXPORT_DOES_NOT_SPAN",
+        f"the log's latest exported record (__transaction_state-{TS} offset 0) is no later than "
+        "their producer's first commit by the tolerated clock skew" + copied_before,
+    )
     # With the producer's transactional id in the export, the checks judge its commits.
-    write_partition_dir(root, 1, "__transaction_state", TS, *TRANSACTION_LOG)
-    export = read_kafka_export(spark, [str(root)])
-    records = staged_records(export.coordinator_records)
-    history = replay_offsets(offset_events(records))
-    assert unlogged(export.partitions_listed) == []
+    assert unlogged("logged", None, *TRANSACTION_LOG) == []
 
 
 def test_a_marker_written_after_the_complete_record_ends_another_transaction(spark):
@@ -1243,14 +1271,10 @@ def test_a_transaction_log_exported_before_the_pending_commit_cannot_say_it_hang
         "latest is no later than it by the tolerated clock skew: its export may end before the "
         "transaction began."
     )
-    def other_id_at(when: float) -> bytes:
-        value = txn_value(0, PID + 100, 0, 0, None, at(when), -1)
-        return plain(3, when, (txn_key("other-tx"), value))
-
-    assert [h[:2] for h in hanging(3, other_id_at(1000))] == [
+    assert [h[:2] for h in hanging(3, other_id_at(3, 1000))] == [
         ("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")
     ]
     # Within the skew after the commit: `proc-tx`'s own Ongoing record may still have followed.
-    assert [h[:2] for h in hanging(3, other_id_at(21.5))] == [
+    assert [h[:2] for h in hanging(3, other_id_at(3, 21.5))] == [
         ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
     ]
