@@ -265,10 +265,11 @@ def counted_commit() -> Column:
     An aborted transaction's outputs went with it. A commit the same producer replaced before
     its marker, one a tombstone cleared, or one its marker skipped never became the group's
     offset, but still shows how far the consumer had read, and its transaction's outputs may
-    have committed. READ_PAST_LSO and what the export cannot judge of the input-log checks
-    (`exported_logs.unexported_input_partitions`) take these commits; COMMIT_BEYOND_LOG those
-    that became the group's offset (`group_offset_commit`); COMMIT_BELOW_LOG_START the offset
-    standing at the end.
+    have committed. READ_PAST_LSO takes these commits (less those whose transaction the history
+    shows aborted another way, `downstream_reads`); COMMIT_BEYOND_LOG those that became the
+    group's offset (`group_offset_commit`); COMMIT_BELOW_LOG_START the offset standing at the
+    end; `exported_logs.unexported_input_partitions` counts each check's commits by the first
+    two.
     """
     return F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED)
 

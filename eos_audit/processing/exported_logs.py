@@ -18,7 +18,11 @@ from pyspark.sql import functions as F
 
 from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import SOURCE_ERROR, counted_commit
+from eos_audit.processing.coordinator_audit import (
+    SOURCE_ERROR,
+    counted_commit,
+    group_offset_commit,
+)
 from eos_audit.processing.offset_metadata_manager import ABORTED, APPLIED, SKIPPED, TRANSACTIONAL
 from eos_audit.sinks.finding_rows import finding_struct
 from eos_audit.sources.kafka.coordinator_keys import (
@@ -500,7 +504,9 @@ def unexported_input_partitions(
     and not reported. A topic it holds some partitions of is in scope, and a partition of it
     that the export holds no batch of (a broker not copied, a directory left out, a partition
     empty in the export) leaves the commits of it unjudged: one finding per such partition and
-    check, with the commits and groups it covers (PARTITION_NOT_EXPORTED). ABORTED_READ is
+    check, with the commits and groups it covers (PARTITION_NOT_EXPORTED): for READ_PAST_LSO
+    those `counted_commit` takes, for the other two those that became the group's offset
+    (`group_offset_commit`); a check with none there says nothing. ABORTED_READ is
     READ_PAST_LSO's graver form.
 
     Args:
@@ -519,11 +525,32 @@ def unexported_input_partitions(
         .join(held.select("topic").distinct(), "topic", "left_semi")
         .join(held, key, "left_anti")
     )
+    # Each check's own commits: READ_PAST_LSO takes every one counted (`counted_commit`), the
+    # two log-range checks those that became the group's offset (`group_offset_commit`).
+    became = group_offset_commit()
     first = F.struct("coordinator_partition", "record_offset", "group_id")
+    order = F.struct("coordinator_partition", "record_offset")
     missing = commits.groupBy(*key).agg(
         F.count(F.lit(1)).alias("commits"),
         F.count_distinct("group_id").alias("groups"),
-        F.min_by(first, F.struct("coordinator_partition", "record_offset")).alias("first"),
+        F.min_by(first, order).alias("first"),
+        F.count(F.when(became, F.lit(1))).alias("offsets"),
+        F.count_distinct(F.when(became, F.col("group_id"))).alias("offset_groups"),
+        F.min_by(F.when(became, first), F.when(became, order)).alias("first_offset"),
+    )
+    tallies = [
+        F.struct(
+            F.lit(check).alias("check"),
+            F.col("commits" if check == "READ_PAST_LSO" else "offsets").alias("commits"),
+            F.col("groups" if check == "READ_PAST_LSO" else "offset_groups").alias("groups"),
+            F.col("first" if check == "READ_PAST_LSO" else "first_offset").alias("first"),
+        )
+        for check in _INPUT_LOG_CHECKS
+    ]
+    per_check = (
+        missing.select(*key, F.explode(F.array(*tallies)).alias("c"))
+        .select(*key, "c.*")
+        .where(F.col("commits") > 0)
     )
     values = {
         "cause": F.lit(PARTITION_NOT_EXPORTED),
@@ -541,7 +568,6 @@ def unexported_input_partitions(
             "the check judges the commits against"
         ),
     }  # fmt: skip
-    checks = F.explode(F.array(*[F.lit(c) for c in _INPUT_LOG_CHECKS])).alias("check")
     identity = [F.col("topic"), F.col("partition"), F.col("check"), F.lit(PARTITION_NOT_EXPORTED)]
     finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
-    return missing.select("*", checks).select(finding.alias("f")).select("f.*")
+    return per_check.select(finding.alias("f")).select("f.*")

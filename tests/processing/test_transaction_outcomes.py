@@ -59,7 +59,10 @@ from eos_audit.processing.coordinator_audit import (
     staged_records,
 )
 from eos_audit.processing.downstream_reads import last_stable_offset
-from eos_audit.processing.exported_logs import unlogged_offset_transactions
+from eos_audit.processing.exported_logs import (
+    unexported_input_partitions,
+    unlogged_offset_transactions,
+)
 from eos_audit.processing.hanging_offsets import (
     distributed_two_phase_commit_partitions,
     find_hanging_transactions,
@@ -669,6 +672,37 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
                                                "pending", "replaced", "skipped", "then-applied",
                                                "then-applied")
     ]  # fmt: skip
+
+
+def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
+    """`out`-0 is exported, `out`-1 and `out`-2 are not. Of `out`-1's commits, READ_PAST_LSO
+    would take both, the applied and the replaced one; COMMIT_BEYOND_LOG and
+    COMMIT_BELOW_LOG_START only the applied one, the group's offset. `out`-2's one commit was
+    skipped for a later record's value: only READ_PAST_LSO would take it."""
+    history = spark.createDataFrame(
+        [(group, OUTPUT, partition, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
+          DOWN_CO, record, "x", None)
+         for record, (group, partition, outcome) in enumerate(
+             [("applied", 1, "APPLIED"), ("replaced", 1, "REPLACED"), ("skipped", 2, "SKIPPED")]
+         )],
+        HISTORY_COLUMNS_MARKED,
+    )  # fmt: skip
+    partitions = exported_partition(spark, OUTPUT, 0, at(45))
+    rows = unexported_input_partitions(history, partitions, AuditConfig(), "run").collect()
+    found = sorted(
+        (r["partition"], r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
+        for r in rows
+    )
+    at_record = f"the first at {CO}-{DOWN_CO} offset"
+    assert [f[:3] for f in found] == [
+        (1, "COMMIT_BELOW_LOG_START", "applied"),
+        (1, "COMMIT_BEYOND_LOG", "applied"),
+        (1, "READ_PAST_LSO", "applied"),
+        (2, "READ_PAST_LSO", "skipped"),
+    ]
+    assert [f"1 commit(s) of 1 group(s), {at_record} 0" in f[3] for f in found[:2]] == [True] * 2
+    assert f"2 commit(s) of 2 group(s), {at_record} 0" in found[2][3]
+    assert f"1 commit(s) of 1 group(s), {at_record} 2" in found[3][3]
 
 
 def test_only_a_two_phase_commit_transaction_open_past_the_timeout_is_not_hanging(audited):
