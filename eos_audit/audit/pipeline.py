@@ -409,7 +409,7 @@ def _stage_processing(
                 history, records, config, run_id, partitions_listed, as_of_ms
             )
         )
-        .unionByName(unexported_input_partitions(history, partitions, config, run_id))
+        .unionByName(unexported_input_partitions(history, partitions, transactions, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id,

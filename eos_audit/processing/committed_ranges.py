@@ -28,11 +28,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import commit_record_values, group_offset_commit
+from eos_audit.processing.coordinator_audit import (
+    commit_record_values,
+    group_offset_commit,
+    standing_offsets,
+)
 from eos_audit.processing.exported_logs import exported_logs, log_start_offset
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
@@ -82,27 +86,18 @@ def offset_out_of_range(
     judged = counted.join(logs, ["topic", "partition"])
     later = F.col("written_until") >= F.col("committed_at") + F.lit(config.processing.clock_skew_ms)
     beyond = judged.where(later & (F.col("committed_offset") > F.col("log_end_offset")))
-    # The group's offset as it stands: the last one applied (a transactional one at its marker),
-    # unless a tombstone deleted it after.
-    last = Window.partitionBy("group_id", "topic", "partition").orderBy(
-        F.col("coordinator_partition"),
-        F.coalesce("marker_offset", "record_offset").desc(),
-    )
     # A key's rows all share its partition: those of partitions the export does not hold are left
     # out before the window's shuffle, by the partitions' few keys.
     exported = F.broadcast(logs.select("topic", "partition"))
     standing = (
-        history.where(F.col("outcome").isin("APPLIED", "DELETED"))
-        .join(exported, ["topic", "partition"], "left_semi")
-        .withColumn("rank", F.row_number().over(last))
-        .where((F.col("rank") == 1) & (F.col("outcome") == "APPLIED"))
+        standing_offsets(history.join(exported, ["topic", "partition"], "left_semi"))
         .withColumn("committed_at", F.coalesce("commit_timestamp_ms", "timestamp"))
         .join(logs, ["topic", "partition"])
         .where(F.col("committed_offset") < F.col("log_start_offset"))
     )
     return _findings(
         beyond.withColumn("finding_type", F.lit("COMMIT_BEYOND_LOG")).unionByName(
-            standing.drop("rank").withColumn("finding_type", F.lit("COMMIT_BELOW_LOG_START"))
+            standing.withColumn("finding_type", F.lit("COMMIT_BELOW_LOG_START"))
         ),
         config,
         run_id,

@@ -23,8 +23,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.offset_metadata_manager import (
     ABORTED,
+    APPLIED,
     CLEARED,
     CONSUMER_GROUP_TYPES_WITHOUT_MEMBERS,
+    DELETED,
     READ_TYPES,
     REPLACED,
     SKIPPED,
@@ -260,16 +262,15 @@ NEVER_THE_GROUPS_OFFSET = (ABORTED, REPLACED, CLEARED, SKIPPED)
 
 
 def counted_commit() -> Column:
-    """An offset commit READ_PAST_LSO judges: one with an offset, its transaction not aborted.
+    """An offset commit with an offset whose own row does not say its transaction aborted.
 
     An aborted transaction's outputs went with it. A commit the same producer replaced before
     its marker, one a tombstone cleared, or one its marker skipped never became the group's
     offset, but still shows how far the consumer had read, and its transaction's outputs may
-    have committed. READ_PAST_LSO takes these commits (less those whose transaction the history
-    shows aborted another way, `downstream_reads`); COMMIT_BEYOND_LOG those that became the
-    group's offset (`group_offset_commit`); COMMIT_BELOW_LOG_START the offset standing at the
-    end; `exported_logs.unexported_input_partitions` counts each check's commits by the first
-    two.
+    have committed. READ_PAST_LSO takes these commits less those whose transaction aborted
+    though their own row does not say so (`read_past_lso_commits`); COMMIT_BEYOND_LOG those
+    that became the group's offset (`group_offset_commit`); COMMIT_BELOW_LOG_START the offset
+    standing at the end (`standing_offsets`).
     """
     return F.col("committed_offset").isNotNull() & (F.col("outcome") != ABORTED)
 
@@ -282,6 +283,80 @@ def group_offset_commit() -> Column:
     """
     never = F.col("outcome").isin(*NEVER_THE_GROUPS_OFFSET)
     return F.col("committed_offset").isNotNull() & ~never
+
+
+def read_past_lso_commits(history: DataFrame, transactions: DataFrame) -> DataFrame:
+    """The commits READ_PAST_LSO judges: `counted_commit`, less those whose transaction aborted.
+
+    A commit the same producer replaced before its marker is in the replay's history before its
+    marker came (REPLACED, no marker): its transaction's outcome is that of the last of its
+    replacements, the next commit of its key by its producer in its partition that was not
+    replaced (the producer's pending offsets are all decided at its marker). Where that one
+    was ABORTED, the transaction's outputs went with it. A commit a tombstone cleared while
+    pending (CLEARED, or replaced by one CLEARED) never met its marker either: its transaction
+    is the one of its producer in its `__consumer_offsets` partition that holds its record (the
+    audit's `transactions` of that partition), and where that one aborted it is not judged. A
+    chain that ends PENDING, or a cleared one whose transaction the audit's `transactions` do
+    not hold (no batch of that partition exported; a seeded run's, below the offset its state
+    covers), leaves the outcome unknown: judged.
+
+    Args:
+        history: replay history rows, whole chains of each key (all of a key's rows, or none).
+        transactions: the audit's transactions (TRANSACTIONS columns).
+    """
+    chain = (
+        Window.partitionBy("coordinator_partition", "producer_id", "group_id", "topic", "partition")
+        .orderBy("record_offset")
+        .rowsBetween(1, Window.unboundedFollowing)
+    )
+    last = F.first(F.when(F.col("outcome") != REPLACED, F.col("outcome")), ignorenulls=True)
+    # The outcome the history gives the commit's transaction: a replaced one's is its chain's.
+    ends = F.when(F.col("outcome") == REPLACED, last.over(chain)).otherwise(F.col("outcome"))
+    # The chain's rows first, its ABORTED last among them, then the commits counted.
+    flagged = history.withColumn("_ends", ends).where(
+        counted_commit() & ~F.coalesce(F.col("_ends") == ABORTED, F.lit(False))
+    )
+    cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
+    aborted = transactions.where(
+        (F.col("topic") == CONSUMER_OFFSETS)
+        & F.col("first_offset").isNotNull()
+        & (F.col("outcome") == "ABORT")
+    ).select(
+        F.col("partition").alias("_in_partition"),
+        F.col("producer_id").alias("_by_producer"),
+        F.col("first_offset").alias("_from"),
+        F.col("marker_offset").alias("_to"),
+    )
+    in_aborted = (
+        (F.col("coordinator_partition") == F.col("_in_partition"))
+        & (F.col("producer_id") == F.col("_by_producer"))
+        & (F.col("record_offset") >= F.col("_from"))
+        & (F.col("record_offset") < F.col("_to"))
+    )
+    # Cleared commits are few (a tombstone of a key with a transaction open): the join is theirs.
+    of_committed = flagged.where(cleared).join(aborted, in_aborted, "left_anti")
+    return flagged.where(~cleared).unionByName(of_committed).drop("_ends")
+
+
+def standing_offsets(history: DataFrame) -> DataFrame:
+    """Each group's offset of each partition as it stands at the end: COMMIT_BELOW_LOG_START's.
+
+    The last offset applied (a transactional one at its marker), unless a tombstone deleted it
+    after: at most one row per (group, topic, partition), never a pending one.
+
+    Args:
+        history: replay history rows, all of a key's or none.
+    """
+    last = Window.partitionBy("group_id", "topic", "partition").orderBy(
+        F.col("coordinator_partition"),
+        F.coalesce("marker_offset", "record_offset").desc(),
+    )
+    return (
+        history.where(F.col("outcome").isin(APPLIED, DELETED))
+        .withColumn("_rank", F.row_number().over(last))
+        .where((F.col("_rank") == 1) & (F.col("outcome") == APPLIED))
+        .drop("_rank")
+    )
 
 
 def commit_record_values(of: Callable[[str], Column]) -> dict[str, Column]:

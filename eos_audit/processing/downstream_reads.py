@@ -23,15 +23,13 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from eos_audit.findings import REGISTRY
-from eos_audit.processing.coordinator_audit import commit_record_values, counted_commit
+from eos_audit.processing.coordinator_audit import commit_record_values, read_past_lso_commits
 from eos_audit.processing.exported_logs import (
     exported_logs,
     log_start_offset,
     unverifiable_finding,
 )
-from eos_audit.processing.offset_metadata_manager import ABORTED, CLEARED, REPLACED
 from eos_audit.sinks.finding_rows import coded_finding_struct
-from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS
 
 if TYPE_CHECKING:
     from eos_audit.config import AuditConfig
@@ -85,7 +83,7 @@ def last_stable_offset(
     # (most of them, where the export holds few of the groups' input partitions) are left out
     # before the shuffles, by the few keys of the partitions with one.
     read = history.join(F.broadcast(spans.select(*key).distinct()), key, "left_semi")
-    commits = _of_transactions_not_aborted(read, transactions).select(
+    commits = read_past_lso_commits(read, transactions).select(
         *key,
         F.col("committed_offset").alias("position"),
         F.lit(0).alias("order"),
@@ -156,54 +154,6 @@ def last_stable_offset(
     return _findings(judged.where(F.col("undecided").isNull()), config, run_id).unionByName(
         _undecided(judged.where(F.col("undecided").isNotNull()), config, run_id)
     )
-
-
-def _of_transactions_not_aborted(history: DataFrame, transactions: DataFrame) -> DataFrame:
-    """The commits READ_PAST_LSO judges: `counted_commit`, less those whose transaction aborted.
-
-    A commit the same producer replaced before its marker is in the replay's history before its
-    marker came (REPLACED, no marker): its transaction's outcome is that of the last of its
-    replacements, the next commit of its key by its producer in its partition that was not
-    replaced (the producer's pending offsets are all decided at its marker). Where that one
-    was ABORTED, the transaction's outputs went with it. A commit a tombstone cleared while
-    pending (CLEARED, or replaced by one CLEARED) never met its marker either: its transaction
-    is the one of its producer in its `__consumer_offsets` partition that holds its record (the
-    audit's `transactions` of that partition), and where that one aborted it is not judged. A
-    chain that ends PENDING, or a cleared one whose partition's batches the export does not
-    hold, leaves the outcome unknown: judged.
-    """
-    chain = (
-        Window.partitionBy("coordinator_partition", "producer_id", "group_id", "topic", "partition")
-        .orderBy("record_offset")
-        .rowsBetween(1, Window.unboundedFollowing)
-    )
-    last = F.first(F.when(F.col("outcome") != REPLACED, F.col("outcome")), ignorenulls=True)
-    # The outcome the history gives the commit's transaction: a replaced one's is its chain's.
-    ends = F.when(F.col("outcome") == REPLACED, last.over(chain)).otherwise(F.col("outcome"))
-    # The chain's rows first, its ABORTED last among them, then the commits counted.
-    flagged = history.withColumn("_ends", ends).where(
-        counted_commit() & ~F.coalesce(F.col("_ends") == ABORTED, F.lit(False))
-    )
-    cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
-    aborted = transactions.where(
-        (F.col("topic") == CONSUMER_OFFSETS)
-        & F.col("first_offset").isNotNull()
-        & (F.col("outcome") == "ABORT")
-    ).select(
-        F.col("partition").alias("_in_partition"),
-        F.col("producer_id").alias("_by_producer"),
-        F.col("first_offset").alias("_from"),
-        F.col("marker_offset").alias("_to"),
-    )
-    in_aborted = (
-        (F.col("coordinator_partition") == F.col("_in_partition"))
-        & (F.col("producer_id") == F.col("_by_producer"))
-        & (F.col("record_offset") >= F.col("_from"))
-        & (F.col("record_offset") < F.col("_to"))
-    )
-    # Cleared commits are few (a tombstone of a key with a transaction open): the join is theirs.
-    of_committed = flagged.where(cleared).join(aborted, in_aborted, "left_anti")
-    return flagged.where(~cleared).unionByName(of_committed).drop("_ends")
 
 
 # Each cause of an UNVERIFIABLE READ_PAST_LSO: why, from the commits' first time and the column

@@ -20,8 +20,9 @@ from eos_audit.config import globs_to_java_regex
 from eos_audit.findings import REGISTRY
 from eos_audit.processing.coordinator_audit import (
     SOURCE_ERROR,
-    counted_commit,
     group_offset_commit,
+    read_past_lso_commits,
+    standing_offsets,
 )
 from eos_audit.processing.offset_metadata_manager import ABORTED, APPLIED, SKIPPED, TRANSACTIONAL
 from eos_audit.sinks.finding_rows import finding_struct
@@ -489,12 +490,12 @@ def unlogged_offset_transactions(
     return per_check.select(finding.alias("f")).select("f.*")
 
 
-# The checks that judge a commit against its input partition's exported log.
-_INPUT_LOG_CHECKS = ("READ_PAST_LSO", "COMMIT_BEYOND_LOG", "COMMIT_BELOW_LOG_START")
-
-
 def unexported_input_partitions(
-    history: DataFrame, partitions: DataFrame, config: AuditConfig, run_id: str
+    history: DataFrame,
+    partitions: DataFrame,
+    transactions: DataFrame,
+    config: AuditConfig,
+    run_id: str,
 ) -> DataFrame:
     """UNVERIFIABLE (READ_PAST_LSO and others): commits of a partition of a topic it holds.
 
@@ -504,14 +505,16 @@ def unexported_input_partitions(
     and not reported. A topic it holds some partitions of is in scope, and a partition of it
     that the export holds no batch of (a broker not copied, a directory left out, a partition
     empty in the export) leaves the commits of it unjudged: one finding per such partition and
-    check, with the commits and groups it covers (PARTITION_NOT_EXPORTED): for READ_PAST_LSO
-    those `counted_commit` takes, for the other two those that became the group's offset
-    (`group_offset_commit`); a check with none there says nothing. ABORTED_READ is
-    READ_PAST_LSO's graver form.
+    check, with the commits and groups it would have judged (PARTITION_NOT_EXPORTED):
+    READ_PAST_LSO's (`read_past_lso_commits`), COMMIT_BEYOND_LOG's (`group_offset_commit`),
+    COMMIT_BELOW_LOG_START's (`standing_offsets`); a check with none there says nothing.
+    ABORTED_READ is READ_PAST_LSO's graver form.
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
         partitions: the audit's partition statistics (topic, partition).
+        transactions: the audit's transactions (TRANSACTIONS columns), for READ_PAST_LSO's
+            commits.
         config: the run configuration (severities).
         run_id: the run id.
 
@@ -520,37 +523,30 @@ def unexported_input_partitions(
     """
     key = ["topic", "partition"]
     held = partitions.select(*key).distinct()
-    commits = (
-        history.where(counted_commit())
-        .join(held.select("topic").distinct(), "topic", "left_semi")
-        .join(held, key, "left_anti")
+    # Every row of a key is in one partition: the unexported ones' rows are whole keys.
+    unexported = history.join(held.select("topic").distinct(), "topic", "left_semi").join(
+        held, key, "left_anti"
     )
-    # Each check's own commits: READ_PAST_LSO takes every one counted (`counted_commit`), the
-    # two log-range checks those that became the group's offset (`group_offset_commit`).
-    became = group_offset_commit()
-    first = F.struct("coordinator_partition", "record_offset", "group_id")
-    order = F.struct("coordinator_partition", "record_offset")
-    missing = commits.groupBy(*key).agg(
-        F.count(F.lit(1)).alias("commits"),
-        F.count_distinct("group_id").alias("groups"),
-        F.min_by(first, order).alias("first"),
-        F.count(F.when(became, F.lit(1))).alias("offsets"),
-        F.count_distinct(F.when(became, F.col("group_id"))).alias("offset_groups"),
-        F.min_by(F.when(became, first), F.when(became, order)).alias("first_offset"),
-    )
-    tallies = [
-        F.struct(
-            F.lit(check).alias("check"),
-            F.col("commits" if check == "READ_PAST_LSO" else "offsets").alias("commits"),
-            F.col("groups" if check == "READ_PAST_LSO" else "offset_groups").alias("groups"),
-            F.col("first" if check == "READ_PAST_LSO" else "first_offset").alias("first"),
+    each = [*key, "group_id", "coordinator_partition", "record_offset"]
+    judged = (
+        read_past_lso_commits(unexported, transactions)
+        .select(*each, F.lit("READ_PAST_LSO").alias("check"))
+        .unionByName(
+            unexported.where(group_offset_commit()).select(
+                *each, F.lit("COMMIT_BEYOND_LOG").alias("check")
+            )
         )
-        for check in _INPUT_LOG_CHECKS
-    ]
-    per_check = (
-        missing.select(*key, F.explode(F.array(*tallies)).alias("c"))
-        .select(*key, "c.*")
-        .where(F.col("commits") > 0)
+        .unionByName(
+            standing_offsets(unexported).select(
+                *each, F.lit("COMMIT_BELOW_LOG_START").alias("check")
+            )
+        )
+    )
+    first = F.struct("coordinator_partition", "record_offset", "group_id")
+    missing = judged.groupBy(*key, "check").agg(
+        F.count(F.lit(1)).alias("commits"),
+        distinct_count("group_id").alias("groups"),
+        F.min_by(first, F.struct("coordinator_partition", "record_offset")).alias("first"),
     )
     values = {
         "cause": F.lit(PARTITION_NOT_EXPORTED),
@@ -570,4 +566,4 @@ def unexported_input_partitions(
     }  # fmt: skip
     identity = [F.col("topic"), F.col("partition"), F.col("check"), F.lit(PARTITION_NOT_EXPORTED)]
     finding = unverifiable_finding(F.col("check"), values, identity, config, run_id)
-    return per_check.select(finding.alias("f")).select("f.*")
+    return missing.select(finding.alias("f")).select("f.*")

@@ -634,7 +634,9 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     was then aborted went with that transaction; one whose replacement applied did not. A
     cleared commit (or one replaced by a cleared one) takes the outcome of its producer's
     transaction in its `__consumer_offsets` partition: the one at records 10-12 aborted, the one
-    at 13 committed; `cleared`'s is not in the export, and is judged."""
+    at 13 committed; `cleared`'s is not in the export, and is judged. So are a cleared commit of
+    another producer inside that producer's aborted transaction 18-21, and one of that
+    producer at record 11 of another `__consumer_offsets` partition."""
     outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
     chains = [
         ("then-aborted", ("REPLACED", "ABORTED")),
@@ -646,10 +648,13 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     rows = [(outcome.lower(), outcome) for outcome in outcomes] + [
         (group, outcome) for group, chain in chains for outcome in chain
     ]
+    placed = [(group, outcome, PID, DOWN_CO, n) for n, (group, outcome) in enumerate(rows)]
+    placed += [("other-producer", "CLEARED", PID + 7, DOWN_CO, 20),
+               ("other-partition", "CLEARED", PID, PROC_CO, 11)]  # fmt: skip
     history = spark.createDataFrame(
-        [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0, DOWN_CO, record,
+        [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), producer, 0, co, record,
           "x", None)
-         for record, (group, outcome) in enumerate(rows)],
+         for group, outcome, producer, co, record in placed],
         HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
     row = {f.name: None for f in PARTITION_STATS_N.fields}
@@ -662,44 +667,59 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     ]  # fmt: skip
     transactions = spark.createDataFrame(
         [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40)), (CO, DOWN_CO, PID, 10, 13, "ABORT", at(31)),
-         (CO, DOWN_CO, PID, 13, 14, "COMMIT", at(31))],
+         (CO, DOWN_CO, PID, 13, 14, "COMMIT", at(31)), (CO, DOWN_CO, PID, 18, 22, "ABORT", at(31)),
+         (CO, DOWN_CO, PID + 7, 19, 23, "COMMIT", at(31))],
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
     )  # fmt: skip
     rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("ABORTED_READ", group) for group in ("applied", "cleared", "cleared-then-committed",
-                                               "pending", "replaced", "skipped", "then-applied",
+                                               "other-partition", "other-producer", "pending",
+                                               "replaced", "skipped", "then-applied",
                                                "then-applied")
     ]  # fmt: skip
 
 
 def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
-    """`out`-0 is exported, `out`-1 and `out`-2 are not. Of `out`-1's commits, READ_PAST_LSO
-    would take both, the applied and the replaced one; COMMIT_BEYOND_LOG and
-    COMMIT_BELOW_LOG_START only the applied one, the group's offset. `out`-2's one commit was
-    skipped for a later record's value: only READ_PAST_LSO would take it."""
+    """`out`-0 is exported, `out`-1 to 5 are not, each with its group's commits. `out`-1: an
+    applied and a replaced commit; READ_PAST_LSO would judge both, COMMIT_BEYOND_LOG and
+    COMMIT_BELOW_LOG_START the applied one, the group's offset. `out`-2: one skipped for a later
+    record's value, READ_PAST_LSO's only. `out`-3: one pending, not (yet) the offset standing.
+    `out`-4: one applied, then deleted by a tombstone: no offset stands. `out`-5: one replaced by
+    one aborted: no check would judge either."""
+    commits = [
+        ("applied", 1, "APPLIED", 50), ("replaced", 1, "REPLACED", 50),
+        ("skipped", 2, "SKIPPED", 50), ("pending", 3, "PENDING", 50),
+        ("deleted", 4, "APPLIED", 50), ("deleted", 4, "DELETED", None),
+        ("aborted", 5, "REPLACED", 50), ("aborted", 5, "ABORTED", 50),
+    ]  # fmt: skip
     history = spark.createDataFrame(
-        [(group, OUTPUT, partition, 50, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
+        [(group, OUTPUT, partition, offset, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
           DOWN_CO, record, "x", None)
-         for record, (group, partition, outcome) in enumerate(
-             [("applied", 1, "APPLIED"), ("replaced", 1, "REPLACED"), ("skipped", 2, "SKIPPED")]
-         )],
+         for record, (group, partition, outcome, offset) in enumerate(commits)],
         HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
     partitions = exported_partition(spark, OUTPUT, 0, at(45))
-    rows = unexported_input_partitions(history, partitions, AuditConfig(), "run").collect()
+    transactions = spark.createDataFrame([], TRANSACTION_COLUMNS)
+    rows = unexported_input_partitions(
+        history, partitions, transactions, AuditConfig(), "run"
+    ).collect()
     found = sorted(
         (r["partition"], r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
         for r in rows
     )
-    at_record = f"the first at {CO}-{DOWN_CO} offset"
     assert [f[:3] for f in found] == [
         (1, "COMMIT_BELOW_LOG_START", "applied"),
         (1, "COMMIT_BEYOND_LOG", "applied"),
         (1, "READ_PAST_LSO", "applied"),
         (2, "READ_PAST_LSO", "skipped"),
+        (3, "COMMIT_BEYOND_LOG", "pending"),
+        (3, "READ_PAST_LSO", "pending"),
+        (4, "COMMIT_BEYOND_LOG", "deleted"),
+        (4, "READ_PAST_LSO", "deleted"),
     ]
+    at_record = f"the first at {CO}-{DOWN_CO} offset"
     assert [f"1 commit(s) of 1 group(s), {at_record} 0" in f[3] for f in found[:2]] == [True] * 2
     assert f"2 commit(s) of 2 group(s), {at_record} 0" in found[2][3]
     assert f"1 commit(s) of 1 group(s), {at_record} 2" in found[3][3]
@@ -856,8 +876,8 @@ def test_offset_transactions_the_exported_transaction_log_misses_are_unverifiabl
     `proc-tx`'s records neither check judged them. Where the export lacks partitions of the log,
     that is said, once per check. The whole log without them says nothing where it was copied
     after the producer's first commit (an expired id, cleaned): at --export-time, or where it
-    holds a record of another id later than that commit by the skew; else its copy may predate
-    the id's records, and that is said."""
+    holds a record of another id later than that commit by the skew (at 15 or 100 s, not
+    11.5 s); else its copy may predate the id's records, and that is said."""
 
     def unlogged(name: str, listed, *log, as_of_ms: int | None = None) -> list[tuple]:
         root = tmp_path / name
@@ -902,6 +922,9 @@ def test_offset_transactions_the_exported_transaction_log_misses_are_unverifiabl
     )
     assert unlogged("whole-empty-then", whole, as_of_ms=at(2000)) == []
     assert unlogged("whole-later", whole, other_id_at(0, 100)) == []
+    # Copied after the producer's first commit (11 s), before its second (21 s): the id's records
+    # came before the first.
+    assert unlogged("whole-between", whole, other_id_at(0, 15)) == []
     assert unlogged("whole-within-skew", whole, other_id_at(0, 11.5)) == said(
         "EXPORT_DOES_NOT_SPAN",
         f"the log's latest exported record (__transaction_state-{TS} offset 0) is no later than "
