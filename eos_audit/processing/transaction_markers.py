@@ -360,7 +360,7 @@ def write_txn_markers(
     """
     skew = config.processing.clock_skew_ms
     prepared = prepared_partitions(records, skew)
-    exported = exported_logs(partitions).select("topic", "partition", "written_until")
+    exported = exported_logs(partitions).select("topic", "partition", "log_end", "written_until")
     judged = matched_markers(prepared, transactions, skew).join(
         exported, ["topic", "partition"], "left"
     )
@@ -400,7 +400,9 @@ def write_txn_markers(
         & F.coalesce(later["at"] <= F.col("completed_at") + F.lit(skew), F.lit(False))
     )
     verdict = (
-        F.when(F.col("written_until").isNull(), PARTITION_NOT_EXPORTED)
+        # Exported without a batch time (Parquet may give none): not known to span the Complete
+        # record, EXPORT_DOES_NOT_SPAN below, never a partition missing.
+        F.when(F.col("log_end").isNull(), PARTITION_NOT_EXPORTED)
         .when(contradicts & F.col("shifted"), MARKER_AMBIGUOUS)
         .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),

@@ -398,10 +398,11 @@ def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decide
     )  # fmt: skip
 
 
-def exported_partition(spark, topic: str, partition: int, written_until: int):
-    """The kernel's statistics of one partition whose latest batch is stamped `written_until`."""
+def exported_partition(spark, topic: str, partition: int, written_until: int, **stats: int):
+    """The kernel's statistics of one partition whose latest batch is stamped `written_until`
+    (and `stats`, more of its columns)."""
     row = {f.name: None for f in PARTITION_STATS_N.fields}
-    row.update(topic=topic, partition=partition, max_timestamp=written_until)
+    row.update(topic=topic, partition=partition, max_timestamp=written_until, **stats)
     return spark.createDataFrame([row], PARTITION_STATS_N)
 
 
@@ -988,19 +989,19 @@ def torn_verdicts(
     spark: SparkSession,
     states: list[tuple[int, int, str, float]],
     transactions: list[tuple],
-    **partition: int,
+    **partition: int | None,
 ) -> list[tuple]:
     """`write_txn_markers`' (type, cause) of `proc-tx`'s transaction log `states` ((offset,
     epoch, status, seconds) each, every record listing `out`-0) against `out`-0's
     `transactions` (TRANSACTION_COLUMNS rows) and statistics (`partition`, beyond its latest
-    batch at 100 s)."""
+    batch at 100 s unless it says otherwise)."""
     records = transaction_log(
         spark,
         [(offset, PID, epoch, status, at(when), [(OUTPUT, 0)])
          for offset, epoch, status, when in states],
     )  # fmt: skip
     row = {f.name: None for f in PARTITION_STATS_N.fields}
-    row.update(topic=OUTPUT, partition=0, max_timestamp=at(100), **partition)
+    row.update({"topic": OUTPUT, "partition": 0, "max_timestamp": at(100), **partition})
     partitions = spark.createDataFrame([row], PARTITION_STATS_N)
     rows = write_txn_markers(
         records,
@@ -1127,6 +1128,12 @@ def test_a_v2_marker_missing_is_told_by_its_data_epoch(spark):
     assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=2) == [
         ("TORN_TRANSACTION", "MARKER_MISSING")
     ]
+    # Exported without batch times (Parquet may give none): the partition is in the export, and
+    # whether its export reaches past the Complete record is unknown.
+    untimed = torn_verdicts(
+        spark, states, transactions, first_offset=0, last_offset=2, max_timestamp=None
+    )
+    assert untimed == [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
 
 
 def test_a_v1_marker_within_the_skew_that_no_other_transaction_lacks_still_decides(spark):
@@ -1177,7 +1184,9 @@ def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_
     history = spark.createDataFrame([], _HISTORY)
 
     def verdicts(written_until: int) -> list[tuple]:
-        partitions = exported_partition(spark, OUTPUT, 0, written_until)
+        partitions = exported_partition(
+            spark, OUTPUT, 0, written_until, first_offset=0, last_offset=0
+        )
         rows = write_txn_markers(records, history, transactions, partitions, AuditConfig(), "r")
         return [(r["finding_type"], r["cause"]) for r in rows.collect()]
 
