@@ -394,7 +394,9 @@ def _stage_processing(
         processing_findings(history, config, run_id)
         .unionByName(write_txn_markers(records, history, transactions, partitions, config, run_id))
         .unionByName(
-            last_stable_offset(history, transactions, partitions, config, run_id, incremental)
+            last_stable_offset(
+                history, records, transactions, partitions, config, run_id, incremental
+            )
         )
         .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
@@ -409,7 +411,7 @@ def _stage_processing(
                 history, records, config, run_id, partitions_listed, as_of_ms
             )
         )
-        .unionByName(unexported_input_partitions(history, partitions, transactions, config, run_id))
+        .unionByName(unexported_input_partitions(history, records, partitions, config, run_id))
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id,

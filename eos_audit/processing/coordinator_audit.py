@@ -285,7 +285,7 @@ def group_offset_commit() -> Column:
     return F.col("committed_offset").isNotNull() & ~never
 
 
-def read_past_lso_commits(history: DataFrame, transactions: DataFrame) -> DataFrame:
+def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     """The commits READ_PAST_LSO judges: `counted_commit`, less those whose transaction aborted.
 
     A commit the same producer replaced before its marker is in the replay's history before its
@@ -294,15 +294,15 @@ def read_past_lso_commits(history: DataFrame, transactions: DataFrame) -> DataFr
     replaced (the producer's pending offsets are all decided at its marker). Where that one
     was ABORTED, the transaction's outputs went with it. A commit a tombstone cleared while
     pending (CLEARED, or replaced by one CLEARED) never met its marker either: its transaction
-    is the one of its producer in its `__consumer_offsets` partition that holds its record (the
-    audit's `transactions` of that partition), and where that one aborted it is not judged. A
-    chain that ends PENDING, or a cleared one whose transaction the audit's `transactions` do
-    not hold (no batch of that partition exported; a seeded run's, below the offset its state
-    covers), leaves the outcome unknown: judged.
+    ended at its producer's first marker after it in its `__consumer_offsets` partition (the
+    marker `OffsetMetadataManager.replayEndTransactionMarker` would have decided it at), and
+    where that one is an ABORT it is not judged. A chain that ends PENDING, or a cleared one
+    with no marker after it, leaves the outcome unknown: judged.
 
     Args:
         history: replay history rows, whole chains of each key (all of a key's rows, or none).
-        transactions: the audit's transactions (TRANSACTIONS columns).
+        records: decoded coordinator records and markers (coordinator_records contract), the
+            replay's input.
     """
     chain = (
         Window.partitionBy("coordinator_partition", "producer_id", "group_id", "topic", "partition")
@@ -316,26 +316,35 @@ def read_past_lso_commits(history: DataFrame, transactions: DataFrame) -> DataFr
     flagged = history.withColumn("_ends", ends).where(
         counted_commit() & ~F.coalesce(F.col("_ends") == ABORTED, F.lit(False))
     )
-    cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
-    aborted = transactions.where(
-        (F.col("topic") == CONSUMER_OFFSETS)
-        & F.col("first_offset").isNotNull()
-        & (F.col("outcome") == "ABORT")
+    is_cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
+    cleared = flagged.where(is_cleared)
+    markers = records.where(
+        (F.col("coordinator_topic") == CONSUMER_OFFSETS)
+        & F.col(SOURCE_ERROR).isNull()
+        & F.col("control_type").isin("COMMIT", "ABORT")
     ).select(
-        F.col("partition").alias("_in_partition"),
-        F.col("producer_id").alias("_by_producer"),
-        F.col("first_offset").alias("_from"),
-        F.col("marker_offset").alias("_to"),
+        F.col("coordinator_partition").alias("_in_partition"),
+        F.col("batch_producer_id").alias("_by_producer"),
+        F.col("offset").alias("_marker_offset"),
+        F.col("control_type").alias("_marker"),
     )
-    in_aborted = (
+    at = ["coordinator_partition", "producer_id", "record_offset"]
+    after = (
         (F.col("coordinator_partition") == F.col("_in_partition"))
         & (F.col("producer_id") == F.col("_by_producer"))
-        & (F.col("record_offset") >= F.col("_from"))
-        & (F.col("record_offset") < F.col("_to"))
+        & (F.col("_marker_offset") > F.col("record_offset"))
     )
     # Cleared commits are few (a tombstone of a key with a transaction open): the join is theirs.
-    of_committed = flagged.where(cleared).join(aborted, in_aborted, "left_anti")
-    return flagged.where(~cleared).unionByName(of_committed).drop("_ends")
+    ended = (
+        cleared.select(*at)
+        .distinct()
+        .join(markers, after)
+        .groupBy(*at)
+        .agg(F.min_by("_marker", "_marker_offset").alias("_marker"))
+    )
+    aborted = ended.where(F.col("_marker") == "ABORT").select(*at)
+    of_committed = cleared.join(aborted, at, "left_anti")
+    return flagged.where(~is_cleared).unionByName(of_committed).drop("_ends")
 
 
 def standing_offsets(history: DataFrame) -> DataFrame:

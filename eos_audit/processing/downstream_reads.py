@@ -40,6 +40,7 @@ _NEVER = 2**63 - 1  # the end of a transaction still open when the export was ta
 
 def last_stable_offset(
     history: DataFrame,
+    records: DataFrame,
     transactions: DataFrame,
     partitions: DataFrame,
     config: AuditConfig,
@@ -65,6 +66,8 @@ def last_stable_offset(
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
+        records: the decoded coordinator records the replay read (their markers end the
+            transactions of cleared commits, `coordinator_audit.read_past_lso_commits`).
         transactions: the audit's transactions (TRANSACTIONS columns) of every partition.
         partitions: the audit's partition statistics (kernel partials, as
             `exported_logs` reads them: the latest batch of each, skipped ones included).
@@ -83,7 +86,7 @@ def last_stable_offset(
     # (most of them, where the export holds few of the groups' input partitions) are left out
     # before the shuffles, by the few keys of the partitions with one.
     read = history.join(F.broadcast(spans.select(*key).distinct()), key, "left_semi")
-    commits = read_past_lso_commits(read, transactions).select(
+    commits = read_past_lso_commits(read, records).select(
         *key,
         F.col("committed_offset").alias("position"),
         F.lit(0).alias("order"),
@@ -191,10 +194,19 @@ def _undecided(judged: DataFrame, config: AuditConfig, run_id: str) -> DataFrame
         F.first("exported_until").alias("exported_until"),
         F.first("log_start").alias("log_start"),
     )
-    reason = F.lit(None).cast("string")
+    # A partition whose exported batches carry no time (Parquet may give none) ends at a time
+    # the export does not show.
+    reason = F.when(
+        (cause == "EXPORT_DOES_NOT_SPAN") & F.col("exported_until").isNull(),
+        F.format_string(
+            "they passed a transaction still open at the end of the partition's export, made "
+            "from %d ms on, and its exported batches carry no time: whether the transaction "
+            "was still open then is not in the export",
+            "first_at",
+        ),
+    )
     for name, (text, known) in _UNDECIDED.items():
-        said = F.format_string(text, "first_at", F.coalesce(known, F.lit(-1)))
-        reason = F.when(cause == name, said).otherwise(reason)
+        reason = reason.when(cause == name, F.format_string(text, "first_at", known))
     values = {
         "topic": F.col("topic"),
         "partition": F.col("partition"),

@@ -492,8 +492,8 @@ def unlogged_offset_transactions(
 
 def unexported_input_partitions(
     history: DataFrame,
+    records: DataFrame,
     partitions: DataFrame,
-    transactions: DataFrame,
     config: AuditConfig,
     run_id: str,
 ) -> DataFrame:
@@ -512,9 +512,9 @@ def unexported_input_partitions(
 
     Args:
         history: the offset replay's history (`coordinator_audit.replay_offsets`).
-        partitions: the audit's partition statistics (topic, partition).
-        transactions: the audit's transactions (TRANSACTIONS columns), for READ_PAST_LSO's
-            commits.
+        records: the decoded coordinator records the replay read, for READ_PAST_LSO's commits.
+        partitions: the audit's partition statistics (kernel partials, as `exported_logs`
+            reads them).
         config: the run configuration (severities).
         run_id: the run id.
 
@@ -522,14 +522,16 @@ def unexported_input_partitions(
         FINDINGS rows.
     """
     key = ["topic", "partition"]
-    held = partitions.select(*key).distinct()
+    # A partition with statistics but no batch audited (its batches all on a replica not
+    # read) counts as one not exported: the checks have no log of it.
+    held = exported_logs(partitions).where(F.col("log_end").isNotNull()).select(*key)
     # Every row of a key is in one partition: the unexported ones' rows are whole keys.
-    unexported = history.join(held.select("topic").distinct(), "topic", "left_semi").join(
-        held, key, "left_anti"
-    )
+    unexported = history.join(
+        F.broadcast(held.select("topic").distinct()), "topic", "left_semi"
+    ).join(F.broadcast(held), key, "left_anti")
     each = [*key, "group_id", "coordinator_partition", "record_offset"]
     judged = (
-        read_past_lso_commits(unexported, transactions)
+        read_past_lso_commits(unexported, records)
         .select(*each, F.lit("READ_PAST_LSO").alias("check"))
         .unionByName(
             unexported.where(group_offset_commit()).select(

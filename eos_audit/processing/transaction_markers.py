@@ -527,7 +527,8 @@ _REASONS = {
     PARTITION_NOT_EXPORTED: "the partition is not in the export",
     "MARKER_TYPE_NOT_SHOWN": "the export does not show its markers' types (kafka-dump-log.sh "
     "without --deep-iteration)",
-    "EXPORT_DOES_NOT_SPAN": "the exported partition does not span the transaction's time",
+    "EXPORT_DOES_NOT_SPAN": "the exported partition is not known to span the transaction's time "
+    "(it ends before the coordinator's Complete record, or its batches carry no time)",
     MARKER_AMBIGUOUS: "the producer's transactions there share an epoch (transactions v1), and "
     "the marker that would decide was stamped within the tolerated clock skew after a "
     "Complete record: whether it is this transaction's or the one's next to it, the times "

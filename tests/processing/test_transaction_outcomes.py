@@ -398,6 +398,17 @@ def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decide
     )  # fmt: skip
 
 
+def offsets_markers(spark, markers: list[tuple[int, int, int, str]]):
+    """`__consumer_offsets` markers as the decoded coordinator records give them: (partition,
+    producer id, offset, COMMIT or ABORT) each."""
+    return spark.createDataFrame(
+        [(CO, None, partition, producer, offset, kind)
+         for partition, producer, offset, kind in markers],
+        "coordinator_topic string, _source_error string, coordinator_partition int, "
+        "batch_producer_id long, offset long, control_type string",
+    )  # fmt: skip
+
+
 def exported_partition(spark, topic: str, partition: int, written_until: int, **stats: int):
     """The kernel's statistics of one partition whose latest batch is stamped `written_until`
     (and `stats`, more of its columns)."""
@@ -451,7 +462,10 @@ def test_the_tolerated_clock_skew_decides_how_late_a_marker_may_be(spark):
         config = dataclasses.replace(
             config, processing=dataclasses.replace(config.processing, clock_skew_ms=skew_ms)
         )
-        rows = last_stable_offset(history, transactions, partitions, config, "run").collect()
+        no_markers = offsets_markers(spark, [])
+        rows = last_stable_offset(
+            history, no_markers, transactions, partitions, config, "run"
+        ).collect()
         return [r["finding_type"] for r in rows]
 
     assert found(1000) == ["ABORTED_READ"]
@@ -476,7 +490,10 @@ def test_a_closed_transaction_whose_marker_has_no_time_is_not_taken_for_open(spa
             "topic string, partition int, producer_id long, first_offset long, "
             "marker_offset long, outcome string, end_timestamp long",
         )
-        rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run")
+        no_markers = offsets_markers(spark, [])
+        rows = last_stable_offset(
+            history, no_markers, transactions, partitions, AuditConfig(), "run"
+        )
         return [r["finding_type"] for r in rows.collect()]
 
     assert found(None) == []
@@ -486,7 +503,8 @@ def test_a_closed_transaction_whose_marker_has_no_time_is_not_taken_for_open(spa
 def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_export_spans(spark):
     """`out`'s export ends with a transaction open, its last batch at 40 s. A commit past it at
     31 s read past the LSO; of the group's commits at 45 and 50 s, made after the partition's
-    export ended (`__consumer_offsets` exported later), the export cannot tell."""
+    export ended (`__consumer_offsets` exported later), the export cannot tell. Nor of any of
+    them where the partition's batches carry no time (Parquet may give none)."""
     history = spark.createDataFrame(
         [(DOWNSTREAM, OUTPUT, 0, 6, "PLAIN", "APPLIED", at(when), at(when), -1, -1, DOWN_CO,
           record, "x") for record, when in enumerate((31, 45, 50))],
@@ -497,8 +515,14 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
     )
-    partitions = exported_partition(spark, OUTPUT, 0, at(40))
-    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
+
+    def judged(written_until: int | None) -> list:
+        partitions = exported_partition(spark, OUTPUT, 0, written_until)
+        return last_stable_offset(
+            history, offsets_markers(spark, []), transactions, partitions, AuditConfig(), "run"
+        ).collect()
+
+    rows = judged(at(40))
     found = sorted((r["finding_type"], r["cause"], r["base_offset"]) for r in rows)
     assert found == [("READ_PAST_LSO", None, 0), ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN", -1)]
     (undecided,) = [r for r in rows if r["finding_type"] == "UNVERIFIABLE"]
@@ -507,6 +531,14 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
         f"they passed a transaction still open at the end of the partition's export, and were "
         f"made from {at(45)} ms on, after its last exported batch (at {at(40)} ms): whether the "
         "transaction was still open then is not in the export."
+    )
+    (untimed,) = judged(None)
+    assert (untimed["finding_type"], untimed["cause"]) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
+    assert untimed["detail"] == (
+        f"READ_PAST_LSO cannot be decided for {OUTPUT}-0 (3 commit(s) of group {DOWNSTREAM}): "
+        f"they passed a transaction still open at the end of the partition's export, made from "
+        f"{at(31)} ms on, and its exported batches carry no time: whether the transaction was "
+        "still open then is not in the export."
     )
 
 
@@ -551,7 +583,7 @@ def log_start_verdicts(
         rows.append(row)
     partitions = spark.createDataFrame(rows, PARTITION_STATS_N)
     found = last_stable_offset(
-        history, transactions, partitions, config, "run", incremental
+        history, offsets_markers(spark, []), transactions, partitions, config, "run", incremental
     ).collect()
     verdicts = sorted((r["finding_type"], r["cause"], r["evidence"]["group_id"]) for r in found)
     details = [r["detail"] for r in found if r["evidence"]["group_id"] == "retained-12"]
@@ -633,11 +665,12 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     transaction: every one but the aborted commit, whose transaction's outputs went with it;
     the others still show how far the consumer had read. A replaced commit whose replacement
     was then aborted went with that transaction; one whose replacement applied did not. A
-    cleared commit (or one replaced by a cleared one) takes the outcome of its producer's
-    transaction in its `__consumer_offsets` partition: the one at records 10-12 aborted, the one
-    at 13 committed; `cleared`'s is not in the export, and is judged. So are a cleared commit of
-    another producer inside that producer's aborted transaction 18-21, and one of that
-    producer at record 11 of another `__consumer_offsets` partition."""
+    cleared commit (or one replaced by a cleared one) ends with its producer's next marker in
+    its `__consumer_offsets` partition: an ABORT at 125 after those at records 100-120, COMMITs
+    after `cleared` (40) and `cleared-then-committed` (130), which are judged. So are a cleared
+    commit of another producer at 200, the first producer's ABORT at 201 and its own COMMIT at
+    205, and one of the first producer at record 11 of another `__consumer_offsets` partition,
+    where no marker follows (its ABORT at 12 is in the first partition)."""
     outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
     chains = [
         ("then-aborted", ("REPLACED", "ABORTED")),
@@ -649,8 +682,8 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     rows = [(outcome.lower(), outcome) for outcome in outcomes] + [
         (group, outcome) for group, chain in chains for outcome in chain
     ]
-    placed = [(group, outcome, PID, DOWN_CO, n) for n, (group, outcome) in enumerate(rows)]
-    placed += [("other-producer", "CLEARED", PID + 7, DOWN_CO, 20),
+    placed = [(group, outcome, PID, DOWN_CO, 10 * n) for n, (group, outcome) in enumerate(rows)]
+    placed += [("other-producer", "CLEARED", PID + 7, DOWN_CO, 200),
                ("other-partition", "CLEARED", PID, PROC_CO, 11)]  # fmt: skip
     history = spark.createDataFrame(
         [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), producer, 0, co, record,
@@ -667,13 +700,19 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
         ("COMMIT_BEYOND_LOG", "then-applied"),
     ]  # fmt: skip
     transactions = spark.createDataFrame(
-        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40)), (CO, DOWN_CO, PID, 10, 13, "ABORT", at(31)),
-         (CO, DOWN_CO, PID, 13, 14, "COMMIT", at(31)), (CO, DOWN_CO, PID, 18, 22, "ABORT", at(31)),
-         (CO, DOWN_CO, PID + 7, 19, 23, "COMMIT", at(31))],
+        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
+    )
+    markers = offsets_markers(
+        spark,
+        [(DOWN_CO, PID, 12, "ABORT"), (DOWN_CO, PID, 45, "COMMIT"), (DOWN_CO, PID, 125, "ABORT"),
+         (DOWN_CO, PID, 135, "COMMIT"), (DOWN_CO, PID, 201, "ABORT"),
+         (DOWN_CO, PID + 7, 205, "COMMIT")],
     )  # fmt: skip
-    rows = last_stable_offset(history, transactions, partitions, AuditConfig(), "run").collect()
+    rows = last_stable_offset(
+        history, markers, transactions, partitions, AuditConfig(), "run"
+    ).collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("ABORTED_READ", group) for group in ("applied", "cleared", "cleared-then-committed",
                                                "other-partition", "other-producer", "pending",
@@ -688,12 +727,14 @@ def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
     COMMIT_BELOW_LOG_START the applied one, the group's offset. `out`-2: one skipped for a later
     record's value, READ_PAST_LSO's only. `out`-3: one pending, not (yet) the offset standing.
     `out`-4: one applied, then deleted by a tombstone: no offset stands. `out`-5: one replaced by
-    one aborted: no check would judge either."""
+    one aborted: no check would judge either. `out`-6 has statistics but no batch audited (its
+    batches on a replica not read): no log to judge against, as if not exported."""
     commits = [
         ("applied", 1, "APPLIED", 50), ("replaced", 1, "REPLACED", 50),
         ("skipped", 2, "SKIPPED", 50), ("pending", 3, "PENDING", 50),
         ("deleted", 4, "APPLIED", 50), ("deleted", 4, "DELETED", None),
         ("aborted", 5, "REPLACED", 50), ("aborted", 5, "ABORTED", 50),
+        ("replica", 6, "APPLIED", 50),
     ]  # fmt: skip
     history = spark.createDataFrame(
         [(group, OUTPUT, partition, offset, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
@@ -701,10 +742,11 @@ def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
          for record, (group, partition, outcome, offset) in enumerate(commits)],
         HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
-    partitions = exported_partition(spark, OUTPUT, 0, at(45))
-    transactions = spark.createDataFrame([], TRANSACTION_COLUMNS)
+    partitions = exported_partition(
+        spark, OUTPUT, 0, at(45), first_offset=0, last_offset=9
+    ).unionByName(exported_partition(spark, OUTPUT, 6, at(45)))
     rows = unexported_input_partitions(
-        history, partitions, transactions, AuditConfig(), "run"
+        history, offsets_markers(spark, []), partitions, AuditConfig(), "run"
     ).collect()
     found = sorted(
         (r["partition"], r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
@@ -719,6 +761,9 @@ def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
         (3, "READ_PAST_LSO", "pending"),
         (4, "COMMIT_BEYOND_LOG", "deleted"),
         (4, "READ_PAST_LSO", "deleted"),
+        (6, "COMMIT_BELOW_LOG_START", "replica"),
+        (6, "COMMIT_BEYOND_LOG", "replica"),
+        (6, "READ_PAST_LSO", "replica"),
     ]
     at_record = f"the first at {CO}-{DOWN_CO} offset"
     assert [f"1 commit(s) of 1 group(s), {at_record} 0" in f[3] for f in found[:2]] == [True] * 2
