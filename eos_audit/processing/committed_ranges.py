@@ -37,7 +37,11 @@ from eos_audit.processing.coordinator_audit import (
     group_offset_commit,
     standing_offsets,
 )
-from eos_audit.processing.exported_logs import exported_logs, log_start_offset
+from eos_audit.processing.exported_logs import (
+    exported_logs,
+    has_exported_log,
+    log_start_offset,
+)
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
@@ -70,7 +74,9 @@ def offset_out_of_range(
     Returns:
         FINDINGS rows.
     """
-    logs = exported_logs(partitions).select(
+    # A partition with no log in the export is not judged (`unexported_input_partitions`).
+    logs = exported_logs(partitions).where(has_exported_log())
+    logs = logs.select(
         "topic",
         "partition",
         # Null where the export was cut (a compacted topic, an incremental run) and holds no

@@ -297,7 +297,9 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     ended at its producer's first marker after it in its `__consumer_offsets` partition (the
     marker `OffsetMetadataManager.replayEndTransactionMarker` would have decided it at), and
     where that one is an ABORT it is not judged. A chain that ends PENDING, or a cleared one
-    with no marker after it, leaves the outcome unknown: judged.
+    with no marker after it, or one with a record that did not decode between it and that
+    ABORT (which may be its own marker), leaves the outcome unknown: judged. Like the replay,
+    it takes the export of the partition to be whole between a commit and its marker.
 
     Args:
         history: replay history rows, whole chains of each key (all of a key's rows, or none).
@@ -318,31 +320,63 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     )
     is_cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
     cleared = flagged.where(is_cleared)
+    at = ["coordinator_partition", "producer_id", "record_offset"]
+    in_offsets = F.col("coordinator_topic") == CONSUMER_OFFSETS
     markers = records.where(
-        (F.col("coordinator_topic") == CONSUMER_OFFSETS)
-        & F.col(SOURCE_ERROR).isNull()
-        & F.col("control_type").isin("COMMIT", "ABORT")
+        in_offsets & F.col(SOURCE_ERROR).isNull() & F.col("control_type").isin("COMMIT", "ABORT")
+    ).select(
+        "coordinator_partition",
+        F.col("batch_producer_id").alias("producer_id"),
+        F.col("offset").alias("_at"),
+        F.col("control_type").alias("_marker"),
+    )
+    # Only the producers with a cleared commit: few, where the markers are as many as the
+    # transactions.
+    producers = cleared.select("coordinator_partition", "producer_id").distinct()
+    markers = markers.join(producers, ["coordinator_partition", "producer_id"], "left_semi")
+    # Each cleared commit among its producer's markers in its partition, in offset order: the
+    # nearest marker after it. Descending, so that the frame is a running one (linear).
+    stream = (
+        cleared.select(
+            "coordinator_partition", "producer_id", F.col("record_offset").alias("_at"),
+            F.lit(None).cast("string").alias("_marker"),
+        )
+        .distinct()
+        .unionByName(markers)
+    )  # fmt: skip
+    after = Window.partitionBy("coordinator_partition", "producer_id").orderBy(F.col("_at").desc())
+    next_marker = F.last(
+        F.when(F.col("_marker").isNotNull(), F.struct(F.col("_at").alias("at"), "_marker")),
+        ignorenulls=True,
+    ).over(after.rowsBetween(Window.unboundedPreceding, -1))
+    ended = stream.select(
+        "coordinator_partition", "producer_id", F.col("_at").alias("record_offset"),
+        "_marker", next_marker.alias("_next"),
+    ).where(F.col("_marker").isNull() & (F.col("_next._marker") == "ABORT"))  # fmt: skip
+    # A record of the partition that did not decode may be the commit's own marker, a COMMIT:
+    # one of the producer or of no known producer, where it cannot be placed or lies between.
+    undecoded = records.where(
+        (in_offsets | F.col("coordinator_topic").isNull()) & F.col(SOURCE_ERROR).isNotNull()
     ).select(
         F.col("coordinator_partition").alias("_in_partition"),
         F.col("batch_producer_id").alias("_by_producer"),
-        F.col("offset").alias("_marker_offset"),
-        F.col("control_type").alias("_marker"),
+        F.col("offset").alias("_undecoded_at"),
     )
-    at = ["coordinator_partition", "producer_id", "record_offset"]
-    after = (
-        (F.col("coordinator_partition") == F.col("_in_partition"))
-        & (F.col("producer_id") == F.col("_by_producer"))
-        & (F.col("_marker_offset") > F.col("record_offset"))
+    maybe_between = (
+        (
+            F.col("_in_partition").isNull()
+            | (F.col("_in_partition") == F.col("coordinator_partition"))
+        )
+        & (F.col("_by_producer").isNull() | (F.col("_by_producer") == F.col("producer_id")))
+        & (
+            F.col("_undecoded_at").isNull()
+            | (
+                (F.col("_undecoded_at") > F.col("record_offset"))
+                & (F.col("_undecoded_at") < F.col("_next.at"))
+            )
+        )
     )
-    # Cleared commits are few (a tombstone of a key with a transaction open): the join is theirs.
-    ended = (
-        cleared.select(*at)
-        .distinct()
-        .join(markers, after)
-        .groupBy(*at)
-        .agg(F.min_by("_marker", "_marker_offset").alias("_marker"))
-    )
-    aborted = ended.where(F.col("_marker") == "ABORT").select(*at)
+    aborted = ended.join(undecoded, maybe_between, "left_anti").select(*at)
     of_committed = cleared.join(aborted, at, "left_anti")
     return flagged.where(~is_cleared).unionByName(of_committed).drop("_ends")
 

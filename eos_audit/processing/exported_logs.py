@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from eos_audit.config import globs_to_java_regex
@@ -135,6 +135,16 @@ def unverifiable_finding(
         **values,
     }
     return finding_struct("UNVERIFIABLE", config, run_id, identity=identity, values=filled)
+
+
+def has_exported_log() -> Column:
+    """Whether an `exported_logs` row's partition has a log in the export to judge against.
+
+    One with offsets: a batch audited, or skipped below a seeded state. A partition with
+    statistics and no offsets (its batches all on a replica not read) has none, and counts as
+    one not exported.
+    """
+    return F.col("log_end").isNotNull()
 
 
 def distinct_count(column: str) -> Column:
@@ -420,31 +430,37 @@ def unlogged_offset_transactions(
     held = transaction_log_held(
         records, config.processing.transaction_state_partitions, partitions_listed
     )
-    # The producer's first such commit: its transactional id's records came before it.
-    producer = Window.partitionBy("coordinator_partition", "producer_id")
-    first_commit = F.min("timestamp").over(producer)
+    # Per producer first (a few rows per producer, aggregated where the commits are): its
+    # first such commit, as its transactional id's records came before it.
+    first_record = F.struct("record_offset", "producer_id", "group_id")
+    producers = decided.groupBy("coordinator_partition", "producer_id").agg(
+        F.count(F.lit(1)).alias("commits"),
+        F.collect_set("group_id").alias("group_ids"),
+        F.min_by(first_record, "record_offset").alias("first"),
+        F.min("timestamp").alias("first_commit_at"),
+    )
     skew = F.lit(config.processing.clock_skew_ms)
     log_reaches = (
         F.lit(True)
         if as_of_ms is not None
-        else F.coalesce(F.col("log_latest.timestamp") >= first_commit + skew, F.lit(False))
+        else F.coalesce(
+            F.col("log_latest.timestamp") >= F.col("first_commit_at") + skew, F.lit(False)
+        )
     )
     whole = F.col("log_partitions_held") >= F.col("log_partitions")
     cause = F.when(~whole, F.lit(TRANSACTION_LOG_NOT_WHOLE)).when(
         ~log_reaches, F.lit(EXPORT_DOES_NOT_SPAN)
     )
-    # The one row of `held` on each commit: the log's reach, for the cause and its reason.
-    with_cause = decided.crossJoin(held).withColumn("cause", cause)
+    # The one row of `held` on each producer: the log's reach, for the cause and its reason.
+    with_cause = producers.crossJoin(held).withColumn("cause", cause)
     judged = (
         with_cause.where(F.col("cause").isNotNull())
         .groupBy("coordinator_partition", "cause")
         .agg(
-            F.count(F.lit(1)).alias("commits"),
-            distinct_count("producer_id").alias("producers"),
-            distinct_count("group_id").alias("groups"),
-            F.min_by(F.struct("record_offset", "producer_id", "group_id"), "record_offset").alias(
-                "first"
-            ),
+            F.sum("commits").alias("commits"),
+            F.count(F.lit(1)).alias("producers"),
+            F.size(F.array_distinct(F.flatten(F.collect_list("group_ids")))).alias("groups"),
+            F.min_by("first", "first.record_offset").alias("first"),
             *[
                 F.first(name).alias(name)
                 for name in ("log_partitions", "log_partitions_held", "log_partitions_undecoded",
@@ -522,19 +538,25 @@ def unexported_input_partitions(
         FINDINGS rows.
     """
     key = ["topic", "partition"]
-    # A partition with statistics but no batch audited (its batches all on a replica not
-    # read) counts as one not exported: the checks have no log of it.
-    held = exported_logs(partitions).where(F.col("log_end").isNotNull()).select(*key)
-    # Every row of a key is in one partition: the unexported ones' rows are whole keys.
-    unexported = history.join(
-        F.broadcast(held.select("topic").distinct()), "topic", "left_semi"
-    ).join(F.broadcast(held), key, "left_anti")
+    held = exported_logs(partitions).where(has_exported_log()).select(*key)
+    # The topics the export holds, a partition of which has statistics at least.
+    in_scope = partitions.select("topic").distinct()
+    # Every row of a key is in one partition: the unexported ones' rows are whole keys. One
+    # shuffle by partition serves the windows of both sets below (each is clustered by keys
+    # that include it), so that the history is read once here.
+    unexported = (
+        history.join(F.broadcast(in_scope), "topic", "left_semi")
+        .join(F.broadcast(held), key, "left_anti")
+        .repartition(*key)
+    )
     each = [*key, "group_id", "coordinator_partition", "record_offset"]
+    # COMMIT_BEYOND_LOG's commits are among READ_PAST_LSO's (a group's offset is never of an
+    # aborted transaction): one pass for both.
+    read = read_past_lso_commits(unexported, records)
     judged = (
-        read_past_lso_commits(unexported, records)
-        .select(*each, F.lit("READ_PAST_LSO").alias("check"))
+        read.select(*each, F.lit("READ_PAST_LSO").alias("check"))
         .unionByName(
-            unexported.where(group_offset_commit()).select(
+            read.where(group_offset_commit()).select(
                 *each, F.lit("COMMIT_BEYOND_LOG").alias("check")
             )
         )
@@ -562,8 +584,8 @@ def unexported_input_partitions(
             "first.record_offset",
         ),
         "reason": F.lit(
-            "the export holds other partitions of the topic and no batch of this one, whose log "
-            "the check judges the commits against"
+            "the export holds other partitions of the topic and no audited batch of this one, "
+            "whose log the check judges the commits against"
         ),
     }  # fmt: skip
     identity = [F.col("topic"), F.col("partition"), F.col("check"), F.lit(PARTITION_NOT_EXPORTED)]

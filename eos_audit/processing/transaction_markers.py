@@ -32,6 +32,7 @@ from eos_audit.processing.coordinator_audit import SOURCE_ERROR
 from eos_audit.processing.exported_logs import (
     PARTITION_NOT_EXPORTED,
     exported_logs,
+    has_exported_log,
     unverifiable_finding,
 )
 from eos_audit.sinks.finding_rows import finding_struct
@@ -402,7 +403,7 @@ def write_txn_markers(
     verdict = (
         # Exported without a batch time (Parquet may give none): not known to span the Complete
         # record, EXPORT_DOES_NOT_SPAN below, never a partition missing.
-        F.when(F.col("log_end").isNull(), PARTITION_NOT_EXPORTED)
+        F.when(~F.coalesce(has_exported_log(), F.lit(False)), PARTITION_NOT_EXPORTED)
         .when(contradicts & F.col("shifted"), MARKER_AMBIGUOUS)
         .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
@@ -528,7 +529,8 @@ _REASONS = {
     "MARKER_TYPE_NOT_SHOWN": "the export does not show its markers' types (kafka-dump-log.sh "
     "without --deep-iteration)",
     "EXPORT_DOES_NOT_SPAN": "the exported partition is not known to span the transaction's time "
-    "(it ends before the coordinator's Complete record, or its batches carry no time)",
+    "(its latest batch is not later than the coordinator's Complete record by the tolerated "
+    "clock skew, or its batches carry no time)",
     MARKER_AMBIGUOUS: "the producer's transactions there share an epoch (transactions v1), and "
     "the marker that would decide was stamped within the tolerated clock skew after a "
     "Complete record: whether it is this transaction's or the one's next to it, the times "

@@ -349,8 +349,8 @@ def test_the_findings_say_what_happened(audited):
     )
     assert unexported == [
         f"{check} cannot be decided for {OUTPUT}-1 (1 commit(s) of 1 group(s), the first at "
-        f"{CO}-{DOWN_CO} offset 5): the export holds other partitions of the topic and no batch "
-        "of this one, whose log the check judges the commits against."
+        f"{CO}-{DOWN_CO} offset 5): the export holds other partitions of the topic and no "
+        "audited batch of this one, whose log the check judges the commits against."
         for check in ("COMMIT_BELOW_LOG_START", "COMMIT_BEYOND_LOG", "READ_PAST_LSO")
     ]
     (unverifiable,) = [
@@ -400,9 +400,11 @@ def test_a_torn_output_partition_names_the_commit_its_transactions_marker_decide
 
 def offsets_markers(spark, markers: list[tuple[int, int, int, str]]):
     """`__consumer_offsets` markers as the decoded coordinator records give them: (partition,
-    producer id, offset, COMMIT or ABORT) each."""
+    producer id, offset, COMMIT or ABORT) each; UNDECODED for a record that did not decode."""
+    undecoded = "UNDECODED"
     return spark.createDataFrame(
-        [(CO, None, partition, producer, offset, kind)
+        [(CO, "bad CRC" if kind == undecoded else None, partition, producer, offset,
+          None if kind == undecoded else kind)
          for partition, producer, offset, kind in markers],
         "coordinator_topic string, _source_error string, coordinator_partition int, "
         "batch_producer_id long, offset long, control_type string",
@@ -666,31 +668,45 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     the others still show how far the consumer had read. A replaced commit whose replacement
     was then aborted went with that transaction; one whose replacement applied did not. A
     cleared commit (or one replaced by a cleared one) ends with its producer's next marker in
-    its `__consumer_offsets` partition: an ABORT at 125 after those at records 100-120, COMMITs
-    after `cleared` (40) and `cleared-then-committed` (130), which are judged. So are a cleared
-    commit of another producer at 200, the first producer's ABORT at 201 and its own COMMIT at
-    205, and one of the first producer at record 11 of another `__consumer_offsets` partition,
-    where no marker follows (its ABORT at 12 is in the first partition)."""
-    outcomes = ("APPLIED", "PENDING", "ABORTED", "REPLACED", "CLEARED", "SKIPPED")
-    chains = [
-        ("then-aborted", ("REPLACED", "ABORTED")),
-        ("then-applied", ("REPLACED", "APPLIED")),
-        ("cleared-then-aborted", ("CLEARED",)),
-        ("replaced-then-cleared", ("REPLACED", "CLEARED")),
-        ("cleared-then-committed", ("CLEARED",)),
+    its `__consumer_offsets` partition: the ABORT at 19 after those at 16-18 is not judged, the
+    COMMITs after `cleared` (6) and `cleared-then-committed` (20) are. So are one of another
+    producer at 22 (the first producer's ABORT at 23 comes before its own COMMIT at 24), one
+    of the first producer at record 11 of another `__consumer_offsets` partition, which holds
+    no marker (its ABORT at 12 is in the first), and one whose ABORT at 28 follows a record
+    that did not decode (27), which may be its own marker."""
+    # (group, outcome, producer, __consumer_offsets partition, record offset), and the markers
+    # of each producer in the partition: (partition, producer, offset, type), UNDECODED for a
+    # record that did not decode.
+    placed = [
+        ("applied", "APPLIED", PID, DOWN_CO, 0), ("aborted", "ABORTED", PID, DOWN_CO, 2),
+        ("replaced", "REPLACED", PID, DOWN_CO, 4), ("cleared", "CLEARED", PID, DOWN_CO, 6),
+        ("skipped", "SKIPPED", PID, DOWN_CO, 8),
+        ("then-aborted", "REPLACED", PID, DOWN_CO, 10),
+        ("then-aborted", "ABORTED", PID, DOWN_CO, 11),
+        ("then-applied", "REPLACED", PID, DOWN_CO, 13),
+        ("then-applied", "APPLIED", PID, DOWN_CO, 14),
+        ("cleared-then-aborted", "CLEARED", PID, DOWN_CO, 16),
+        ("replaced-then-cleared", "REPLACED", PID, DOWN_CO, 17),
+        ("replaced-then-cleared", "CLEARED", PID, DOWN_CO, 18),
+        ("cleared-then-committed", "CLEARED", PID, DOWN_CO, 20),
+        ("other-producer", "CLEARED", PID + 7, DOWN_CO, 22),
+        ("pending", "PENDING", PID, DOWN_CO, 25),
+        ("cleared-undecoded", "CLEARED", PID + 9, DOWN_CO, 26),
+        ("other-partition", "CLEARED", PID, PROC_CO, 11),
     ]
-    rows = [(outcome.lower(), outcome) for outcome in outcomes] + [
-        (group, outcome) for group, chain in chains for outcome in chain
+    ends = [
+        (DOWN_CO, PID, 1, "COMMIT"), (DOWN_CO, PID, 3, "ABORT"), (DOWN_CO, PID, 7, "COMMIT"),
+        (DOWN_CO, PID, 9, "COMMIT"), (DOWN_CO, PID, 12, "ABORT"), (DOWN_CO, PID, 15, "COMMIT"),
+        (DOWN_CO, PID, 19, "ABORT"), (DOWN_CO, PID, 21, "COMMIT"), (DOWN_CO, PID, 23, "ABORT"),
+        (DOWN_CO, PID + 7, 24, "COMMIT"), (DOWN_CO, PID + 9, 27, "UNDECODED"),
+        (DOWN_CO, PID + 9, 28, "ABORT"),
     ]
-    placed = [(group, outcome, PID, DOWN_CO, 10 * n) for n, (group, outcome) in enumerate(rows)]
-    placed += [("other-producer", "CLEARED", PID + 7, DOWN_CO, 200),
-               ("other-partition", "CLEARED", PID, PROC_CO, 11)]  # fmt: skip
     history = spark.createDataFrame(
         [(group, OUTPUT, 0, 50, "TRANSACTIONAL", outcome, at(30), at(30), producer, 0, co, record,
           "x", None)
          for group, outcome, producer, co, record in placed],
         HISTORY_COLUMNS_MARKED,
-    )  # fmt: skip
+    )
     row = {f.name: None for f in PARTITION_STATS_N.fields}
     row.update(topic=OUTPUT, partition=0, first_offset=0, last_offset=19, max_timestamp=at(45))
     partitions = spark.createDataFrame([row], PARTITION_STATS_N)
@@ -698,26 +714,20 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("COMMIT_BEYOND_LOG", "applied"), ("COMMIT_BEYOND_LOG", "pending"),
         ("COMMIT_BEYOND_LOG", "then-applied"),
-    ]  # fmt: skip
+    ]
     transactions = spark.createDataFrame(
         [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
         "topic string, partition int, producer_id long, first_offset long, "
         "marker_offset long, outcome string, end_timestamp long",
     )
-    markers = offsets_markers(
-        spark,
-        [(DOWN_CO, PID, 12, "ABORT"), (DOWN_CO, PID, 45, "COMMIT"), (DOWN_CO, PID, 125, "ABORT"),
-         (DOWN_CO, PID, 135, "COMMIT"), (DOWN_CO, PID, 201, "ABORT"),
-         (DOWN_CO, PID + 7, 205, "COMMIT")],
-    )  # fmt: skip
     rows = last_stable_offset(
-        history, markers, transactions, partitions, AuditConfig(), "run"
+        history, offsets_markers(spark, ends), transactions, partitions, AuditConfig(), "run"
     ).collect()
     assert sorted((r["finding_type"], r["evidence"]["group_id"]) for r in rows) == [
         ("ABORTED_READ", group) for group in ("applied", "cleared", "cleared-then-committed",
-                                               "other-partition", "other-producer", "pending",
-                                               "replaced", "skipped", "then-applied",
-                                               "then-applied")
+                                               "cleared-undecoded", "other-partition",
+                                               "other-producer", "pending", "replaced",
+                                               "skipped", "then-applied", "then-applied")
     ]  # fmt: skip
 
 
@@ -728,7 +738,8 @@ def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
     record's value, READ_PAST_LSO's only. `out`-3: one pending, not (yet) the offset standing.
     `out`-4: one applied, then deleted by a tombstone: no offset stands. `out`-5: one replaced by
     one aborted: no check would judge either. `out`-6 has statistics but no batch audited (its
-    batches on a replica not read): no log to judge against, as if not exported."""
+    batches on a replica not read): no log to judge against, as if not exported; so has the
+    only partition of `elsewhere`, whose topic is still the export's."""
     commits = [
         ("applied", 1, "APPLIED", 50), ("replaced", 1, "REPLACED", 50),
         ("skipped", 2, "SKIPPED", 50), ("pending", 3, "PENDING", 50),
@@ -739,19 +750,28 @@ def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
     history = spark.createDataFrame(
         [(group, OUTPUT, partition, offset, "TRANSACTIONAL", outcome, at(30), at(30), PID, 0,
           DOWN_CO, record, "x", None)
-         for record, (group, partition, outcome, offset) in enumerate(commits)],
+         for record, (group, partition, outcome, offset) in enumerate(commits)]
+        + [("elsewhere", ELSEWHERE, 0, 50, "PLAIN", "APPLIED", at(30), at(30), -1, -1, DOWN_CO,
+            len(commits), "x", None)],
         HISTORY_COLUMNS_MARKED,
     )  # fmt: skip
-    partitions = exported_partition(
-        spark, OUTPUT, 0, at(45), first_offset=0, last_offset=9
-    ).unionByName(exported_partition(spark, OUTPUT, 6, at(45)))
+    partitions = (
+        exported_partition(spark, OUTPUT, 0, at(45), first_offset=0, last_offset=9)
+        .unionByName(exported_partition(spark, OUTPUT, 6, at(45)))
+        .unionByName(exported_partition(spark, ELSEWHERE, 0, at(45)))
+    )
     rows = unexported_input_partitions(
         history, offsets_markers(spark, []), partitions, AuditConfig(), "run"
     ).collect()
     found = sorted(
         (r["partition"], r["evidence"]["check"], r["evidence"]["group_id"], r["detail"])
         for r in rows
+        if r["topic"] == OUTPUT
     )
+    assert sorted((r["topic"], r["evidence"]["check"]) for r in rows if r["topic"] != OUTPUT) == [
+        (ELSEWHERE, check) for check in ("COMMIT_BELOW_LOG_START", "COMMIT_BEYOND_LOG",
+                                         "READ_PAST_LSO")
+    ]  # fmt: skip
     assert [f[:3] for f in found] == [
         (1, "COMMIT_BELOW_LOG_START", "applied"),
         (1, "COMMIT_BEYOND_LOG", "applied"),
