@@ -333,7 +333,9 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     # Only the producers with a cleared commit: few, where the markers are as many as the
     # transactions.
     producers = cleared.select("coordinator_partition", "producer_id").distinct()
-    markers = markers.join(producers, ["coordinator_partition", "producer_id"], "left_semi")
+    markers = markers.join(
+        F.broadcast(producers), ["coordinator_partition", "producer_id"], "left_semi"
+    )
     # Each cleared commit among its producer's markers in its partition, in offset order: the
     # nearest marker after it. Descending, so that the frame is a running one (linear).
     stream = (
@@ -354,19 +356,18 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
         "_marker", next_marker.alias("_next"),
     ).where(F.col("_marker").isNull() & (F.col("_next._marker") == "ABORT"))  # fmt: skip
     # A record of the partition that did not decode may be the commit's own marker, a COMMIT:
-    # one of the producer or of no known producer, where it cannot be placed or lies between.
+    # one of the producer or of no known producer, where it lies between or its offset is not
+    # known; and any record that did not decode whose partition is not known.
     undecoded = records.where(
         (in_offsets | F.col("coordinator_topic").isNull()) & F.col(SOURCE_ERROR).isNotNull()
-    ).select(
+    )
+    placed = undecoded.where(F.col("coordinator_partition").isNotNull()).select(
         F.col("coordinator_partition").alias("_in_partition"),
         F.col("batch_producer_id").alias("_by_producer"),
         F.col("offset").alias("_undecoded_at"),
     )
     maybe_between = (
-        (
-            F.col("_in_partition").isNull()
-            | (F.col("_in_partition") == F.col("coordinator_partition"))
-        )
+        (F.col("_in_partition") == F.col("coordinator_partition"))
         & (F.col("_by_producer").isNull() | (F.col("_by_producer") == F.col("producer_id")))
         & (
             F.col("_undecoded_at").isNull()
@@ -376,7 +377,16 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
             )
         )
     )
-    aborted = ended.join(undecoded, maybe_between, "left_anti").select(*at)
+    # One row: how many records that did not decode have no known partition.
+    unplaced = undecoded.where(F.col("coordinator_partition").isNull()).agg(
+        F.count(F.lit(1)).alias("_unplaced")
+    )
+    aborted = (
+        ended.join(placed, maybe_between, "left_anti")
+        .crossJoin(unplaced)
+        .where(F.col("_unplaced") == 0)
+        .select(*at)
+    )
     of_committed = cleared.join(aborted, at, "left_anti")
     return flagged.where(~is_cleared).unionByName(of_committed).drop("_ends")
 

@@ -518,9 +518,10 @@ def unexported_input_partitions(
     READ_PAST_LSO, COMMIT_BEYOND_LOG and COMMIT_BELOW_LOG_START judge a commit against its input
     partition's exported log. A topic the export holds none of is out of its scope (an export
     holds the topics its user audits, and most groups read others): its commits are not judged,
-    and not reported. A topic it holds some partitions of is in scope, and a partition of it
-    that the export holds no batch of (a broker not copied, a directory left out, a partition
-    empty in the export) leaves the commits of it unjudged: one finding per such partition and
+    and not reported. A topic it holds a partition of (one with statistics) is in scope, and a
+    partition of it without a log in the export (`has_exported_log`: a broker not copied, a
+    directory left out, a partition empty in the export, its batches all on a replica not
+    read) leaves the commits of it unjudged: one finding per such partition and
     check, with the commits and groups it would have judged (PARTITION_NOT_EXPORTED):
     READ_PAST_LSO's (`read_past_lso_commits`), COMMIT_BEYOND_LOG's (`group_offset_commit`),
     COMMIT_BELOW_LOG_START's (`standing_offsets`); a check with none there says nothing.
@@ -550,13 +551,11 @@ def unexported_input_partitions(
         .repartition(*key)
     )
     each = [*key, "group_id", "coordinator_partition", "record_offset"]
-    # COMMIT_BEYOND_LOG's commits are among READ_PAST_LSO's (a group's offset is never of an
-    # aborted transaction): one pass for both.
-    read = read_past_lso_commits(unexported, records)
     judged = (
-        read.select(*each, F.lit("READ_PAST_LSO").alias("check"))
+        read_past_lso_commits(unexported, records)
+        .select(*each, F.lit("READ_PAST_LSO").alias("check"))
         .unionByName(
-            read.where(group_offset_commit()).select(
+            unexported.where(group_offset_commit()).select(
                 *each, F.lit("COMMIT_BEYOND_LOG").alias("check")
             )
         )

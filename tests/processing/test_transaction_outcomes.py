@@ -731,6 +731,42 @@ def test_a_commit_beyond_the_log_counts_if_it_became_the_groups_offset_a_read_if
     ]  # fmt: skip
 
 
+# A record that did not decode, as (partition, producer id, offset), None where not known, and
+# whether it leaves the outcome of a cleared commit at 10, whose producer's ABORT is at 12, unknown.
+UNDECODED_RECORDS = [
+    ((DOWN_CO, PID, 11), True),  # between, of the producer: its own marker, perhaps
+    ((DOWN_CO, None, 11), True),  # between, of no known producer
+    ((DOWN_CO, PID, None), True),  # of the producer, where is not known
+    ((None, None, None), True),  # of no known partition
+    ((DOWN_CO, PID + 1, 11), False),  # another producer's
+    ((DOWN_CO, PID, 13), False),  # after the ABORT
+    ((PROC_CO, PID, 11), False),  # in another partition
+]
+
+
+@pytest.mark.parametrize(("undecoded", "unknown"), UNDECODED_RECORDS)
+def test_a_record_that_did_not_decode_may_be_a_cleared_commits_own_marker(
+    spark, undecoded: tuple, unknown: bool
+):
+    """A cleared commit whose producer's next marker is an ABORT is not judged, unless a record
+    that did not decode may have been its own marker (a COMMIT): then it is, as one whose
+    outcome is not known."""
+    history = spark.createDataFrame(
+        [("cleared", OUTPUT, 0, 50, "TRANSACTIONAL", "CLEARED", at(30), at(30), PID, 0, DOWN_CO,
+          10, "x", None)],
+        HISTORY_COLUMNS_MARKED,
+    )  # fmt: skip
+    partitions = exported_partition(spark, OUTPUT, 0, at(45), first_offset=0, last_offset=19)
+    transactions = spark.createDataFrame(
+        [(OUTPUT, 0, PID + 1, 3, 4, "ABORT", at(40))],
+        "topic string, partition int, producer_id long, first_offset long, "
+        "marker_offset long, outcome string, end_timestamp long",
+    )
+    records = offsets_markers(spark, [(DOWN_CO, PID, 12, "ABORT"), (*undecoded, "UNDECODED")])
+    rows = last_stable_offset(history, records, transactions, partitions, AuditConfig(), "run")
+    assert [r["finding_type"] for r in rows.collect()] == (["ABORTED_READ"] if unknown else [])
+
+
 def test_each_check_counts_its_own_commits_of_a_partition_not_exported(spark):
     """`out`-0 is exported, `out`-1 to 5 are not, each with its group's commits. `out`-1: an
     applied and a replaced commit; READ_PAST_LSO would judge both, COMMIT_BEYOND_LOG and
