@@ -321,6 +321,17 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     is_cleared = F.coalesce(F.col("_ends") == CLEARED, F.lit(False))
     cleared = flagged.where(is_cleared)
     at = ["coordinator_partition", "producer_id", "record_offset"]
+    of_committed = cleared.join(_cleared_by_abort(cleared, records), at, "left_anti")
+    return flagged.where(~is_cleared).unionByName(of_committed).drop("_ends")
+
+
+def _cleared_by_abort(cleared: DataFrame, records: DataFrame) -> DataFrame:
+    """The cleared commits whose producer's next marker in their partition is surely an ABORT.
+
+    (coordinator_partition, producer_id, record_offset) of each: not where a record that did
+    not decode may be the commit's own marker (`read_past_lso_commits`).
+    """
+    at = ["coordinator_partition", "producer_id", "record_offset"]
     in_offsets = F.col("coordinator_topic") == CONSUMER_OFFSETS
     markers = records.where(
         in_offsets & F.col(SOURCE_ERROR).isNull() & F.col("control_type").isin("COMMIT", "ABORT")
@@ -381,14 +392,12 @@ def read_past_lso_commits(history: DataFrame, records: DataFrame) -> DataFrame:
     unplaced = undecoded.where(F.col("coordinator_partition").isNull()).agg(
         F.count(F.lit(1)).alias("_unplaced")
     )
-    aborted = (
+    return (
         ended.join(placed, maybe_between, "left_anti")
         .crossJoin(unplaced)
         .where(F.col("_unplaced") == 0)
         .select(*at)
     )
-    of_committed = cleared.join(aborted, at, "left_anti")
-    return flagged.where(~is_cleared).unionByName(of_committed).drop("_ends")
 
 
 def standing_offsets(history: DataFrame) -> DataFrame:

@@ -403,7 +403,7 @@ def write_txn_markers(
     verdict = (
         # Exported without a batch time (Parquet may give none): not known to span the Complete
         # record, EXPORT_DOES_NOT_SPAN below, never a partition missing.
-        F.when(~F.coalesce(has_exported_log(), F.lit(False)), PARTITION_NOT_EXPORTED)
+        F.when(~has_exported_log(), PARTITION_NOT_EXPORTED)
         .when(contradicts & F.col("shifted"), MARKER_AMBIGUOUS)
         .when(contradicts, F.concat(marker["outcome"], F.lit("_WHERE_"), F.col("decision")))
         .when(marker.isNotNull() & ~marker["outcome"].isin("COMMIT", "ABORT"),
