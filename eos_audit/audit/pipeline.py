@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -341,8 +341,9 @@ def _stage_processing(
     """Replay the group coordinators' offsets and add the findings and quarantine rows to the stage.
 
     The decoded records are staged once (the replay, the transaction log and the quarantine read
-    them), the replay's history once (its table and its findings read it), and the one-to-one
-    check's judged commits once (its three findings read them).
+    them), the replay's history once (its table and its findings read it), and what two or
+    three findings of one check read once (`staged_as`): READ_PAST_LSO's judged commits, the
+    pending producers HANGING_OFFSET_TRANSACTION judges, the one-to-one check's judged commits.
     `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`);
     `incremental`: the run is seeded by an earlier run's state (--since-state).
     """
@@ -386,6 +387,11 @@ def _stage_processing(
         F.coalesce(F.col("source"), F.col("coordinator_topic")).alias("source"),
         F.col(SOURCE_ERROR).alias("reason"),
     )
+
+    def staged_as(name: str) -> Callable[[DataFrame], DataFrame]:
+        """A check's intermediate that more than one of its findings read, staged once."""
+        return lambda frame: checked_once(spark, frame, stage.subdir(name))
+
     # The audit's own rows, staged before this: each partition's transactions and statistics.
     audited = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
     transactions = output_records.transactions_of(audited)
@@ -395,14 +401,28 @@ def _stage_processing(
         .unionByName(write_txn_markers(records, history, transactions, partitions, config, run_id))
         .unionByName(
             last_stable_offset(
-                history, records, transactions, partitions, config, run_id, incremental
+                history,
+                records,
+                transactions,
+                partitions,
+                config,
+                run_id,
+                incremental,
+                staged_as("read_past_lso"),
             )
         )
         .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
         .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
         .unionByName(
             find_hanging_transactions(
-                history, records, config, run_id, as_of_ms, partitions_listed, partitions
+                history,
+                records,
+                config,
+                run_id,
+                as_of_ms,
+                partitions_listed,
+                partitions,
+                staged_as("hanging_offsets"),
             )
         )
         .unionByName(cleaned_offset_partitions(history, records, config, run_id))
@@ -415,7 +435,7 @@ def _stage_processing(
     )
     one_to_one = send_offsets_to_transaction(
         records, history, transactions, partitions, config, run_id,
-        stage=lambda judged: checked_once(spark, judged, stage.subdir("one_to_one")),
+        stage=staged_as("one_to_one"),
     )  # fmt: skip
     if one_to_one is not None:
         findings = findings.unionByName(one_to_one)

@@ -32,6 +32,8 @@ from eos_audit.processing.exported_logs import (
 from eos_audit.sinks.finding_rows import coded_finding_struct
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from eos_audit.config import AuditConfig
 
 READ_TYPES = ("READ_PAST_LSO", "ABORTED_READ")
@@ -46,6 +48,7 @@ def last_stable_offset(
     config: AuditConfig,
     run_id: str,
     incremental: bool = False,
+    stage: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """READ_PAST_LSO and ABORTED_READ findings: every commit against its partition's LSO then.
 
@@ -76,6 +79,11 @@ def last_stable_offset(
         incremental: the run is seeded by an earlier run's state (--since-state): its export
             of a partition may start anywhere, so the export's first offset is not the log's
             start (`exported_logs.log_start_offset`).
+        stage: writes a DataFrame where the run stages its work and reads it back (the
+            pipeline's `checked_once`), or None: the judged commits, which both the findings
+            and the undecided commits read, staged; without it their plan (the commits, the
+            cleared ones' markers, the window over the partitions' transactions) is planned
+            and run once for each.
 
     Returns:
         FINDINGS rows (UNVERIFIABLE ones among them).
@@ -154,6 +162,8 @@ def last_stable_offset(
         open_at_end & ~spans, "EXPORT_DOES_NOT_SPAN"
     )
     judged = judged.withColumn("undecided", undecided)
+    if stage is not None:
+        judged = stage(judged)
     return _findings(judged.where(F.col("undecided").isNull()), config, run_id).unionByName(
         _undecided(judged.where(F.col("undecided").isNotNull()), config, run_id)
     )

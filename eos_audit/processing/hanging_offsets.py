@@ -20,7 +20,7 @@ partition alone, is lowered to INFO (docs/rules.md#hanging-transaction).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Window
@@ -62,6 +62,7 @@ def find_hanging_transactions(
     as_of_ms: int | None,
     partitions_listed: Collection[tuple[str, int]] = (),
     partitions: DataFrame | None = None,
+    stage: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """HANGING_OFFSET_TRANSACTION findings, as `kafka-transactions.sh find-hanging` decides.
 
@@ -96,6 +97,10 @@ def find_hanging_transactions(
         partitions: the audit's partition statistics (kernel partials, as `exported_logs`
             reads them), for each `__consumer_offsets` partition's latest batch; without them,
             its last commit record.
+        stage: writes a DataFrame where the run stages its work and reads it back (the
+            pipeline's `checked_once`), or None: the judged producers, which both the findings
+            and the undecided ones read, staged; without it their plan (the pending commits,
+            the transaction log's owners and ends) is planned and run once for each.
 
     Returns:
         FINDINGS rows (UNVERIFIABLE ones among them).
@@ -146,6 +151,8 @@ def find_hanging_transactions(
             )
         )
     )
+    if stage is not None:
+        judged = stage(judged)
     log = F.col("log")
     whole = F.col("log_partitions_held") == F.col("log_partitions")
     listed = F.exists(

@@ -41,6 +41,7 @@ start to 2: `down`'s offset 1 there (time 39) is below it too.
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 
 import pyarrow as pa
 import pytest
@@ -49,6 +50,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from eos_audit.audit.output_records import PARTITION_STATS_N
+from eos_audit.audit.pipeline import checked_once
 from eos_audit.config import AuditConfig
 from eos_audit.findings import RAISED_BY_PROCESSING
 from eos_audit.processing.committed_ranges import offset_out_of_range
@@ -502,11 +504,16 @@ def test_a_closed_transaction_whose_marker_has_no_time_is_not_taken_for_open(spa
     assert found(at(1500)) == ["ABORTED_READ"]
 
 
-def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_export_spans(spark):
+@pytest.mark.parametrize("staged", [False, True], ids=["whole", "staged"])
+def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_export_spans(
+    spark, tmp_path, staged: bool
+):
     """`out`'s export ends with a transaction open, its last batch at 40 s. A commit past it at
     31 s read past the LSO; of the group's commits at 45 and 50 s, made after the partition's
     export ended (`__consumer_offsets` exported later), the export cannot tell. Nor of any of
-    them where the partition's batches carry no time (Parquet may give none)."""
+    them where the partition's batches carry no time (Parquet may give none). The same when the
+    judged commits, which the findings and the undecided ones read, are staged as a run stages
+    them (`staged`)."""
     history = spark.createDataFrame(
         [(DOWNSTREAM, OUTPUT, 0, 6, "PLAIN", "APPLIED", at(when), at(when), -1, -1, DOWN_CO,
           record, "x") for record, when in enumerate((31, 45, 50))],
@@ -520,9 +527,14 @@ def test_a_transaction_open_at_the_exports_end_is_judged_only_at_commits_the_exp
 
     def judged(written_until: int | None) -> list:
         partitions = exported_partition(spark, OUTPUT, 0, written_until)
-        return last_stable_offset(
-            history, offsets_markers(spark, []), transactions, partitions, AuditConfig(), "run"
-        ).collect()
+        folder = tmp_path / f"judged-{written_until}"
+        stage = partial(checked_once, spark, path=str(folder)) if staged else None
+        rows = last_stable_offset(
+            history, offsets_markers(spark, []), transactions, partitions, AuditConfig(), "run",
+            stage=stage,
+        ).collect()  # fmt: skip
+        assert folder.exists() == staged
+        return rows
 
     rows = judged(at(40))
     found = sorted((r["finding_type"], r["cause"], r["base_offset"]) for r in rows)
