@@ -342,8 +342,9 @@ def _stage_processing(
 
     The decoded records are staged once (the replay, the transaction log and the quarantine read
     them), the replay's history once (its table and its findings read it), and what two or
-    three findings of one check read once (`staged_as`): READ_PAST_LSO's judged commits, the
-    pending producers HANGING_OFFSET_TRANSACTION judges, the one-to-one check's judged commits.
+    three findings of one check read once (`staged_as`): the prepared partitions with their
+    markers (TORN_TRANSACTION), READ_PAST_LSO's judged commits, the pending producers
+    HANGING_OFFSET_TRANSACTION judges, the one-to-one check's judged commits.
     `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`);
     `incremental`: the run is seeded by an earlier run's state (--since-state).
     """
@@ -398,7 +399,17 @@ def _stage_processing(
     partitions = output_records.partition_summary_of(audited)
     findings = (
         processing_findings(history, config, run_id)
-        .unionByName(write_txn_markers(records, history, transactions, partitions, config, run_id))
+        .unionByName(
+            write_txn_markers(
+                records,
+                history,
+                transactions,
+                partitions,
+                config,
+                run_id,
+                staged_as("transaction_markers"),
+            )
+        )
         .unionByName(
             last_stable_offset(
                 history,

@@ -45,6 +45,8 @@ from eos_audit.sources.kafka.coordinator_keys import (
 from eos_audit.sql_text import lookup
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from eos_audit.config import AuditConfig
 
 PREPARED = {"PrepareCommit": "COMMIT", "PrepareAbort": "ABORT"}
@@ -332,6 +334,7 @@ def write_txn_markers(
     partitions: DataFrame,
     config: AuditConfig,
     run_id: str,
+    stage: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """TORN_TRANSACTION and UNVERIFIABLE findings: each prepared partition against its marker.
 
@@ -355,6 +358,11 @@ def write_txn_markers(
             reads them: the latest batch of each, batches a --since-state run skipped included).
         config: the run configuration (`processing.clock_skew_ms`, severities).
         run_id: the run id.
+        stage: writes a DataFrame where the run stages its work and reads it back (the
+            pipeline's `checked_once`), or None: each prepared partition with its matched
+            marker, which the torn ones, the offset commits their markers decided and the
+            undecided ones read, staged; without it that plan (the prepares, the markers and
+            their windows) is planned and run once for each.
 
     Returns:
         FINDINGS rows.
@@ -365,6 +373,8 @@ def write_txn_markers(
     judged = matched_markers(prepared, transactions, skew).join(
         exported, ["topic", "partition"], "left"
     )
+    if stage is not None:
+        judged = stage(judged)
     marker, later = F.col("marker"), F.col("later")
     # Without its marker, the partition's data of the transaction stays open until a later
     # marker of the producer closes it with the next transaction's (or never): the producer's

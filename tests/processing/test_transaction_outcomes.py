@@ -1283,10 +1283,15 @@ def test_a_v1_session_after_data_left_open_matches_its_markers_by_time(spark):
     assert torn_verdicts(spark, states, transactions, first_offset=0, last_offset=4) == []
 
 
-def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_its_marker(spark):
+@pytest.mark.parametrize("staged", [False, True], ids=["whole", "staged"])
+def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_its_marker(
+    spark, tmp_path, staged: bool
+):
     """`out`'s export holds a transaction's data (at 0 s), no marker, and another producer's
     batch stamped 5 ms after the Complete record (at 5 s): that producer's clock may run ahead,
-    and the marker may have landed after the export. Undecided, not torn; at 2 s after, torn."""
+    and the marker may have landed after the export. Undecided, not torn; at 2 s after, torn.
+    The same when the prepared partitions with their markers are staged as a run stages them
+    (`staged`)."""
     steps = ((0, "Ongoing", 0), (1, "PrepareCommit", 5), (2, "CompleteCommit", 5.005))
     records = transaction_log(
         spark, [(offset, PID, 1, status, at(when), [(OUTPUT, 0)]) for offset, status, when in steps]
@@ -1300,8 +1305,13 @@ def test_a_partition_written_within_the_skew_after_the_complete_record_may_lack_
         partitions = exported_partition(
             spark, OUTPUT, 0, written_until, first_offset=0, last_offset=0
         )
-        rows = write_txn_markers(records, history, transactions, partitions, AuditConfig(), "r")
-        return [(r["finding_type"], r["cause"]) for r in rows.collect()]
+        folder = tmp_path / f"judged-{written_until}"
+        stage = partial(checked_once, spark, path=str(folder)) if staged else None
+        rows = write_txn_markers(
+            records, history, transactions, partitions, AuditConfig(), "r", stage=stage
+        ).collect()
+        assert folder.exists() == staged
+        return [(r["finding_type"], r["cause"]) for r in rows]
 
     assert verdicts(at(5.010)) == [("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")]
     assert verdicts(at(7)) == [("TORN_TRANSACTION", "MARKER_MISSING")]
@@ -1389,10 +1399,15 @@ def test_a_transaction_log_newer_than_the_offsets_export_cannot_say_a_commit_han
     its `__consumer_offsets` partition lacks, whose last commit record is at 3600 s. The
     transaction log completed the transaction at 3700 s: the partition's copy may have been
     taken before the marker landed. Completed at 3500 s, or the partition's latest batch at
-    3750 s, and the commit hangs."""
+    3750 s, and the commit hangs. The same when the judged producers are staged as a run stages
+    them (`staged`)."""
 
-    def hanging(completed_at: float, written_until: float | None) -> list[tuple]:
-        root = tmp_path / f"{completed_at}-{written_until}"
+    def hanging(
+        completed_at: float, written_until: float | None, staged: bool = False
+    ) -> list[tuple]:
+        root = tmp_path / f"{completed_at}-{written_until}-{staged}"
+        folder = tmp_path / f"judged-{completed_at}-{written_until}"
+        stage = partial(checked_once, spark, path=str(folder)) if staged else None
         offsets = [txn(0, 0, 0, commit(PROCESSOR, INPUT, 2, 0)),
                    plain(1, 3600, commit(PROCESSOR, INPUT, 2, 3600))]  # fmt: skip
         log = [state(0, 0, ONGOING, BOTH, -1), state(1, 1, COMPLETE_COMMIT, {}, completed_at)]
@@ -1406,15 +1421,19 @@ def test_a_transaction_log_newer_than_the_offsets_export_cannot_say_a_commit_han
             else exported_partition(spark, CO, PROC_CO, at(written_until))
         )  # fmt: skip
         rows = find_hanging_transactions(
-            history, records, AuditConfig(), "run", None, partitions=partitions
+            history, records, AuditConfig(), "run", None, partitions=partitions, stage=stage
         ).collect()
+        assert folder.exists() == staged
         return [(r["finding_type"], r["cause"], r["detail"]) for r in rows]
 
     ((finding, cause, detail),) = hanging(3700, None)
     assert (finding, cause) == ("UNVERIFIABLE", "EXPORT_DOES_NOT_SPAN")
     assert "is newer than the latest batch of the __consumer_offsets partition's export" in detail
+    assert hanging(3700, None, staged=True) == [(finding, cause, detail)]
     hangs = [("HANGING_OFFSET_TRANSACTION", "NOT_IN_CURRENT_TRANSACTION")]
-    assert [h[:2] for h in hanging(3500, None)] == hangs
+    hung = hanging(3500, None)
+    assert [h[:2] for h in hung] == hangs
+    assert hanging(3500, None, staged=True) == hung
     assert [h[:2] for h in hanging(3700, 3750)] == hangs
 
 
