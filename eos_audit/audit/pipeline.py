@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import functools
 import hashlib
 import itertools
 import json
@@ -327,6 +328,33 @@ class ProcessingTables:
 COORDINATOR_INPUT = "coordinator_records"
 
 
+def _staged_replay(
+    spark: SparkSession, coordinator: DataFrame, stage: RunStage
+) -> tuple[DataFrame, DataFrame]:
+    """The decoded coordinator records and the offset replay's history, each staged once.
+
+    The records are read by the replay, the transaction log, the quarantine and the checks; the
+    history by its table and the checks.
+    """
+    from eos_audit.processing.coordinator_audit import (
+        STAGED_HISTORY_OPTIONS,
+        STAGED_RECORDS_OPTIONS,
+        offset_events,
+        replay_offsets,
+        staged_records,
+    )
+
+    records = checked_once(
+        spark, staged_records(coordinator), stage.subdir("coordinator_records"),
+        STAGED_RECORDS_OPTIONS,
+    )  # fmt: skip
+    history = checked_once(
+        spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets"),
+        STAGED_HISTORY_OPTIONS,
+    )  # fmt: skip
+    return records, history
+
+
 def _stage_processing(
     spark: SparkSession,
     coordinator: DataFrame,
@@ -344,45 +372,23 @@ def _stage_processing(
     them), the replay's history once (its table and its findings read it), and what two or
     three findings of one check read once (`staged_as`): the prepared partitions with their
     markers (TORN_TRANSACTION), READ_PAST_LSO's judged commits, the pending producers
-    HANGING_OFFSET_TRANSACTION judges, the one-to-one check's judged commits.
+    HANGING_OFFSET_TRANSACTION judges, the one-to-one check's judged commits. The checks are
+    `processing.checks.processing_checks`, their findings written by one job.
     `partitions_listed`: the partitions the export lists (`BatchRead.partitions_listed`);
     `incremental`: the run is seeded by an earlier run's state (--since-state).
     """
-    from eos_audit.processing.committed_ranges import offset_out_of_range
+    from eos_audit.processing.checks import CheckInputs, processing_checks
     from eos_audit.processing.coordinator_audit import (
         SOURCE_ERROR,
-        STAGED_HISTORY_OPTIONS,
-        STAGED_RECORDS_OPTIONS,
         consumer_offsets_table,
-        offset_events,
-        processing_findings,
-        replay_offsets,
-        staged_records,
         transaction_log_table,
-    )
-    from eos_audit.processing.downstream_reads import last_stable_offset
-    from eos_audit.processing.exported_logs import (
-        cleaned_offset_partitions,
-        unexported_input_partitions,
-        unlogged_offset_transactions,
     )
     from eos_audit.processing.hanging_offsets import (
         distributed_two_phase_commit_partitions,
-        find_hanging_transactions,
         two_phase_commit_record,
     )
-    from eos_audit.processing.one_to_one import send_offsets_to_transaction
-    from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
-    from eos_audit.processing.transaction_markers import write_txn_markers
 
-    records = checked_once(
-        spark, staged_records(coordinator), stage.subdir("coordinator_records"),
-        STAGED_RECORDS_OPTIONS,
-    )  # fmt: skip
-    history = checked_once(
-        spark, replay_offsets(offset_events(records)), stage.subdir("consumer_offsets"),
-        STAGED_HISTORY_OPTIONS,
-    )  # fmt: skip
+    records, history = _staged_replay(spark, coordinator, stage)
     rejected = records.where(F.col(SOURCE_ERROR).isNotNull()).select(
         F.lit(COORDINATOR_INPUT).alias("input"),
         F.coalesce(F.col("source"), F.col("coordinator_topic")).alias("source"),
@@ -395,61 +401,16 @@ def _stage_processing(
 
     # The audit's own rows, staged before this: each partition's transactions and statistics.
     audited = spark.read.schema(output_records.OUTPUT_RECORD).parquet(staged_path)
-    transactions = output_records.transactions_of(audited)
-    partitions = output_records.partition_summary_of(audited)
-    findings = (
-        processing_findings(history, config, run_id)
-        .unionByName(
-            write_txn_markers(
-                records,
-                history,
-                transactions,
-                partitions,
-                config,
-                run_id,
-                staged_as("transaction_markers"),
-            )
-        )
-        .unionByName(
-            last_stable_offset(
-                history,
-                records,
-                transactions,
-                partitions,
-                config,
-                run_id,
-                incremental,
-                staged_as("read_past_lso"),
-            )
-        )
-        .unionByName(offset_out_of_range(history, partitions, config, run_id, incremental))
-        .unionByName(prepare_fence_producer_epoch(records, transactions, config, run_id))
-        .unionByName(
-            find_hanging_transactions(
-                history,
-                records,
-                config,
-                run_id,
-                as_of_ms,
-                partitions_listed,
-                partitions,
-                staged_as("hanging_offsets"),
-            )
-        )
-        .unionByName(cleaned_offset_partitions(history, records, config, run_id))
-        .unionByName(
-            unlogged_offset_transactions(
-                history, records, config, run_id, partitions_listed, as_of_ms
-            )
-        )
-        .unionByName(unexported_input_partitions(history, records, partitions, config, run_id))
-    )
-    one_to_one = send_offsets_to_transaction(
-        records, history, transactions, partitions, config, run_id,
-        stage=staged_as("one_to_one"),
+    inputs = CheckInputs(
+        records, history, output_records.transactions_of(audited),
+        output_records.partition_summary_of(audited), config, run_id, as_of_ms,
+        partitions_listed, incremental,
     )  # fmt: skip
-    if one_to_one is not None:
-        findings = findings.unionByName(one_to_one)
+    # Every check's findings in one write.
+    built = [build() for build in processing_checks(inputs, staged_as).values()]
+    findings = functools.reduce(
+        lambda union, frame: union.unionByName(frame), [f for f in built if f is not None]
+    )
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )

@@ -11,5 +11,6 @@ offset: reads past it, aborted reads), `committed_ranges` (offsets out of range)
 `hanging_offsets` (find-hanging) and `one_to_one` (sendOffsetsToTransaction: the declared
 one-to-one groups' input processed twice or never). `exported_logs` says what the export holds
 of each partition, and what the checks that need every record cannot decide for lack of it.
-`offset_kernel` and `offset_runner` are the replay compiled over Arrow columns.
+`offset_kernel` and `offset_runner` are the replay compiled over Arrow columns. `checks` lists
+the checks by name, as the pipeline's processing stage runs them.
 """
