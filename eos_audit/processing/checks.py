@@ -69,39 +69,40 @@ def processing_checks(
     from eos_audit.processing.producer_fencing import prepare_fence_producer_epoch
     from eos_audit.processing.transaction_markers import write_txn_markers
 
-    i = inputs
-    records, history, config, run_id = i.records, i.history, i.config, i.run_id
+    records, history, config, run_id = inputs.records, inputs.history, inputs.config, inputs.run_id
+    transactions, partitions = inputs.transactions, inputs.partitions
+    as_of_ms, listed, incremental = inputs.as_of_ms, inputs.partitions_listed, inputs.incremental
     return {
         "offset_replay": lambda: processing_findings(history, config, run_id),
         "write_txn_markers": lambda: write_txn_markers(
-            records, history, i.transactions, i.partitions, config, run_id,
+            records, history, transactions, partitions, config, run_id,
             staged_as("transaction_markers"),
         ),
         "last_stable_offset": lambda: last_stable_offset(
-            history, records, i.transactions, i.partitions, config, run_id, i.incremental,
+            history, records, transactions, partitions, config, run_id, incremental,
             staged_as("read_past_lso"),
         ),
         "offset_out_of_range": lambda: offset_out_of_range(
-            history, i.partitions, config, run_id, i.incremental
+            history, partitions, config, run_id, incremental
         ),
         "prepare_fence_producer_epoch": lambda: prepare_fence_producer_epoch(
-            records, i.transactions, config, run_id
+            records, transactions, config, run_id
         ),
         "find_hanging_transactions": lambda: find_hanging_transactions(
-            history, records, config, run_id, i.as_of_ms, i.partitions_listed, i.partitions,
+            history, records, config, run_id, as_of_ms, listed, partitions,
             staged_as("hanging_offsets"),
         ),
         "cleaned_offset_partitions": lambda: cleaned_offset_partitions(
             history, records, config, run_id
         ),
         "unlogged_offset_transactions": lambda: unlogged_offset_transactions(
-            history, records, config, run_id, i.partitions_listed, i.as_of_ms
+            history, records, config, run_id, listed, as_of_ms
         ),
         "unexported_input_partitions": lambda: unexported_input_partitions(
-            history, records, i.partitions, config, run_id
+            history, records, partitions, config, run_id
         ),
         "send_offsets_to_transaction": lambda: send_offsets_to_transaction(
-            records, history, i.transactions, i.partitions, config, run_id,
+            records, history, transactions, partitions, config, run_id,
             stage=staged_as("one_to_one"),
         ),
     }  # fmt: skip
