@@ -451,6 +451,15 @@ def default_parallelism(spark: SparkSession) -> int:
 _probed_parallelism: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
 
+def adaptive_execution(spark: SparkSession) -> bool:
+    """Whether the session re-plans a query's stages as they run (`spark.sql.adaptive.enabled`).
+
+    Spark's default, and eos_audit's local sessions', is on; a session may turn it off (the
+    suite's does, for its tiny queries).
+    """
+    return spark.conf.get("spark.sql.adaptive.enabled", "true").strip().lower() == "true"
+
+
 # What the replay's hand-over to Python needs from Spark, set for the run's actions only.
 # Below Int.MaxValue, `maxBytesPerBatch` makes Spark measure the Arrow batch being built after every
 # row (BatchedPythonArrowInput.underBatchSizeLimit walks every vector's buffers): measured on the

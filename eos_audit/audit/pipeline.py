@@ -36,6 +36,8 @@ from eos_audit.findings import SEVERITY_ORDER
 from eos_audit.instants import epoch_millis
 from eos_audit.schemas import PER_INPUT_RECORD_TABLES
 from eos_audit.session import (
+    adaptive_execution,
+    default_parallelism,
     ensure_code_on_server,
     lost_server_error,
     replay_arrow_settings,
@@ -414,6 +416,13 @@ def _stage_processing(
     staged = output_records.finding_records_of(findings).unionByName(
         output_records.problem_records(rejected, run_id)
     )
+    if not adaptive_execution(spark):
+        # The findings are few, from some thirty plans. Without adaptive execution every
+        # partition of each plan is a task of this write (63 on the suite's local[2] sessions),
+        # and each task deserializes the whole union's plan and writes its own files: as many
+        # tasks as the session runs at once instead. With it, Spark already coalesces each
+        # plan's partitions, and this changed nothing measurable.
+        staged = staged.coalesce(default_parallelism(spark))
     staged.write.mode("append").partitionBy("kind").parquet(staged_path)
     # One small job, its rows bounded by the record types, never by the records: whether the
     # transaction log holds a two-phase-commit transaction, and the records of the types the
