@@ -60,6 +60,15 @@ _LOCAL_DEFAULTS = {
     # run, but a tenth of the benchmark's whole 10M-batch audit. Spark's documentation warns of
     # the overhead.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # The classes Spark generates for operators and expressions are kept in one cache per JVM,
+    # of 100 by default; a static setting, so only a session that starts its JVM can set it. A
+    # run with the processing audit generates some 230 (its thirty-odd plans), so a JVM that
+    # audits again (a notebook's session, the benchmark's rounds) compiled them all again every
+    # time, and the JIT compiled the new classes again. Measured on 2 cores, the processing stage
+    # over the benchmark's 1M coordinator records, a warm session's third round: 238 classes
+    # compiled and 23.7 JVM CPU-s with 100 entries, 28 and 14.5 CPU-s with 1000. A first run
+    # compiles each once either way. docs/nightly.md has it for long-lived clusters.
+    "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
 

@@ -177,14 +177,16 @@ _FIRST_AND_LIMIT = textwrap.dedent("""
         assert len(df.mapInArrow(same, df.schema).limit(3).collect()) == 3
         assert df.select(F.udf(lambda x: x + 1, "long")("id")).first()[0] == 1
     print(spark.conf.get("spark.python.daemon.module"))
+    print(spark.conf.get("spark.sql.codegen.cache.maxEntries"))
 """)
 
 
 @pytest.mark.cost(15)  # a local session of its own, as the CLI starts it
-def test_a_local_session_prints_no_trace_when_a_query_stops_reading_its_workers():
+def test_a_local_session_starts_with_its_settings_and_prints_no_worker_trace():
     done = run_cli(code=_FIRST_AND_LIMIT)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "eos_audit.python_daemon"
+    # The second line: the generated classes' cache the session started with (a static setting).
+    assert done.stdout.split() == ["eos_audit.python_daemon", "1000"]
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr[-3000:]
 
 
