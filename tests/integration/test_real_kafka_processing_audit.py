@@ -409,21 +409,27 @@ def forged(spark, real_kafka, tmp_path_factory) -> tuple[str, int, int, list[dic
     CRC computed again). The output partitions of `aborted_read` and `transactional_rewind` are
     copied too: the first Ongoing record of `aborted_read`'s producer has an epoch above the one
     its first COMMIT marker has, the last one of `transactional_rewind`'s another producer id.
-    Both transactions were held open 2.5 s, beyond the audit's clock skew."""
-    root = tmp_path_factory.mktemp("forged")
-    facts = real_kafka.processing[RELEASE_4].facts
-    reader, rewinder = facts["aborted_read"], facts["transactional_rewind"]
-    partition, copy = _copier_copy(real_kafka, root, reader.output_topic, rewinder.output_topic)
-    (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
-    position, view = _first_marker_after_data(log, "ABORT")
-    tamper.rewrite_marker(log, position, "COMMIT")
-    fenced = [
-        _forge_ongoing(copy, play.transactional_ids[0], play.output_topic, last)
-        for play, last in ((reader, False), (rewinder, True))
-    ]
-    warehouse = str(root / "warehouse")
-    run_audit(spark, AuditInputs(batches=(str(root / "export"),)), ONE_TO_ONE_CONFIG, warehouse)
-    return warehouse, partition, view["base_offset"], fenced
+    Both transactions were held open 2.5 s, beyond the audit's clock skew. Built once for the
+    suite's run (the module's tests may run on both workers)."""
+
+    def build(root: Path) -> tuple[str, int, int, list[dict]]:
+        facts = real_kafka.processing[RELEASE_4].facts
+        reader, rewinder = facts["aborted_read"], facts["transactional_rewind"]
+        outputs = (reader.output_topic, rewinder.output_topic)
+        partition, copy = _copier_copy(real_kafka, root, *outputs)
+        (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
+        position, view = _first_marker_after_data(log, "ABORT")
+        tamper.rewrite_marker(log, position, "COMMIT")
+        fenced = [
+            _forge_ongoing(copy, play.transactional_ids[0], play.output_topic, last)
+            for play, last in ((reader, False), (rewinder, True))
+        ]
+        warehouse = str(root / "warehouse")
+        inputs = AuditInputs(batches=(str(root / "export"),))
+        run_audit(spark, inputs, ONE_TO_ONE_CONFIG, warehouse)
+        return warehouse, partition, view["base_offset"], fenced
+
+    return once_per_run(tmp_path_factory, "real-kafka-forged", build)
 
 
 def test_an_offset_commits_abort_marker_rewritten_to_commit_is_a_torn_transaction(forged):
@@ -519,34 +525,42 @@ def lost(spark, real_kafka, tmp_path_factory) -> tuple[str, dict]:
     - `aborted_read`'s output partition is copied too, without the COMMIT marker of its first
       transaction (held open 2.5 s, its data older than its prepare by more than the skew);
       the second transaction's ABORT marker comes after it.
+
+    Built once for the suite's run (the module's tests may run on both workers).
     """
-    root = tmp_path_factory.mktemp("lost")
-    facts = real_kafka.processing[RELEASE_4].facts
-    reader, prepared = facts["aborted_read"], facts["two_phase_commit"]
-    partition, copy = _copier_copy(real_kafka, root, reader.output_topic, prepared.output_topic)
-    copier = facts["copier"]
-    (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
-    views = tamper.batches(log)
-    pid = next(v["producer_id"] for _, _, v in views if v["is_transactional"]
-               and not v["is_control"] and v["producer_id"] >= 0)  # fmt: skip
-    cut, _, view = [b for b in views if b[2]["is_control"] and b[2]["producer_id"] == pid][-1]
-    tamper.remove_batch(log, cut)
-    (output,) = sorted((copy / f"{copier.output_topic}-0").glob("*.log"))
-    position, rewritten = _first_marker_after_data(output, "COMMIT")
-    tamper.rewrite_marker(output, position, "ABORT")
-    (read,) = sorted((copy / f"{reader.output_topic}-0").glob("*.log"))
-    position, dropped = _first_marker_after_data(read, "COMMIT")
-    tamper.remove_batch(read, position)
-    warehouse = str(root / "warehouse")
-    config = ONE_TO_ONE_CONFIG.with_overrides(transactions={"max_timeout_ms": 1000, "grace_ms": 0})
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    inputs = AuditInputs(batches=(str(root / "export"),), export_time=now)
-    run_audit(spark, inputs, config, warehouse)
-    return warehouse, {
-        "partition": partition, "cut": view["base_offset"], "group": copier.group,
-        "output": (copier.output_topic, rewritten["base_offset"]),
-        "read": (reader.output_topic, dropped["base_offset"]),
-    }  # fmt: skip
+
+    def build(root: Path) -> tuple[str, dict]:
+        facts = real_kafka.processing[RELEASE_4].facts
+        reader, prepared = facts["aborted_read"], facts["two_phase_commit"]
+        outputs = (reader.output_topic, prepared.output_topic)
+        partition, copy = _copier_copy(real_kafka, root, *outputs)
+        copier = facts["copier"]
+        (log,) = sorted((copy / f"__consumer_offsets-{partition}").glob("*.log"))
+        views = tamper.batches(log)
+        pid = next(v["producer_id"] for _, _, v in views if v["is_transactional"]
+                   and not v["is_control"] and v["producer_id"] >= 0)  # fmt: skip
+        cut, _, view = [b for b in views if b[2]["is_control"] and b[2]["producer_id"] == pid][-1]
+        tamper.remove_batch(log, cut)
+        (output,) = sorted((copy / f"{copier.output_topic}-0").glob("*.log"))
+        position, rewritten = _first_marker_after_data(output, "COMMIT")
+        tamper.rewrite_marker(output, position, "ABORT")
+        (read,) = sorted((copy / f"{reader.output_topic}-0").glob("*.log"))
+        position, dropped = _first_marker_after_data(read, "COMMIT")
+        tamper.remove_batch(read, position)
+        warehouse = str(root / "warehouse")
+        config = ONE_TO_ONE_CONFIG.with_overrides(
+            transactions={"max_timeout_ms": 1000, "grace_ms": 0}
+        )
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        inputs = AuditInputs(batches=(str(root / "export"),), export_time=now)
+        run_audit(spark, inputs, config, warehouse)
+        return warehouse, {
+            "partition": partition, "cut": view["base_offset"], "group": copier.group,
+            "output": (copier.output_topic, rewritten["base_offset"]),
+            "read": (reader.output_topic, dropped["base_offset"]),
+        }  # fmt: skip
+
+    return once_per_run(tmp_path_factory, "real-kafka-lost", build)
 
 
 def test_a_commit_no_transactional_id_owns_hangs_for_want_of_one(lost, real_kafka):

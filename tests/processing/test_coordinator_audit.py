@@ -10,6 +10,7 @@ rows with the state before each.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,7 @@ from eos_audit.config import AuditConfig
 from eos_audit.processing.coordinator_audit import offset_events, replay_offsets, staged_records
 from eos_audit.processing.exported_logs import cleaned_offset_partitions, offsets_logs
 from eos_audit.processing.one_to_one import send_offsets_to_transaction
+from eos_audit.sinks.run_record import RunResult
 from eos_audit.sources.kafka.coordinator_dump_log import read_coordinator_dump_log
 from eos_audit.sources.kafka.coordinator_keys import CONSUMER_OFFSETS_TOPIC as CONSUMER_OFFSETS
 from eos_audit.sources.kafka.coordinator_keys import partition_for
@@ -40,6 +42,7 @@ from tests.fixtures.segment_builder import (
     record_batch,
     write_partition_dir,
 )
+from tests.run_once import once_per_run
 from tests.sources.test_coordinator_records import (
     group_metadata_value,
     i16,
@@ -107,14 +110,19 @@ TRANSACTIONS_LOG = [
 
 @pytest.fixture(scope="module")
 def audited(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("processing")
-    export = root / "export"
-    write_partition_dir(export, 1, "__consumer_offsets", CO, *OFFSETS_LOG)
-    write_partition_dir(export, 1, "__transaction_state", TS, *TRANSACTIONS_LOG)
-    write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
-    warehouse = root / "warehouse"
-    result = run_audit(spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse))
-    return result, warehouse
+    """The export's run and its warehouse, built once for the suite's run (the module's tests
+    may run on both workers)."""
+
+    def build(root: Path) -> tuple[RunResult, Path]:
+        export = root / "export"
+        write_partition_dir(export, 1, "__consumer_offsets", CO, *OFFSETS_LOG)
+        write_partition_dir(export, 1, "__transaction_state", TS, *TRANSACTIONS_LOG)
+        write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
+        warehouse = root / "warehouse"
+        inputs = AuditInputs(batches=(str(export),))
+        return run_audit(spark, inputs, AuditConfig(), str(warehouse)), warehouse
+
+    return once_per_run(tmp_path_factory, "coordinator-audit", build)
 
 
 def sql(warehouse, table: str, query: str) -> list[dict]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from eos_audit.audit.pipeline import AuditInputs, run_audit
 from eos_audit.config import AuditConfig
 from eos_audit.report.charts import group_chart
-from eos_audit.report.data import collect_report_data, left_out
+from eos_audit.report.data import ReportData, collect_report_data, left_out
 from eos_audit.report.groups import build_consumer_groups, query_consumer_groups
 from eos_audit.report.limits import ReportLimits
 from eos_audit.report.page import render_report
@@ -33,6 +34,7 @@ from tests.fixtures.segment_builder import (
 from tests.processing.test_coordinator_audit import marker, plain, txn
 from tests.report import test_data as sample
 from tests.report.test_render import _assert_labels_fit, _Page
+from tests.run_once import once_per_run
 from tests.sources.test_coordinator_records import (
     group_metadata_value,
     i16,
@@ -85,17 +87,22 @@ ALPHA_LOG = [plain(0, _commit(ALPHA, 0, 100, 1)), plain(1, _commit(ALPHA, 0, 200
 
 @pytest.fixture(scope="module")
 def audited(spark, tmp_path_factory):
-    """The run's warehouse, its id, and the report's data with the default limits."""
+    """The run's warehouse, its id, and the report's data with the default limits, built once for
+    the suite's run (the module's tests may run on both workers)."""
     assert partition_for(ZETA) != partition_for(ALPHA)  # one log each
-    root = tmp_path_factory.mktemp("groups")
-    export = root / "export"
-    write_partition_dir(export, 1, "__consumer_offsets", partition_for(ZETA), *ZETA_LOG)
-    write_partition_dir(export, 1, "__consumer_offsets", partition_for(ALPHA), *ALPHA_LOG)
-    write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
-    warehouse = root / "warehouse"
-    result = run_audit(spark, AuditInputs(batches=(str(export),)), AuditConfig(), str(warehouse))
-    data = collect_report_data(spark, TableLocation(str(warehouse)), result.run_id)
-    return warehouse, result.run_id, data
+
+    def build(root: Path) -> tuple[Path, str, ReportData]:
+        export = root / "export"
+        write_partition_dir(export, 1, "__consumer_offsets", partition_for(ZETA), *ZETA_LOG)
+        write_partition_dir(export, 1, "__consumer_offsets", partition_for(ALPHA), *ALPHA_LOG)
+        write_partition_dir(export, 1, INPUT, 0, *[data_batch(i) for i in range(3)])
+        warehouse = root / "warehouse"
+        inputs = AuditInputs(batches=(str(export),))
+        result = run_audit(spark, inputs, AuditConfig(), str(warehouse))
+        data = collect_report_data(spark, TableLocation(str(warehouse)), result.run_id)
+        return warehouse, result.run_id, data
+
+    return once_per_run(tmp_path_factory, "report-groups", build)
 
 
 @pytest.fixture(scope="module")
